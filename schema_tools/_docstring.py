@@ -1,0 +1,69 @@
+"""A small Google-style docstring reader: the prose, and the ``Args:`` descriptions."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Docstring", "parse_docstring"]
+
+_ARG_SECTIONS = frozenset({"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"})
+_DROPPED_SECTIONS = _ARG_SECTIONS | {"returns", "return", "yields", "yield", "raises", "except", "exceptions"}
+_SECTION = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
+_ARG = re.compile(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class Docstring:
+    """The parts of a docstring a tool schema uses."""
+
+    description: str
+    params: dict[str, str] = field(default_factory=dict)
+
+
+def parse_docstring(doc: str | None) -> Docstring:
+    """Split `doc` into its prose and its ``Args:`` entries.
+
+    The ``Args``, ``Returns``, ``Yields`` and ``Raises`` sections are left out of the description; every
+    other section (``Example:``, ``Note:`` ...) is kept verbatim.
+    """
+    lines = inspect.cleandoc(doc or "").splitlines()
+    kept: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    body: list[str] = []
+    for line in [*lines, "End:"]:
+        header = _SECTION.match(line)
+        if header or (line and not line[0].isspace() and section is not None):
+            if section in _ARG_SECTIONS:
+                params.update(_parse_args(body))
+            section, body = (header.group(1).lower(), []) if header else (None, [])
+            if section is not None and section not in _DROPPED_SECTIONS:
+                kept.append(line)
+                section = None
+            if header:
+                continue
+        if section is None:
+            kept.append(line)
+        else:
+            body.append(line)
+    return Docstring("\n".join(kept[:-1] if kept and kept[-1] == "End:" else kept).strip(), params)
+
+
+def _parse_args(body: list[str]) -> dict[str, str]:
+    params: dict[str, list[str]] = {}
+    current: list[str] | None = None
+    indent: int | None = None
+    for line in body:
+        if not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        match = _ARG.match(line)
+        if match and (indent is None or depth <= indent):
+            indent = depth
+            current = params.setdefault(match.group(1), [])
+            current.append(match.group(2).strip())
+        elif current is not None:
+            current.append(line.strip())
+    return {name: " ".join(part for part in parts if part) for name, parts in params.items()}

@@ -1,0 +1,113 @@
+"""Validate instances against Draft 2020-12 schemas, reporting JSON pointers.
+
+Compiled validators are cached by schema *content*: the key is the canonical JSON text of the schema
+(``json.dumps(schema, sort_keys=True, separators=(",", ":"))``), held in an LRU cache of
+`_CACHE_SIZE` entries. Two equal schemas share one validator, and mutating a schema after a call is
+safe because the next call computes a new key.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import referencing
+import referencing.exceptions
+from jsonschema import Draft202012Validator, ValidationError
+from jsonschema.exceptions import best_match, relevance
+from jsonschema.protocols import Validator
+from jsonschema.validators import extend
+
+from schema_tools._errors import PolicyViolation, SchemaIssue, SchemaPolicyError, SchemaValidationError
+from schema_tools._formats import FORMAT_CHECKER
+from schema_tools._pointer import pointer
+
+__all__ = ["assert_valid", "canonical_json", "compiled", "validate"]
+
+_CACHE_SIZE = 512
+_NO_REMOTE: referencing.Registry[Any] = referencing.Registry()  # no retrieve function: nothing is fetched
+
+
+def _required(validator: Validator, required: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """Like Draft 2020-12 ``required``, but the error's path names the missing property."""
+    if not validator.is_type(instance, "object"):
+        return
+    for name in required:
+        if name not in instance:
+            yield ValidationError(f"{name!r} is a required property", path=[name])
+
+
+_Validator = extend(Draft202012Validator, {"required": _required})  # type: ignore[no-untyped-call]  # untyped in stubs
+
+
+def canonical_json(schema: Any) -> str:
+    """Return the canonical JSON text of `schema` (sorted keys, no whitespace).
+
+    Raises:
+        TypeError: If `schema` is not JSON data.
+    """
+    return json.dumps(schema, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _compile(canonical: str) -> Validator:
+    schema = json.loads(canonical)
+    problems = list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
+    if problems:
+        raise SchemaPolicyError([PolicyViolation(pointer(e.absolute_path), "metaschema", e.message) for e in problems])
+    validator: Validator = _Validator(schema, format_checker=FORMAT_CHECKER, registry=_NO_REMOTE)
+    return validator
+
+
+def compiled(schema: Mapping[str, Any] | bool) -> Validator:
+    """Return the cached validator for `schema` (see the module docstring for the cache key).
+
+    Raises:
+        SchemaPolicyError: If `schema` is not a valid Draft 2020-12 schema (rule ``"metaschema"``).
+    """
+    return _compile(canonical_json(schema))
+
+
+def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssue]:
+    """Validate `instance` against a Draft 2020-12 `schema` and return every issue.
+
+    Formats ``email``, ``date``, ``date-time`` and ``uri`` are checked. Issues come most relevant first
+    (``jsonschema.exceptions.relevance``). A ``required`` issue points at the missing property
+    (``"/approved"``), not at the object that lacks it. A failed ``oneOf``/``anyOf`` is reported as the
+    best-matching error inside its branches (``best_match``) when one stands out. Nothing is ever fetched:
+    a ``$ref`` that is not in the schema is a `SchemaPolicyError`.
+
+    Args:
+        instance: Parsed JSON data.
+        schema: A Draft 2020-12 schema.
+
+    Returns:
+        The issues, empty when `instance` is valid.
+
+    Raises:
+        SchemaPolicyError: If the schema is invalid or has an unresolvable ``$ref``.
+    """
+    validator = compiled(schema)
+    try:
+        errors = sorted(validator.iter_errors(instance), key=relevance, reverse=True)
+    except referencing.exceptions.Unresolvable as exc:
+        raise SchemaPolicyError([PolicyViolation("", "ref-unresolvable", str(exc))]) from exc
+    return [_issue(best_match([error]) or error) for error in errors]
+
+
+def assert_valid(instance: Any, schema: Mapping[str, Any] | bool) -> None:
+    """Raise unless `instance` is valid under `schema`; see `validate`.
+
+    Raises:
+        SchemaValidationError: With every issue in `issues`.
+        SchemaPolicyError: If the schema is invalid or has an unresolvable ``$ref``.
+    """
+    issues = validate(instance, schema)
+    if issues:
+        raise SchemaValidationError(issues)
+
+
+def _issue(error: ValidationError) -> SchemaIssue:
+    return SchemaIssue(pointer(error.absolute_path), str(error.validator), error.message)
