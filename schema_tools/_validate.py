@@ -16,7 +16,7 @@ from typing import Any
 import referencing
 import referencing.exceptions
 from jsonschema import Draft202012Validator, ValidationError
-from jsonschema.exceptions import best_match, relevance
+from jsonschema.exceptions import relevance
 from jsonschema.protocols import Validator
 from jsonschema.validators import extend
 
@@ -75,8 +75,8 @@ def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssu
 
     Formats ``email``, ``date``, ``date-time`` and ``uri`` are checked. Issues come most relevant first
     (``jsonschema.exceptions.relevance``). A ``required`` issue points at the missing property
-    (``"/approved"``), not at the object that lacks it. A failed ``oneOf``/``anyOf`` is reported as the
-    best-matching error inside its branches (``best_match``) when one stands out. Nothing is ever fetched:
+    (``"/approved"``), not at the object that lacks it. A failed ``oneOf``/``anyOf`` is reported through
+    the errors of its closest branch when one stands out (see `_expand`), else as itself. Nothing is fetched:
     a ``$ref`` that is not in the schema is a `SchemaPolicyError`.
 
     Args:
@@ -94,7 +94,7 @@ def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssu
         errors = sorted(validator.iter_errors(instance), key=relevance, reverse=True)
     except referencing.exceptions.Unresolvable as exc:
         raise SchemaPolicyError([PolicyViolation("", "ref-unresolvable", str(exc))]) from exc
-    return [_issue(best_match([error]) or error) for error in errors]
+    return [_issue(leaf) for error in errors for leaf in _expand(error)]
 
 
 def assert_valid(instance: Any, schema: Mapping[str, Any] | bool) -> None:
@@ -109,5 +109,32 @@ def assert_valid(instance: Any, schema: Mapping[str, Any] | bool) -> None:
         raise SchemaValidationError(issues)
 
 
+def _expand(error: ValidationError) -> list[ValidationError]:
+    """Replace a failed ``anyOf``/``oneOf`` by the errors of its closest branch, when one stands out.
+
+    A branch whose errors include a ``type`` error at the combinator's own instance, or a ``const``/``enum``
+    error, is taken as "not meant" (a discriminator mismatch). Among the other branches the one with the
+    fewest errors is the closest; on a tie the combinator's own error is kept.
+    """
+    if error.validator not in ("anyOf", "oneOf") or not error.context:
+        return [error]
+    branches: dict[Any, list[ValidationError]] = {}
+    for sub in error.context:
+        branches.setdefault(sub.relative_schema_path[0], []).append(sub)
+    meant = sorted((subs for subs in branches.values() if not _mismatch(error, subs)), key=len)
+    if not meant or (len(meant) > 1 and len(meant[0]) == len(meant[1])):
+        return [error]
+    return [leaf for sub in sorted(meant[0], key=relevance, reverse=True) for leaf in _expand(sub)]
+
+
+def _mismatch(parent: ValidationError, errors: list[ValidationError]) -> bool:
+    depth = len(parent.absolute_path)
+    return any(
+        sub.validator in ("const", "enum") or (sub.validator == "type" and len(sub.absolute_path) == depth)
+        for sub in errors
+    )
+
+
 def _issue(error: ValidationError) -> SchemaIssue:
-    return SchemaIssue(pointer(error.absolute_path), str(error.validator), error.message)
+    keyword = "false" if error.validator is None else str(error.validator)
+    return SchemaIssue(pointer(error.absolute_path), keyword, error.message)
