@@ -1,0 +1,31 @@
+"""An AG-UI adapter: frontend tools, interrupts, resume, approvals and durable turns for any agent backend."""
+
+from adapter._adapter import Adapter
+from adapter._errors import AdapterError, ConfigurationError
+from adapter._http import create_app
+from adapter._tools import InputRequired, ToolContext, ToolError, tool
+from adapter._types import Backend, ModelRequest, TextDelta, ToolCall, Usage
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore, SQLiteStore, TurnStore
+
+__all__ = [
+    "Adapter",
+    "AdapterError",
+    "Backend",
+    "Call",
+    "ConfigurationError",
+    "InputRequired",
+    "MemoryStore",
+    "ModelRequest",
+    "Rule",
+    "SQLiteStore",
+    "ScriptedBackend",
+    "TextDelta",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "TurnStore",
+    "Usage",
+    "create_app",
+    "tool",
+]

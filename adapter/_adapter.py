@@ -1,0 +1,114 @@
+"""The engine's configuration, and the object the HTTP layer serves."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.core.capabilities import (
+    AgentCapabilities,
+    ExecutionCapabilities,
+    HumanInTheLoopCapabilities,
+    StateCapabilities,
+    ToolsCapabilities,
+    TransportCapabilities,
+)
+
+from adapter._dispatch import DispatchPolicy
+from adapter._errors import ConfigurationError
+from adapter._runner import Run
+from adapter._tools import BaseTool, FrontendOutcome, check_unique
+from adapter._types import Backend
+from adapter.stores import MemoryStore, TurnStore
+
+_OUTCOMES = ("interrupt", "pending")
+
+
+class Adapter:
+    """Puts AG-UI in front of an agent backend: frontend tools, interrupts, resume, approvals.
+
+    Args:
+        backend: The agent: anything with `stream(ModelRequest)`.
+        tools: Server tools (`@tool` functions).
+        store: Where suspended turns wait; an in-memory store when None.
+        frontend_outcome: How a call to a client tool ends the run: "interrupt" (an interrupt outcome,
+            answered by a resume entry) or "pending" (a success outcome with `pendingToolCallIds`,
+            answered by a ToolMessage in the next input).
+        frontend_outcome_overrides: The same choice for single tools, by name.
+        approve_with_edits: Offer `editedArgs` in approval interrupts.
+        interrupt_ttl: How long an interrupt stays answerable; None means forever.
+        max_steps: Model steps one run may take before it stops as cancelled.
+        claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
+        clock: The time source, for tests.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        tools: Iterable[BaseTool] = (),
+        store: TurnStore | None = None,
+        frontend_outcome: FrontendOutcome = "interrupt",
+        frontend_outcome_overrides: Mapping[str, FrontendOutcome] | None = None,
+        approve_with_edits: bool = True,
+        interrupt_ttl: timedelta | None = None,
+        max_steps: int = 10,
+        claim_lease: timedelta = timedelta(minutes=5),
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
+        overrides = dict(frontend_outcome_overrides or {})
+        for outcome in (frontend_outcome, *overrides.values()):
+            if outcome not in _OUTCOMES:
+                raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
+        if max_steps < 1:
+            raise ConfigurationError("max_steps must be at least 1")
+        self.backend = backend
+        self.tools = check_unique(tools)
+        self.store: TurnStore = store if store is not None else MemoryStore()
+        self.policy = DispatchPolicy(frontend_outcome, overrides, approve_with_edits, interrupt_ttl)
+        self.max_steps = max_steps
+        self.claim_lease = claim_lease
+        self._clock = clock or (lambda: datetime.now(UTC))
+        self._background: set[asyncio.Future[Any]] = set()
+
+    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+        """Run the agent for one input: RUN_STARTED, the run's events, one terminal event."""
+        return Run(self, run_input).events()
+
+    def capabilities(self) -> AgentCapabilities:
+        """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
+        return AgentCapabilities(
+            transport=TransportCapabilities(streaming=True),
+            tools=ToolsCapabilities(
+                supported=True,
+                items=[tool.spec() for tool in self.tools],
+                parallel_calls=True,
+                client_provided=True,
+            ),
+            state=StateCapabilities(snapshots=True),
+            execution=ExecutionCapabilities(max_iterations=self.max_steps),
+            human_in_the_loop=HumanInTheLoopCapabilities(
+                supported=True,
+                interrupts=True,
+                approvals=True,
+                approve_with_edits=self.policy.approve_with_edits,
+            ),
+        )
+
+    def now(self) -> datetime:
+        """The current time, from the configured clock."""
+        return self._clock()
+
+    def keep_alive(self, task: asyncio.Future[Any]) -> None:
+        """Hold a reference to work that must finish even if its request goes away."""
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def aclose(self) -> None:
+        """Wait for shielded work to finish, then close the store."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        await self.store.close()

@@ -1,0 +1,42 @@
+"""The conversation as the model may see it.
+
+Providers reject a tool call without exactly one answer, and clients send all sorts of history, so
+the model's view is repaired rather than trusted: activity and reasoning messages are dropped, each
+call gets its answer right after the assistant message that made it, a missing answer is stated as
+missing, and answers to no call are dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
+
+MISSING_RESULT = "No result was recorded for this tool call."
+
+
+def model_view(messages: Sequence[Message]) -> list[Message]:
+    """Return the messages a model may see, with every tool call answered exactly once."""
+    visible = [m for m in messages if not isinstance(m, ActivityMessage | ReasoningMessage)]
+    answers: dict[str, ToolMessage] = {}
+    for message in visible:
+        if isinstance(message, ToolMessage):
+            answers.setdefault(message.tool_call_id, message)
+    view: list[Message] = []
+    for message in visible:
+        if isinstance(message, ToolMessage):
+            continue  # placed after the call it answers, below
+        view.append(message)
+        if isinstance(message, AssistantMessage):
+            view.extend(_answers_for(message, answers))
+    return view
+
+
+def _answers_for(message: AssistantMessage, answers: dict[str, ToolMessage]) -> list[ToolMessage]:
+    placed: list[ToolMessage] = []
+    for call in message.tool_calls or []:
+        answer = answers.pop(call.id, None)
+        if answer is None:
+            answer = ToolMessage(id=f"{call.id}:missing", tool_call_id=call.id, content=MISSING_RESULT, error="missing")
+        placed.append(answer)
+    return placed

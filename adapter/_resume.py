@@ -1,0 +1,173 @@
+"""The resume gate: decide, before anything runs, whether an input may continue a suspended turn.
+
+The whole batch is checked before any answer is applied, so a refused input leaves the stored turn
+exactly as it was (AGUI-RULES RES-13). Codes are in `adapter._errors`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
+
+from adapter import _errors as codes
+from adapter._errors import ResumeError
+from adapter._turns import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
+from adapter._types import JSON
+from schema_tools import validate
+
+
+def approval_schema(*, with_edits: bool = True) -> dict[str, Any]:
+    """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7)."""
+    properties: dict[str, Any] = {"approved": {"type": "boolean"}}
+    if with_edits:
+        properties["editedArgs"] = {"type": "object", "description": "Replaces the proposed arguments."}
+    return {"type": "object", "properties": properties, "required": ["approved"]}
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One pending call's answer, from a resume entry or (older clients) a ToolMessage."""
+
+    call: PendingCall
+    status: Literal["resolved", "cancelled"]
+    payload: JSON = None
+    metadata: Mapping[str, Any] | None = None
+    message: ToolMessage | None = None
+    """The client's own ToolMessage, when it answered that way."""
+
+    @property
+    def fingerprint(self) -> str:
+        """Equal for two answers that say the same thing."""
+        return answer_fingerprint(self.status, self.payload)
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The input repeats a resume that was already applied: nothing runs again."""
+
+    applied: AppliedResume
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The input answers every pending call of the open turn, each exactly once."""
+
+    turn: OpenTurn
+    answers: list[Answer]
+
+
+def check_resume(
+    record: ThreadRecord | None,
+    run_input: RunAgentInput,
+    *,
+    now: datetime,
+    claim_lease: timedelta,
+    edited_args_schemas: Mapping[str, Mapping[str, Any]],
+) -> Replay | Resume | None:
+    """Classify the input against the thread's record; None means an ordinary run.
+
+    Raises:
+        ResumeError: the input may not run; nothing was changed.
+    """
+    entries = run_input.resume or []
+    replay = _replay_of(record, entries)
+    if replay is not None:
+        return replay
+    turn = record.open_turn if record else None
+    if turn is None:
+        if entries:
+            ids = ", ".join(entry.interrupt_id for entry in entries)
+            raise ResumeError(f"no open interrupt on this thread matches: {ids}", code=codes.RESUME_UNKNOWN_INTERRUPT)
+        return None
+    if turn.claimed_by and turn.claimed_at and now - turn.claimed_at < claim_lease:
+        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
+    answers = _collect_answers(turn, entries, run_input)
+    for answer in answers:
+        _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
+    return Resume(turn, answers)
+
+
+def _replay_of(record: ThreadRecord | None, entries: list[ResumeEntry]) -> Replay | None:
+    applied = record.applied if record else None
+    if not entries or applied is None or any(entry.interrupt_id not in applied.fingerprints for entry in entries):
+        return None
+    for entry in entries:
+        if answer_fingerprint(entry.status, entry.payload) != applied.fingerprints[entry.interrupt_id]:
+            raise ResumeError(
+                f"interrupt {entry.interrupt_id} was already answered differently", code=codes.RESUME_CONFLICT
+            )
+    if applied.outcome is None:
+        raise ResumeError(f"run {applied.run_id} is still applying this resume", code=codes.RESUME_CONFLICT)
+    return Replay(applied)
+
+
+def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunAgentInput) -> list[Answer]:
+    by_interrupt: dict[str, Answer] = {}
+    for entry in entries:
+        call = turn.find(entry.interrupt_id)
+        if call is None:
+            raise ResumeError(
+                f"interrupt {entry.interrupt_id} is not open on this thread", code=codes.RESUME_UNKNOWN_INTERRUPT
+            )
+        if entry.interrupt_id in by_interrupt:
+            raise ResumeError(f"interrupt {entry.interrupt_id} is answered twice", code=codes.RESUME_DUPLICATE)
+        by_interrupt[entry.interrupt_id] = Answer(call, entry.status, entry.payload, entry.metadata)
+    for message in run_input.messages:
+        if isinstance(message, ToolMessage):
+            call = next((c for c in turn.pending if c.tool_call_id == message.tool_call_id), None)
+            if call is not None and call.interrupt_id not in by_interrupt:
+                by_interrupt[call.interrupt_id] = Answer(call, "resolved", _content_payload(message), message=message)
+    if not by_interrupt:
+        listed = ", ".join(call.interrupt_id for call in turn.pending)
+        raise ResumeError(f"this thread waits for answers to: {listed}", code=codes.RESUME_REQUIRED)
+    missing = [call.interrupt_id for call in turn.pending if call.interrupt_id not in by_interrupt]
+    if missing:
+        raise ResumeError(
+            f"every open interrupt needs an answer; missing: {', '.join(missing)}",
+            code=codes.RESUME_INCOMPLETE,
+            details=missing,
+        )
+    return [by_interrupt[call.interrupt_id] for call in turn.pending]
+
+
+def _content_payload(message: ToolMessage) -> JSON:
+    if not isinstance(message.content, str):
+        return [part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in message.content]
+    try:
+        return json.loads(message.content)
+    except ValueError:
+        return message.content
+
+
+def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[str, Any] | None) -> None:
+    call = answer.call
+    if answer.status == "cancelled":
+        return  # abandoning is always allowed, expired or not (RES-12)
+    if call.expires_at is not None and now >= call.expires_at:
+        raise ResumeError(
+            f"interrupt {call.interrupt_id} expired at {call.expires_at.isoformat()}; it can only be cancelled",
+            code=codes.RESUME_EXPIRED,
+        )
+    if answer.message is not None and call.kind == "frontend":
+        return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
+    _require_valid(answer.payload, call.response_schema, call.interrupt_id, "payload")
+    if call.kind == "approval" and isinstance(answer.payload, dict) and "editedArgs" in answer.payload:
+        _require_valid(answer.payload["editedArgs"], edited_args_schema or {}, call.interrupt_id, "editedArgs")
+
+
+def _require_valid(instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str) -> None:
+    issues = validate(instance, dict(schema))
+    if issues:
+        listed = "; ".join(f"{issue.pointer or '/'}: {issue.message}" for issue in issues)
+        raise ResumeError(
+            f"the {what} for interrupt {interrupt_id} does not match its schema: {listed}",
+            code=codes.RESUME_PAYLOAD_INVALID,
+            details=[
+                {"pointer": issue.pointer, "keyword": issue.keyword, "message": issue.message} for issue in issues
+            ],
+        )

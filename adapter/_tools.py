@@ -1,0 +1,257 @@
+"""Tools: typed Python functions the server runs, and schema-only tools it never runs.
+
+A tool is *external* when its result has to come from outside the server: every client tool from
+`RunAgentInput.tools`, and any function declared `@tool(external=True)`. A call to an external tool
+short-circuits to a suspension before any validation or execution.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias, overload
+
+from ag_ui.core import Tool
+from pydantic import BaseModel
+
+from adapter._errors import ConfigurationError, ToolNameConflict
+from adapter._types import JSON
+from schema_tools import CallableSignature, SchemaValidationError, validate
+
+log = logging.getLogger("adapter.tools")
+
+FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
+ANY_VALUE_SCHEMA: dict[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """What a running tool knows about its call. Declare a parameter annotated `ToolContext` to get it."""
+
+    thread_id: str
+    run_id: str
+    tool_call_id: str
+    idempotency_key: str
+    """Stable for every execution of one logical call, replays included."""
+    answer: JSON = None
+    """What a person answered, when the tool is replayed after raising `InputRequired`."""
+    answered: bool = False
+    """True on the replay that follows an answered `InputRequired`."""
+    state: JSON = None
+
+
+class InputRequired(Exception):
+    """Raised by a running backend tool, before any side effect, to wait for a person's answer.
+
+    The run ends with an `input_required` interrupt. When the answer arrives, the tool runs again from
+    the start with the answer in `ToolContext.answer`.
+    """
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        response_schema: Mapping[str, Any] | None = None,
+        reason: str = "input_required",
+    ) -> None:
+        super().__init__(message or reason)
+        self.message = message
+        self.response_schema = dict(response_schema) if response_schema is not None else {"type": "string"}
+        self.reason = reason
+
+
+class ToolError(Exception):
+    """Raised by a tool to tell the model what went wrong; the message is shown to the model as is."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool call produced, as the content of the ToolMessage that answers it."""
+
+    content: str
+    error: str | None = None
+
+    @classmethod
+    def of(cls, value: Any) -> ToolResult:
+        """Serialise a tool's return value into message content."""
+        if isinstance(value, str):
+            return cls(value)
+        return cls(json.dumps(value, ensure_ascii=False, default=_json_default))
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+@dataclass(frozen=True, slots=True)
+class BaseTool:
+    """What every tool shares: the name, description and parameter schema the model sees."""
+
+    name: str
+    description: str
+    parameters: Mapping[str, Any]
+    external: bool = False
+    requires_approval: bool = False
+    outcome: FrontendOutcome | None = None
+    """For external tools: how a call ends the run. None means the adapter's default."""
+
+    def spec(self) -> Tool:
+        """The tool as the model sees it."""
+        return Tool(name=self.name, description=self.description, parameters=dict(self.parameters))
+
+
+@dataclass(frozen=True, slots=True)
+class ClientTool(BaseTool):
+    """A tool the client declared in `RunAgentInput.tools`: schema only, answered by the client."""
+
+    result_schema: Mapping[str, Any] = field(default_factory=dict)
+    """What the client's answer must look like; empty accepts any JSON value."""
+
+    @classmethod
+    def from_wire(cls, declared: Tool) -> ClientTool:
+        """Wrap a client's tool declaration as an external, schema-only tool."""
+        metadata = declared.metadata or {}
+        result_schema = metadata.get("resultSchema") if isinstance(metadata, dict) else None
+        return cls(
+            name=declared.name,
+            description=declared.description,
+            parameters=declared.parameters if isinstance(declared.parameters, dict) else {"type": "object"},
+            external=True,
+            result_schema=result_schema if isinstance(result_schema, dict) else {},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionTool(BaseTool):
+    """A typed Python function the server runs (unless it is declared external)."""
+
+    signature: CallableSignature | None = None
+    fn: Callable[..., Any] | None = None
+
+    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+        """Validate `arguments`, call the function and turn what it returns or raises into a result.
+
+        `InputRequired` propagates: it is a signal for the runner, not a failure.
+        """
+        assert self.signature is not None and self.fn is not None, "external tools are never invoked"
+        issues = validate(dict(arguments), dict(self.parameters))
+        if issues:
+            listed = "; ".join(f"{issue.pointer or '/'}: {issue.message}" for issue in issues)
+            return ToolResult(f"Invalid arguments for {self.name}: {listed}", error="invalid_arguments")
+        try:
+            kwargs = self.signature.bind(dict(arguments))
+        except SchemaValidationError as exc:
+            return ToolResult(f"Invalid arguments for {self.name}: {exc}", error="invalid_arguments")
+        kwargs.update({name: context for name in self.signature.injected})
+        try:
+            return ToolResult.of(await self._call(kwargs))
+        except InputRequired:
+            raise
+        except ToolError as exc:
+            return ToolResult(f"{self.name} failed: {exc}", error="tool_error")
+        except Exception as exc:
+            # The model learns that the tool failed, never the internals: messages can hold secrets.
+            log.exception("tool %s raised", self.name)
+            return ToolResult(f"{self.name} failed with an internal error ({type(exc).__name__}).", error="tool_error")
+
+    async def _call(self, kwargs: dict[str, Any]) -> Any:
+        assert self.fn is not None and self.signature is not None
+        if self.signature.is_async:
+            return await self.fn(**kwargs)
+        # A sync tool may block: keep it off the event loop.
+        return await asyncio.to_thread(functools.partial(self.fn, **kwargs))
+
+
+AnyFunction: TypeAlias = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+@overload
+def tool(fn: AnyFunction, /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    external: bool = False,
+    outcome: FrontendOutcome | None = None,
+) -> Callable[[AnyFunction], FunctionTool]: ...
+
+
+def tool(
+    fn: AnyFunction | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    requires_approval: bool = False,
+    external: bool = False,
+    outcome: FrontendOutcome | None = None,
+) -> FunctionTool | Callable[[AnyFunction], FunctionTool]:
+    """Turn a typed function into a backend tool; its parameter schema comes from its signature.
+
+    Args:
+        fn: The function, when used as a bare `@tool`.
+        name: The name the model sees; the function's name by default.
+        description: What the model reads; the docstring by default.
+        requires_approval: Suspend every call for a person's approval before it runs.
+        external: Never run the function: a call suspends and its result comes from outside.
+        outcome: For external tools, how a call ends the run ("interrupt" or "pending").
+    """
+    if requires_approval and external:
+        raise ConfigurationError("a tool is either external or runs after approval, not both")
+
+    def wrap(function: AnyFunction) -> FunctionTool:
+        signature = CallableSignature.from_callable(function, injected=(ToolContext,))
+        return FunctionTool(
+            name=name or signature.name,
+            description=description or signature.description or signature.name,
+            parameters=signature.schema,
+            external=external,
+            requires_approval=requires_approval,
+            outcome=outcome,
+            signature=signature,
+            fn=function,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class Toolset:
+    """The tools one run may use: the server's, plus the client's schema-only ones."""
+
+    def __init__(self, server_tools: Iterable[BaseTool], client_tools: Sequence[Tool] = ()) -> None:
+        self._tools: dict[str, BaseTool] = {}
+        for server_tool in server_tools:
+            self._tools[server_tool.name] = server_tool
+        clashes = [declared.name for declared in client_tools if declared.name in self._tools]
+        if clashes:
+            raise ToolNameConflict(clashes)
+        for declared in client_tools:
+            self._tools[declared.name] = ClientTool.from_wire(declared)
+
+    def get(self, name: str) -> BaseTool | None:
+        """The tool called `name`, if this run has one."""
+        return self._tools.get(name)
+
+    def specs(self) -> list[Tool]:
+        """Every tool as the model sees it."""
+        return [each.spec() for each in self._tools.values()]
+
+
+def check_unique(tools: Iterable[BaseTool]) -> list[BaseTool]:
+    """Return `tools` as a list, refusing two tools with one name at start-up."""
+    seen: dict[str, BaseTool] = {}
+    for each in tools:
+        if each.name in seen:
+            raise ConfigurationError(f"two tools are named {each.name!r}")
+        seen[each.name] = each
+    return list(seen.values())

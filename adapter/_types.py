@@ -1,0 +1,64 @@
+"""The seams every backend and store is written against."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeAlias, runtime_checkable
+
+from ag_ui.core import Context, Message, Tool
+
+JSON: TypeAlias = Any
+"""Any JSON value, as `json.loads` returns it."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    """What the model may see for one assistant step, and nothing else."""
+
+    messages: Sequence[Message]
+    """Model-visible messages only: no activity or reasoning messages, no tool call without its answer."""
+    tools: Sequence[Tool]
+    """Backend, injected frontend and control tools, as the model should see them."""
+    context: Sequence[Context] = ()
+    state: JSON = None
+    thread_id: str = ""
+    run_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    """A piece of assistant text, streamed as it arrives."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call the model made. `arguments` is the JSON text as the model wrote it."""
+
+    id: str
+    name: str
+    arguments: str = "{}"
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts for the model call behind one step, when the backend knows them."""
+
+    input_tokens: int
+    output_tokens: int
+    provider: str | None = None
+    model: str | None = None
+
+
+BackendItem: TypeAlias = TextDelta | ToolCall | Usage
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """Any agent backend: given the conversation, stream one assistant step."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        """Yield the text deltas and tool calls of one assistant step."""
+        ...
