@@ -1,0 +1,153 @@
+"""The HTTP edge: routes, request limits and refusals. No agent logic lives here.
+
+Refusals happen before any stream opens and are JSON bodies `{"error": {"code", "message",
+"details"?}}` with a 4xx status (TRANS-8):
+
+- 415 `UNSUPPORTED_MEDIA_TYPE`: not `application/json` (a UTF-8 charset parameter is allowed);
+- 413 `CONTENT_TOO_LARGE`: declared or actual body over `max_body_bytes`;
+- 422 `INVALID_INPUT`: bad JSON, or a malformed known field (pydantic errors in `details`);
+- 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Final, Protocol
+
+from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from adapter._input import InputRejected, parse_run_input
+from adapter._sse import EventStreamResponse
+from adapter._types import JSON
+
+logger = logging.getLogger(__name__)
+
+_INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
+_UTF8: Final = frozenset({"utf-8", "utf8"})
+
+
+class RunHandler(Protocol):
+    """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`)."""
+
+    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+        """Yield the run's events, from RUN_STARTED to its terminal event.
+
+        Failures should arrive as a RUN_ERROR event; an exception is still turned into one.
+        """
+        ...
+
+    def capabilities(self) -> AgentCapabilities:
+        """Declare what the agent does (CAP-1)."""
+        ...
+
+
+def create_app(
+    handler: RunHandler,
+    *,
+    max_body_bytes: int = 1_048_576,
+    keepalive_interval: float = 15.0,
+) -> Starlette:
+    """Build the AG-UI sub-app. Mount it anywhere: `Mount("/agui", app=create_app(adapter))`.
+
+    Routes, relative to the mount point:
+
+    - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
+      `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
+    - `GET /capabilities`: `handler.capabilities()` as JSON.
+    - `GET /health`: `{"status": "ok"}`.
+
+    Args:
+        handler: Runs the agent and declares its capabilities.
+        max_body_bytes: Largest accepted request body; larger ones get 413 without being read whole.
+        keepalive_interval: Seconds of silence after which the stream sends `: keep-alive`.
+
+    Raises:
+        ValueError: An option is not positive.
+    """
+    if max_body_bytes <= 0 or keepalive_interval <= 0:
+        raise ValueError("max_body_bytes and keepalive_interval must be positive")
+
+    async def run(request: Request) -> Response:
+        return await _run(request, handler, max_body_bytes=max_body_bytes, keepalive_interval=keepalive_interval)
+
+    async def capabilities(request: Request) -> Response:
+        body = handler.capabilities().model_dump_json(by_alias=True, exclude_none=True)
+        return Response(body, media_type="application/json")
+
+    async def health(request: Request) -> Response:
+        return _json_response(200, {"status": "ok"})
+
+    return Starlette(
+        routes=[
+            Route("/", run, methods=["POST"]),
+            Route("/capabilities", capabilities, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ]
+    )
+
+
+async def _run(request: Request, handler: RunHandler, *, max_body_bytes: int, keepalive_interval: float) -> Response:
+    if not _is_json(request.headers.get("content-type", "")):
+        return _refuse(InputRejected(415, "UNSUPPORTED_MEDIA_TYPE", "Send the run input as application/json."))
+    try:
+        body = await _read_body(request, max_body_bytes)
+    except ClientDisconnect:
+        return Response(status_code=400)  # nobody is listening; just end the exchange
+    if body is None:
+        return _refuse(InputRejected(413, "CONTENT_TOO_LARGE", f"The body exceeds {max_body_bytes} bytes."))
+    try:
+        run_input = await _parse(body)
+    except InputRejected as rejected:
+        return _refuse(rejected)
+    return EventStreamResponse(functools.partial(handler.run, run_input), keepalive_interval=keepalive_interval)
+
+
+async def _read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    # Counted as it arrives: Content-Length may be absent (chunked) or wrong.
+    body = bytearray()
+    async with aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                return None
+    return bytes(body)
+
+
+async def _parse(body: bytes) -> RunAgentInput:
+    if len(body) <= _INLINE_PARSE_BYTES:
+        return parse_run_input(body)
+    return await run_in_threadpool(parse_run_input, body)
+
+
+def _is_json(content_type: str) -> bool:
+    media_type, *parameters = content_type.split(";")
+    if media_type.strip().lower() != "application/json":
+        return False
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in _UTF8:
+            return False
+    return True
+
+
+def _refuse(rejected: InputRejected) -> Response:
+    logger.info("refused a run request: %s %s", rejected.status_code, rejected.code)
+    return _json_response(rejected.status_code, rejected.body())
+
+
+def _json_response(status_code: int, content: JSON) -> Response:
+    # ASCII-escaped: error details echo client input, which may hold lone surrogates.
+    return Response(json.dumps(content, separators=(",", ":")), status_code=status_code, media_type="application/json")

@@ -1,0 +1,194 @@
+"""The run input at the edge: decode, drop unrecognised material, validate, check the version.
+
+Everything here happens before a stream opens, so a refusal is an `InputRejected` that the HTTP
+layer turns into a 4xx with a JSON body (TRANS-8). What counts as malformed and what is only
+unrecognised follows AGUI-RULES IN-1/IN-2 and VER-2..4.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from typing import Any, Final, get_args
+
+from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAgentInput
+from pydantic import BaseModel, ValidationError
+from pydantic_core import to_jsonable_python
+
+from adapter._types import JSON
+
+logger = logging.getLogger(__name__)
+
+SUPPORTED_MAJOR: Final = 1
+"""The protocol major version this adapter speaks; any other declared major is refused."""
+
+_MAX_ERROR_DETAILS: Final = 20  # bounds the 422 body: pydantic echoes each failing input
+_VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component grammar; ASCII digits only
+_LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
+_OURS: Final = tuple(int(component) for component in PROTOCOL_VERSION.split("."))
+
+
+class InputRejected(Exception):
+    """The input cannot start a run; answer `status_code` with `{"error": {code, message, details}}`."""
+
+    def __init__(self, status_code: int, code: str, message: str, details: list[JSON] | None = None) -> None:
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.details = details
+        super().__init__(f"{status_code} {code}: {message}")
+
+    def body(self) -> dict[str, JSON]:
+        """The JSON error body."""
+        error: dict[str, JSON] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error}
+
+
+def parse_run_input(body: bytes) -> RunAgentInput:
+    """Turn a request body into a `RunAgentInput`, or refuse it.
+
+    Args:
+        body: The raw request body, UTF-8 JSON.
+
+    Returns:
+        The validated input, with unrecognised messages and content parts removed.
+
+    Raises:
+        InputRejected: 422 `INVALID_INPUT` for bad JSON or a malformed known field; 400
+            `UNSUPPORTED_PROTOCOL_VERSION` for a declared major version other than 1.
+    """
+    data = _decode(body)
+    try:
+        run_input = RunAgentInput.model_validate(sanitize_run_input(data))
+    except ValidationError as error:
+        raise InputRejected(422, "INVALID_INPUT", "The body is not a valid RunAgentInput.", _details(error)) from error
+    check_protocol_version(run_input.protocol_version)
+    return run_input
+
+
+def sanitize_run_input(data: JSON) -> JSON:
+    """Drop the messages and content parts this protocol version does not know (IN-1), with a warning.
+
+    A message whose `role` is a string outside the known roles, and a content part whose `type`
+    (or whose `source.type`) is a string outside the known kinds, is removed from its list; the rest
+    of the list is kept in order. Anything else, including a missing or non-string tag, is left for
+    validation to judge: that is a malformed known field (IN-2), not an unknown one. Unknown members
+    of known objects need nothing here, because the models keep them. The input is not modified;
+    changed containers are copied.
+
+    Args:
+        data: The decoded JSON body.
+
+    Returns:
+        The same value, or a copy with the unrecognised elements removed.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
+        return data
+    messages = [_sanitize_message(message) for message in data["messages"] if _is_known_message(message)]
+    return {**data, "messages": messages}
+
+
+def check_protocol_version(declared: str | None) -> None:
+    """Refuse another major version; serve a newer minor or an uninterpretable string with a warning.
+
+    Raises:
+        InputRejected: 400 `UNSUPPORTED_PROTOCOL_VERSION` when `declared` is `major.minor` with a
+            major other than `SUPPORTED_MAJOR`.
+    """
+    if declared is None:
+        return
+    match = _VERSION.fullmatch(declared)
+    if match is None:
+        logger.warning(
+            "serving an uninterpretable protocolVersion %r as %s", declared[:_LOGGED_CHARS], PROTOCOL_VERSION
+        )
+        return
+    major, minor = int(match[1]), int(match[2])
+    if major != SUPPORTED_MAJOR:
+        raise InputRejected(
+            400,
+            "UNSUPPORTED_PROTOCOL_VERSION",
+            f"protocolVersion {declared[:_LOGGED_CHARS]!r} is not supported; this server speaks {PROTOCOL_VERSION}.",
+        )
+    if (major, minor) > _OURS:
+        logger.warning("serving protocolVersion %s, newer than ours, as %s", declared, PROTOCOL_VERSION)
+
+
+def _decode(body: bytes) -> JSON:
+    try:
+        return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+    except UnicodeDecodeError as error:
+        problem = f"Body is not UTF-8: {error.reason} at byte {error.start}"
+    except json.JSONDecodeError as error:
+        problem = f"Invalid JSON: {error.msg} at line {error.lineno} column {error.colno}"
+    except ValueError as error:
+        problem = f"Invalid JSON: {error}"
+    except RecursionError:
+        problem = "Invalid JSON: nested too deeply"
+    detail = {"type": "json_invalid", "loc": [], "msg": problem}
+    raise InputRejected(422, "INVALID_INPUT", "The body is not valid JSON.", [detail])
+
+
+def _refuse_constant(name: str) -> JSON:
+    # Python's json accepts NaN and Infinity; JSON does not, and nothing downstream could echo them.
+    raise ValueError(f"{name} is not JSON")
+
+
+def _details(error: ValidationError) -> list[JSON]:
+    errors = error.errors(include_url=False, include_context=False)[:_MAX_ERROR_DETAILS]
+    details: list[JSON] = to_jsonable_python(errors, fallback=repr)
+    return details
+
+
+def _tags(union: Any, field: str) -> frozenset[str]:
+    # The known tags come from the SDK's own discriminated unions, so they track the installed models.
+    members: tuple[type[BaseModel], ...] = get_args(get_args(union)[0])
+    return frozenset(member.model_fields[field].default for member in members)
+
+
+_ROLES: Final = _tags(Message, "role")
+_PART_TYPES: Final = _tags(ContentPart, "type")
+_SOURCE_TYPES: Final = _tags(PartSource, "type")
+
+
+def _is_known_message(message: JSON) -> bool:
+    role = message.get("role") if isinstance(message, dict) else None
+    if isinstance(role, str) and role not in _ROLES:
+        logger.warning("dropping message %r with unknown role %r", _label(message.get("id")), role[:_LOGGED_CHARS])
+        return False
+    return True
+
+
+def _sanitize_message(message: JSON) -> JSON:
+    if not isinstance(message, dict) or not isinstance(message.get("content"), list):
+        return message
+    parts = [part for part in message["content"] if _is_known_part(part, message.get("id"))]
+    return {**message, "content": parts}
+
+
+def _is_known_part(part: JSON, message_id: JSON) -> bool:
+    if not isinstance(part, dict):
+        return True
+    kind, source = part.get("type"), part.get("source")
+    source_kind = source.get("type") if isinstance(source, dict) else None
+    if isinstance(kind, str) and kind not in _PART_TYPES:
+        logger.warning(
+            "dropping a content part of unknown type %r from message %r", kind[:_LOGGED_CHARS], _label(message_id)
+        )
+        return False
+    if isinstance(source_kind, str) and source_kind not in _SOURCE_TYPES:
+        logger.warning(
+            "dropping a %s part with unknown source type %r from message %r",
+            kind,
+            source_kind[:_LOGGED_CHARS],
+            _label(message_id),
+        )
+        return False
+    return True
+
+
+def _label(value: JSON) -> str:
+    return value[:_LOGGED_CHARS] if isinstance(value, str) else "?"
