@@ -1,0 +1,55 @@
+"""Run the demo server: `python -m examples.demo` serves the adapter at http://127.0.0.1:8000/agui.
+
+A ScriptedBackend plays the model and SQLite keeps suspended turns, so no key and no service is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+from adapter import Adapter, SQLiteStore, create_app
+from examples.demo_agent import HELP, backend, tools
+
+
+def build_app(db_path: str = "demo.db") -> Starlette:
+    """The demo app: the adapter mounted at /agui, and a small index at /."""
+    adapter = Adapter(backend, tools=tools, store=SQLiteStore(db_path))
+
+    async def index(request: Request) -> JSONResponse:
+        return JSONResponse({"agui": str(request.url_for("agui", path="/")), "try": HELP})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        await adapter.aclose()
+
+    return Starlette(
+        routes=[Route("/", index), Mount("/agui", app=create_app(adapter), name="agui")],
+        lifespan=lifespan,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the flags and serve the demo with uvicorn."""
+    parser = argparse.ArgumentParser(description="Serve the AG-UI adapter demo.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns")
+    args = parser.parse_args(argv)
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SystemExit("The demo needs uvicorn: pip install -e '.[demo]'") from exc
+    print(f"AG-UI endpoint: http://{args.host}:{args.port}/agui")
+    uvicorn.run(build_app(args.db), host=args.host, port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,94 @@
+"""The demo's agent: a ScriptedBackend whose rules walk through seed 002's five scenarios.
+
+No model and no key: each rule matches the latest user message and makes the tool calls a model
+would make, then answers from the tool results it was given.
+"""
+
+from __future__ import annotations
+
+from adapter import Call, Rule, ScriptedBackend, ToolContext, tool
+from adapter.backends import Progress
+
+ORDERS = {
+    "A100": {"orderId": "A100", "item": "keyboard", "amount": 59.0, "status": "delivered"},
+    "B200": {"orderId": "B200", "item": "monitor", "amount": 189.0, "status": "shipped"},
+}
+
+
+@tool
+def lookup_order(order_id: str) -> dict[str, object]:
+    """Look up an order by its id.
+
+    Args:
+        order_id: The order id, e.g. A100.
+    """
+    return ORDERS.get(order_id.upper(), {"orderId": order_id, "status": "not found"})
+
+
+@tool(requires_approval=True)
+def refund_order(order_id: str, amount: float, ctx: ToolContext) -> dict[str, object]:
+    """Refund an order. A person approves every refund before it happens.
+
+    Args:
+        order_id: The order to refund.
+        amount: How much to refund.
+    """
+    return {"orderId": order_id, "refunded": amount, "reference": f"RF-{ctx.idempotency_key[:8]}"}
+
+
+def _refund_reply(progress: Progress) -> str:
+    refund = next((o for o in progress.outcomes if o.name == "refund_order"), None)
+    if refund is None or not refund.ok:
+        reason = refund.error if refund else "not requested"
+        return f"OK, I did not refund order {progress.match[1].upper()} ({reason}). Nothing was changed."
+    return f"Done: order {progress.match[1].upper()} was refunded. Details: {refund.content}"
+
+
+def _confirm_reply(progress: Progress) -> str:
+    answer = progress.outcomes[0] if progress.outcomes else None
+    if answer is None or not answer.ok or '"confirmed": false' in answer.content:
+        return f"Understood, I will not {progress.match[1]}."
+    return f"Confirmed: I will {progress.match[1]} now."
+
+
+RULES = [
+    # Scenario 4 and 5: a backend lookup, then a refund that waits for approval (or is declined).
+    Rule(
+        r"refund (?:order )?(\w+)",
+        steps=[
+            [Call("lookup_order", {"order_id": "{1}"})],
+            [Call("refund_order", lambda m: {"order_id": m[1].upper(), "amount": _amount(m[1])})],
+        ],
+        reply=_refund_reply,
+        say="Let me look that order up first. ",
+    ),
+    # Scenario 1: a backend tool answered within one run.
+    Rule(r"(?:look ?up|status of|check) (?:order )?(\w+)", steps=[[Call("lookup_order", {"order_id": "{1}"})]]),
+    # Scenario 2: client tools the page runs at once.
+    Rule(
+        r"(?:go to|open|navigate to) (?:the )?(\w+)",
+        steps=[[Call("navigate", {"page": "{1}"})]],
+        reply="I opened the {1} page for you.",
+    ),
+    Rule(r"(?:toast|notify)(?: me)?:? (.+)", steps=[[Call("show_toast", {"message": "{1}"})]], reply="Done."),
+    # Scenario 3 and 5: a human-in-the-loop confirmation the page asks for.
+    Rule(
+        r"(?:confirm|please) (delete .+|archive .+)",
+        steps=[[Call("confirm_action", {"action": "{1}"})]],
+        reply=_confirm_reply,
+    ),
+]
+
+
+def _amount(order_id: str) -> float:
+    amount = ORDERS.get(order_id.upper(), {}).get("amount", 0.0)
+    return float(amount) if isinstance(amount, int | float) else 0.0
+
+
+HELP = (
+    "Try: 'look up order A100' (a backend tool), 'go to settings' or 'toast: hello' (client tools), "
+    "'confirm delete report.pdf' (a confirmation), 'refund order A100' (lookup, then an approval)."
+)
+
+backend = ScriptedBackend(RULES, fallback=HELP)
+tools = [lookup_order, refund_order]
