@@ -87,13 +87,16 @@ def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssu
         The issues, empty when `instance` is valid.
 
     Raises:
-        SchemaPolicyError: If the schema is invalid or has an unresolvable ``$ref``.
+        SchemaPolicyError: If the schema is invalid, has an unresolvable ``$ref`` or a ``$ref`` loop. Run
+            `check_schema` once when a schema is registered to catch these (and more) early.
     """
     validator = compiled(schema)
     try:
         errors = sorted(validator.iter_errors(instance), key=relevance, reverse=True)
     except referencing.exceptions.Unresolvable as exc:
         raise SchemaPolicyError([PolicyViolation("", "ref-unresolvable", str(exc))]) from exc
+    except RecursionError as exc:
+        raise SchemaPolicyError([PolicyViolation("", "ref-loop", "evaluation does not terminate")]) from exc
     return [_issue(leaf) for error in errors for leaf in _expand(error)]
 
 

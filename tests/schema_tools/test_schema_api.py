@@ -6,13 +6,19 @@ import schema_tools
 def test_public_names_are_pinned() -> None:
     assert schema_tools.__all__ == [
         "CallableSignature",
+        "DEFAULT_POLICY",
         "Injected",
         "PolicyViolation",
+        "STRICT_TOOL_POLICY",
         "SchemaIssue",
+        "SchemaPolicy",
         "SchemaPolicyError",
         "SchemaToolsError",
         "SchemaValidationError",
+        "apply_defaults",
         "assert_valid",
+        "check_schema",
+        "coerce_form_values",
         "form_picker_spec",
         "schema_from_callable",
         "schema_from_model",
@@ -22,6 +28,7 @@ def test_public_names_are_pinned() -> None:
     ]
 
 
-def test_every_public_name_exists() -> None:
+def test_public_names_are_sorted_and_exist() -> None:
+    assert schema_tools.__all__ == sorted(schema_tools.__all__)
     for name in schema_tools.__all__:
         assert getattr(schema_tools, name) is not None

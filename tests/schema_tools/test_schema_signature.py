@@ -55,7 +55,7 @@ async def search(query: str, limit: int = 10, exact: bool = False) -> list[str]:
     return [query]
 
 
-def set_reminder(text: str, when: Optional[str] = None, repeat: int | None = None) -> None:
+def set_reminder(text: str, when: Optional[str] = None, repeat: int | None = None) -> None:  # noqa: UP045 - under test
     """Set a reminder."""
 
 
@@ -345,9 +345,7 @@ def test_bind_leaves_injected_parameters_to_the_caller() -> None:
             [("/items/1/qty", "minimum"), ("/items/2/sku", "required")],
             id="list-of-models",
         ),
-        pytest.param(
-            ship, {"address": {"street": 1, "city": "X"}}, [("/address/street", "type")], id="nested-model"
-        ),
+        pytest.param(ship, {"address": {"street": 1, "city": "X"}}, [("/address/street", "type")], id="nested-model"),
         pytest.param(set_reminder, {"text": "t", "repeat": []}, [("/repeat", "type")], id="optional-drops-union-tags"),
         pytest.param(described, {"city": ""}, [("/city", "minLength")], id="field-constraint"),
         pytest.param(search, ["q"], [("", "type")], id="not-an-object"),

@@ -1,0 +1,43 @@
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_POLICY", "STRICT_TOOL_POLICY", "SchemaPolicy"]
+
+
+@dataclass(frozen=True)
+class SchemaPolicy:
+    """Limits and switches for `check_schema`.
+
+    Attributes:
+        max_bytes: Largest size of the schema as compact UTF-8 JSON, or ``None`` for no byte limit.
+        max_depth: Deepest nesting of JSON objects and arrays; the root object is depth 1.
+        max_nodes: Most JSON values (objects, arrays, strings, numbers, booleans, nulls) in the schema.
+        max_enum: Most entries in one ``enum``.
+        max_string_length: Longest string anywhere in the schema, object keys included.
+        max_pattern_length: Longest ``pattern`` or ``patternProperties`` key.
+        require_object_root: The root must declare ``"type": "object"``.
+    """
+
+    max_bytes: int | None = None
+    max_depth: int = 32
+    max_nodes: int = 10_000
+    max_enum: int = 1_000
+    max_string_length: int = 10_000
+    max_pattern_length: int = 1_000
+    require_object_root: bool = False
+
+
+DEFAULT_POLICY = SchemaPolicy()
+"""For schemas the server registers itself (form schemas, backend tool parameters)."""
+
+STRICT_TOOL_POLICY = SchemaPolicy(
+    max_bytes=64 * 1024,
+    max_depth=16,
+    max_nodes=2_000,
+    max_enum=256,
+    max_string_length=4_000,
+    max_pattern_length=256,
+    require_object_root=True,
+)
+"""For untrusted schemas, such as the tool parameters a client sends in ``RunAgentInput.tools``."""
