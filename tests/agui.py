@@ -1,0 +1,435 @@
+"""Black-box helpers for AG-UI streams: SSE parsing, shape checks, the baseline assertions, an HTTP client."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from ag_ui._generated.models import Event
+from ag_ui_validate.pytest_plugin import validate_agui
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+_EVENT = TypeAdapter(Event)
+TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+
+# Slots where `null` is a legal value, or that hold open JSON (state, payloads, schemas, metadata values).
+_OPEN_MEMBERS = frozenset({"rawEvent", "responseSchema", "parameters", "payload", "state", "snapshot"})
+_OPEN_BY_EVENT = {
+    "STATE_SNAPSHOT": frozenset({"snapshot"}),
+    "STATE_DELTA": frozenset({"delta"}),
+    "CUSTOM": frozenset({"value"}),
+    "RAW": frozenset({"event"}),
+    "ACTIVITY_SNAPSHOT": frozenset({"content"}),
+    "ACTIVITY_DELTA": frozenset({"patch"}),
+}
+
+
+def parse_sse(body: bytes) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Split an SSE body into events, comments and framing problems (TRANS-3/4/7)."""
+    problems: list[str] = []
+    if b"\r" in body:
+        problems.append("CR in the body: frames must be LF-only")
+    text = body.decode("utf-8", errors="replace").replace("\r", "")
+    frames = text.split("\n\n")
+    if frames[-1]:
+        problems.append(f"trailing partial frame: {frames[-1][:80]!r}")
+    events: list[dict[str, Any]] = []
+    comments: list[str] = []
+    for index, frame in enumerate(frames[:-1]):
+        data: list[str] = []
+        for line in frame.split("\n"):
+            if line.startswith(":"):
+                comments.append(line[1:].strip())
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+            elif line:
+                problems.append(f"frame {index}: unexpected line {line[:80]!r}")
+        if not data:
+            continue
+        if len(data) > 1:
+            problems.append(f"frame {index}: {len(data)} data lines; one event is one line")
+        try:
+            event = json.loads("\n".join(data))
+        except ValueError:
+            problems.append(f"frame {index}: data is not JSON: {data[0][:80]!r}")
+            continue
+        if not isinstance(event, dict):
+            problems.append(f"frame {index}: data is not one JSON object")
+            continue
+        events.append(event)
+    return events, comments, problems
+
+
+def nulls_in(value: Any, path: str = "", *, event_type: str | None = None) -> list[str]:
+    """Paths of `null`s outside the slots where the protocol allows them (EVT-1)."""
+    if value is None:
+        return [path or "/"]
+    found: list[str] = []
+    if isinstance(value, Mapping):
+        if event_type is None and isinstance(value.get("type"), str):
+            event_type = value["type"]
+        open_here = _OPEN_BY_EVENT.get(event_type or "", frozenset()) if not path else frozenset()
+        for key, member in value.items():
+            if key in open_here or key in _OPEN_MEMBERS:
+                continue
+            if key == "metadata":
+                if member is None:
+                    found.append(f"{path}/{key}")
+                continue
+            found += nulls_in(member, f"{path}/{key}", event_type=event_type)
+        if value.get("role") == "activity":
+            found = [p for p in found if not p.startswith(f"{path}/content")]
+    elif isinstance(value, list):
+        for index, member in enumerate(value):
+            found += nulls_in(member, f"{path}/{index}", event_type=event_type)
+    return found
+
+
+def extras_in(model: Any, path: str = "") -> list[str]:
+    """Paths of members a model does not describe, found through pydantic's `model_extra` (EVT-2)."""
+    found: list[str] = []
+    if isinstance(model, BaseModel):
+        found += [f"{path}/{key}" for key in (model.model_extra or {})]
+        for name in type(model).model_fields:
+            found += extras_in(getattr(model, name), f"{path}/{name}")
+    elif isinstance(model, list | tuple):
+        for index, member in enumerate(model):
+            found += extras_in(member, f"{path}/{index}")
+    return found
+
+
+def check_event_shape(event: Mapping[str, Any]) -> list[str]:
+    """Everything wrong with one wire event: schema errors, undescribed members, stray nulls."""
+    try:
+        model = _EVENT.validate_python(event, by_alias=True, by_name=False)
+    except ValidationError as error:
+        return [f"{'/'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors(include_url=False)]
+    return [f"undescribed member {p}" for p in extras_in(model)] + [f"null at {p}" for p in nulls_in(event)]
+
+
+def split_runs(events: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]]:
+    """One list per run: a run begins at RUN_STARTED, or with whatever comes first."""
+    runs: list[list[dict[str, Any]]] = []
+    for event in events:
+        if event["type"] == "RUN_STARTED" or not runs:
+            runs.append([])
+        runs[-1].append(dict(event))
+    return runs
+
+
+_OPENERS = {
+    "TEXT_MESSAGE_START": ("text", "messageId"),
+    "TOOL_CALL_START": ("tool", "toolCallId"),
+    "STEP_STARTED": ("step", "stepName"),
+    "REASONING_START": ("reasoning", "messageId"),
+    "REASONING_MESSAGE_START": ("reasoning_message", "messageId"),
+    "SUBAGENT_STARTED": ("subagent", "subagentRunId"),
+}
+_CLOSERS = {
+    "TEXT_MESSAGE_END": ("text", "messageId"),
+    "TOOL_CALL_END": ("tool", "toolCallId"),
+    "STEP_FINISHED": ("step", "stepName"),
+    "REASONING_END": ("reasoning", "messageId"),
+    "REASONING_MESSAGE_END": ("reasoning_message", "messageId"),
+    "SUBAGENT_FINISHED": ("subagent", "subagentRunId"),
+    "SUBAGENT_ERROR": ("subagent", "subagentRunId"),
+}
+
+
+def open_items(events: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """The text messages, tool calls, steps, reasoning spans and subagents left open by `events`."""
+    opened: set[tuple[str, str]] = set()
+    for event in events:
+        kind = event["type"]
+        if kind in _OPENERS:
+            item, key = _OPENERS[kind]
+            opened.add((item, str(event.get(key))))
+        elif kind in _CLOSERS:
+            item, key = _CLOSERS[kind]
+            opened.discard((item, str(event.get(key))))
+    return opened
+
+
+def open_items_at_finish(run: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
+    """What is still open when the run's RUN_FINISHED arrives (LIFE-4); empty when it never finishes."""
+    for index, event in enumerate(run):
+        if event["type"] == "RUN_FINISHED":
+            return open_items(run[:index])
+    return set()
+
+
+def severity_overrides(*, resumed: bool) -> dict[str, str]:
+    """ag-ui-validate's false positives against 1.0, switched off or down (§14, §15)."""
+    overrides = {"AGUI105": "off", "AGUI204": "warning"}
+    if resumed:
+        overrides["AGUI207"] = "off"
+    return overrides
+
+
+def assert_clean_stream(body: bytes, *, resumed: bool = False) -> list[dict[str, Any]]:
+    """The §14 baseline assertions for one captured stream; returns its events."""
+    events, _, problems = parse_sse(body)
+    assert problems == []
+    assert events, "the stream carries no events"
+    shapes = {index: check_event_shape(event) for index, event in enumerate(events)}
+    assert {index: found for index, found in shapes.items() if found} == {}
+    for run in split_runs(events):
+        assert run[0]["type"] in ("RUN_STARTED", "RUN_ERROR")
+        assert open_items_at_finish(run) == set()
+        assert sum(event["type"] in TERMINAL for event in run) == 1, [event["type"] for event in run]
+        finished = [event for event in run if event["type"] == "RUN_FINISHED"]
+        if run[0]["type"] == "RUN_STARTED" and finished:
+            started = run[0]
+            assert (finished[0]["threadId"], finished[0]["runId"]) == (started["threadId"], started["runId"])
+    assert events[-1]["type"] in TERMINAL
+    report = validate_agui(events, severity_overrides=severity_overrides(resumed=resumed))
+    findings = [f"{d.rule} at event {d.event_index}: {d.message}" for d in report.diagnostics if d.severity == "error"]
+    assert report.summary.errors == 0, findings
+    return events
+
+
+def new_id(prefix: str) -> str:
+    """A fresh opaque id."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def user(text: str) -> dict[str, Any]:
+    """A user message as wire JSON."""
+    return {"id": new_id("user"), "role": "user", "content": text}
+
+
+def tool_answer(tool_call_id: str, content: str, *, error: str | None = None) -> dict[str, Any]:
+    """A tool message answering `tool_call_id`, as wire JSON."""
+    message = {"id": new_id("tool"), "role": "tool", "toolCallId": tool_call_id, "content": content}
+    if error is not None:
+        message["error"] = error
+    return message
+
+
+def frontend_tool(name: str, **properties: Any) -> dict[str, Any]:
+    """A client-declared tool, as `RunAgentInput.tools` carries it."""
+    return {
+        "name": name,
+        "description": f"The client's {name}.",
+        "parameters": {"type": "object", "properties": properties or {}},
+    }
+
+
+NAVIGATE = frontend_tool("navigate", path={"type": "string"})
+SHOW_TOAST = frontend_tool("show_toast", text={"type": "string"})
+CONFIRM_ACTION = frontend_tool("confirm_action", action={"type": "string"})
+FRONTEND_TOOLS = [NAVIGATE, SHOW_TOAST, CONFIRM_ACTION]
+"""The client tools of the scenarios (seed 002): page navigation, a toast, a yes/no confirmation."""
+
+
+def run_input(
+    thread_id: str,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    tools: Sequence[Mapping[str, Any]] = (),
+    resume: Sequence[Mapping[str, Any]] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A `RunAgentInput` as wire JSON, with a fresh run id."""
+    body: dict[str, Any] = {
+        "threadId": thread_id,
+        "runId": new_id("run"),
+        "messages": list(messages),
+        "tools": list(tools),
+        "context": [],
+        "protocolVersion": "1.0",
+    }
+    if resume is not None:
+        body["resume"] = list(resume)
+    body.update(extra)
+    return body
+
+
+def resolved(interrupt_id: str, payload: Any) -> dict[str, Any]:
+    """A resume entry that answers an interrupt."""
+    return {"interruptId": interrupt_id, "status": "resolved", "payload": payload}
+
+
+def cancelled(interrupt_id: str) -> dict[str, Any]:
+    """A resume entry that abandons an interrupt."""
+    return {"interruptId": interrupt_id, "status": "cancelled"}
+
+
+@dataclass
+class Reply:
+    """One POST's answer: the status, headers, raw body and, for a stream, its events."""
+
+    status: int
+    headers: httpx.Headers
+    body: bytes
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def types(self) -> list[str]:
+        """The event types in order."""
+        return [event["type"] for event in self.events]
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        """The events of one type, in order."""
+        return [event for event in self.events if event["type"] == kind]
+
+    def index(self, kind: str) -> int:
+        """The position of the first event of `kind`."""
+        return self.types.index(kind)
+
+    def with_call(self, tool_call_id: str) -> list[dict[str, Any]]:
+        """Every event that names this tool call."""
+        return [event for event in self.events if event.get("toolCallId") == tool_call_id]
+
+    @property
+    def started(self) -> dict[str, Any]:
+        """The RUN_STARTED event."""
+        (event,) = self.of("RUN_STARTED")
+        return event
+
+    @property
+    def finished(self) -> dict[str, Any]:
+        """The RUN_FINISHED event."""
+        (event,) = self.of("RUN_FINISHED")
+        return event
+
+    @property
+    def error(self) -> dict[str, Any]:
+        """The RUN_ERROR event."""
+        (event,) = self.of("RUN_ERROR")
+        return event
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        """The RUN_FINISHED outcome; an absent outcome reads as success."""
+        return self.finished.get("outcome", {"type": "success"})
+
+    @property
+    def interrupts(self) -> list[dict[str, Any]]:
+        """The interrupts of an interrupt outcome."""
+        assert self.outcome["type"] == "interrupt", self.outcome
+        return list(self.outcome["interrupts"])
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        """The TOOL_CALL_START events."""
+        return self.of("TOOL_CALL_START")
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        """TOOL_CALL_RESULT events by tool call id."""
+        return {event["toolCallId"]: event for event in self.of("TOOL_CALL_RESULT")}
+
+    @property
+    def text(self) -> str:
+        """All assistant text of the stream, assembled."""
+        return "".join(event["delta"] for event in self.of("TEXT_MESSAGE_CONTENT"))
+
+    @property
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The messages of the last MESSAGES_SNAPSHOT."""
+        return list(self.of("MESSAGES_SNAPSHOT")[-1]["messages"])
+
+
+def apply_events(messages: Sequence[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The conversation as a client holds it after applying `events` to `messages`."""
+    history = [dict(message) for message in messages]
+    by_id = {message["id"]: message for message in history}
+    calls: dict[str, dict[str, Any]] = {}
+
+    def assistant(message_id: str) -> dict[str, Any]:
+        if message_id not in by_id:
+            by_id[message_id] = {"id": message_id, "role": "assistant"}
+            history.append(by_id[message_id])
+        return by_id[message_id]
+
+    for event in events:
+        kind = event["type"]
+        if kind == "MESSAGES_SNAPSHOT":
+            history = [dict(message) for message in event["messages"]]
+            by_id = {message["id"]: message for message in history}
+        elif kind == "TEXT_MESSAGE_START":
+            assistant(event["messageId"])
+        elif kind == "TEXT_MESSAGE_CONTENT":
+            message = assistant(event["messageId"])
+            message["content"] = message.get("content", "") + event["delta"]
+        elif kind == "TOOL_CALL_START":
+            call = {"id": event["toolCallId"], "type": "function", "function": {"name": event["toolCallName"]}}
+            call["function"]["arguments"] = ""
+            calls[event["toolCallId"]] = call
+            parent = assistant(event.get("parentMessageId") or new_id("assistant"))
+            parent.setdefault("toolCalls", []).append(call)
+        elif kind == "TOOL_CALL_ARGS":
+            calls[event["toolCallId"]]["function"]["arguments"] += event["delta"]
+        elif kind == "TOOL_CALL_RESULT":
+            message = {"id": event["messageId"], "role": "tool", "toolCallId": event["toolCallId"]}
+            message["content"] = event["content"]
+            by_id[message["id"]] = message
+            history.append(message)
+    return history
+
+
+class Client:
+    """Posts run inputs to a served adapter over real HTTP and reads the SSE stream as it arrives."""
+
+    def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
+        self.http = http
+        self.base_url = base_url
+
+    async def post(self, body: Mapping[str, Any] | bytes, *, resumed: bool = False, clean: bool = True) -> Reply:
+        """POST one input; a 200 stream gets the baseline assertions unless `clean` is False."""
+        content = body if isinstance(body, bytes) else json.dumps(body).encode()
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        async with self.http.stream("POST", self.base_url + "/", content=content, headers=headers) as response:
+            raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        reply = Reply(response.status_code, response.headers, raw)
+        if response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream"):
+            reply.events = assert_clean_stream(raw, resumed=resumed) if clean else parse_sse(raw)[0]
+        return reply
+
+    async def get(self, path: str) -> httpx.Response:
+        """GET a route of the sub-app."""
+        return await self.http.get(self.base_url + path)
+
+    def thread(self, *, tools: Sequence[Mapping[str, Any]] = (), thread_id: str | None = None) -> Thread:
+        """A conversation on a new thread, kept the way a client keeps it."""
+        return Thread(self, thread_id or new_id("thread"), list(tools))
+
+
+class Thread:
+    """One thread's conversation as a consumer keeps it: messages rebuilt from each run's events."""
+
+    def __init__(self, client: Client, thread_id: str, tools: list[Mapping[str, Any]]) -> None:
+        self.client = client
+        self.id = thread_id
+        self.tools = tools
+        self.messages: list[dict[str, Any]] = []
+        self.replies: list[Reply] = []
+
+    async def say(self, text: str, **extra: Any) -> Reply:
+        """Send a new user message."""
+        self.messages.append(user(text))
+        return await self.send(**extra)
+
+    async def resume(self, *entries: Mapping[str, Any], **extra: Any) -> Reply:
+        """Answer interrupts with resume entries."""
+        return await self.send(resume=list(entries), **extra)
+
+    async def answer(self, tool_call_id: str, content: Any, **extra: Any) -> Reply:
+        """Answer a pending frontend call with a ToolMessage, as the frontend-tool path does."""
+        text = content if isinstance(content, str) else json.dumps(content)
+        self.messages.append(tool_answer(tool_call_id, text))
+        return await self.send(**extra)
+
+    async def send(self, *, resumed: bool | None = None, clean: bool = True, **extra: Any) -> Reply:
+        """POST the conversation as it stands, then apply the reply's events to it."""
+        body = run_input(self.id, self.messages, tools=self.tools, **extra)
+        is_resume = resumed if resumed is not None else bool(extra.get("resume"))
+        reply = await self.client.post(body, resumed=is_resume, clean=clean)
+        if reply.status == 200 and "RUN_FINISHED" in reply.types:
+            self.messages = apply_events(self.messages, reply.events)
+        self.replies.append(reply)
+        return reply

@@ -1,0 +1,319 @@
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol, TypeVar
+
+import httpx
+import pytest
+import uvicorn
+from agui import Client
+from starlette.applications import Starlette
+
+from adapter import Adapter, Call, InputRequired, Rule, ScriptedBackend, ToolContext, ToolError, create_app, tool
+from adapter._tools import FunctionTool
+
+T = TypeVar("T")
+
+_BOUND = 10.0  # seconds any server start, stop or cross-loop call may take
+
+ORDER = {"order": "A17", "status": "shipped", "total": 42.5}
+
+RULES = [
+    Rule(r"^hello$", reply="héllo 👍🏽 👨‍👩‍👧"),
+    Rule(r"where is order (?P<order>\w+)", steps=[[Call("lookup_order", {"order_id": "{order}"})]]),
+    Rule(r"go to (?P<page>\w+)", steps=[[Call("navigate", {"path": "/{page}"})]]),
+    Rule(r"toast twice", steps=[[Call("show_toast", {"text": "one"}), Call("show_toast", {"text": "two"})]]),
+    Rule(r"delete (?P<item>\w+)", steps=[[Call("confirm_action", {"action": "delete {item}"})]]),
+    Rule(
+        r"refund order (?P<order>\w+)",
+        steps=[
+            [Call("lookup_order", {"order_id": "{order}"})],
+            [Call("refund_order", {"order_id": "{order}", "amount": 42.5})],
+        ],
+    ),
+    Rule(r"email (?P<to>\S+)", steps=[[Call("send_email", {"to": "{to}", "subject": "s", "body": "b"})]]),
+    Rule(
+        r"three emails",
+        steps=[[Call("send_email", {"to": f"p{i}@x.io", "subject": "s", "body": "b"}) for i in range(3)]],
+    ),
+    Rule(
+        r"two emails",
+        steps=[[Call("send_email", {"to": f"p{i}@x.io", "subject": "s", "body": "b"}) for i in range(2)]],
+    ),
+    Rule(
+        r"do everything",
+        steps=[
+            [
+                Call("lookup_order", {"order_id": "A17"}),
+                Call("check_stock", {"item": "lamp"}),
+                Call("navigate", {"path": "/orders"}),
+                Call("send_email", {"to": "boss@x.io", "subject": "s", "body": "b"}),
+            ]
+        ],
+    ),
+    Rule(r"reserve (?P<item>\w+)", steps=[[Call("reserve_stock", {"item": "{item}"})]]),
+    Rule(r"sign (?P<doc>\w+)", steps=[[Call("sign_document", {"doc": "{doc}"})]]),
+    Rule(r"audit", steps=[[Call("audit", {"note": "n"})]]),
+    Rule(r"gated audit", steps=[[Call("gated_audit", {"note": "n"})]]),
+    Rule(r"bad arguments", steps=[[Call("lookup_order", {"order_id": 17})]]),
+    Rule(r"explode", steps=[[Call("explode")]]),
+    Rule(r"refuse", steps=[[Call("refuse")]]),
+    Rule(r"mystery", steps=[[Call("no_such_tool", {"x": 1})]]),
+]
+
+
+@dataclass
+class Kit:
+    """Server tools whose every execution is recorded, so a test can prove what ran and with what."""
+
+    calls: defaultdict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    contexts: defaultdict[str, list[ToolContext]] = field(default_factory=lambda: defaultdict(list))
+    delay: float = 0.0
+    """Seconds the approval-gated tools take, to widen race windows."""
+
+    def count(self, name: str) -> int:
+        """How many times the tool ran."""
+        return len(self.calls[name])
+
+    @property
+    def tools(self) -> list[FunctionTool]:
+        """The tools, as an Adapter takes them."""
+        kit = self
+
+        @tool
+        def lookup_order(order_id: str) -> dict[str, Any]:
+            """Look an order up."""
+            kit.calls["lookup_order"].append({"order_id": order_id})
+            return {**ORDER, "order": order_id}
+
+        @tool
+        async def check_stock(item: str) -> str:
+            """How many of an item are in stock."""
+            kit.calls["check_stock"].append({"item": item})
+            return f"12 {item} in stock"
+
+        @tool(requires_approval=True)
+        async def send_email(to: str, body: str, ctx: ToolContext, subject: str = "") -> str:
+            """Send an email."""
+            await asyncio.sleep(kit.delay)
+            kit.calls["send_email"].append({"to": to, "body": body, "subject": subject})
+            kit.contexts["send_email"].append(ctx)
+            return f"sent to {to}"
+
+        @tool(requires_approval=True)
+        async def refund_order(order_id: str, amount: float) -> str:
+            """Refund an order."""
+            await asyncio.sleep(kit.delay)
+            kit.calls["refund_order"].append({"order_id": order_id, "amount": amount})
+            return f"refunded {amount} on {order_id}"
+
+        @tool
+        def reserve_stock(item: str, ctx: ToolContext) -> str:
+            """Reserve stock; asks how many first."""
+            kit.contexts["reserve_stock"].append(ctx)
+            if not ctx.answered:
+                raise InputRequired("How many?", response_schema={"type": "string", "minLength": 1})
+            kit.calls["reserve_stock"].append({"item": item, "answer": ctx.answer})
+            return f"reserved {ctx.answer} x {item}"
+
+        @tool(external=True)
+        def sign_document(doc: str) -> str:
+            """Signed by a person, outside the server."""
+            kit.calls["sign_document"].append({"doc": doc})
+            return "never"
+
+        @tool
+        def audit(note: str, ctx: ToolContext) -> str:
+            """Record a note."""
+            kit.calls["audit"].append({"note": note})
+            kit.contexts["audit"].append(ctx)
+            return "noted"
+
+        @tool(requires_approval=True)
+        def gated_audit(note: str, ctx: ToolContext) -> str:
+            """Record a note once approved; asks for a reason first."""
+            kit.contexts["gated_audit"].append(ctx)
+            if not ctx.answered:
+                raise InputRequired("Why?")
+            kit.calls["gated_audit"].append({"note": note, "answer": ctx.answer})
+            return "noted"
+
+        @tool
+        def explode() -> str:
+            """Always fails."""
+            kit.calls["explode"].append({})
+            raise RuntimeError("sk-secret-internals")
+
+        @tool
+        def refuse() -> str:
+            """Fails with a message for the model."""
+            kit.calls["refuse"].append({})
+            raise ToolError("the warehouse is closed")
+
+        return [
+            lookup_order,
+            check_stock,
+            send_email,
+            refund_order,
+            reserve_stock,
+            sign_document,
+            audit,
+            gated_audit,
+            explode,
+            refuse,
+        ]
+
+
+class Clock:
+    """A settable clock for `Adapter(clock=...)`."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, delta: timedelta) -> None:
+        """Move time forward."""
+        self.now += delta
+
+
+@dataclass
+class Served:
+    """An app served by uvicorn on 127.0.0.1 in its own thread and event loop, like a separate process."""
+
+    url: str
+    server: uvicorn.Server
+    thread: threading.Thread
+    loop: asyncio.AbstractEventLoop
+    http: httpx.AsyncClient
+    adapter: Adapter | None = None
+    stopped: bool = False
+
+    @property
+    def client(self) -> Client:
+        """A client for the sub-app."""
+        return Client(self.http, self.url)
+
+    async def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run a coroutine on the server's loop, where the adapter's store lives."""
+        future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
+        return await asyncio.wait_for(asyncio.wrap_future(future), _BOUND)
+
+    async def stop(self) -> None:
+        """Close the client, the adapter and the server, within bounded waits."""
+        if self.stopped:
+            return
+        self.stopped = True
+        await self.http.aclose()
+        if self.adapter is not None:
+            await self.call(self.adapter.aclose())
+        self.server.should_exit = True
+        await asyncio.to_thread(self.thread.join, _BOUND)
+        assert not self.thread.is_alive(), "uvicorn did not stop"
+
+
+def _start(app: Starlette) -> tuple[uvicorn.Server, threading.Thread, asyncio.AbstractEventLoop, int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        app, lifespan="off", log_level="warning", ws="none", http="h11", loop="asyncio", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def serve() -> None:
+        loops.append(asyncio.get_running_loop())
+        await server.serve(sockets=[sock])
+
+    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True, name=f"uvicorn-{port}")
+    thread.start()
+    deadline = time.monotonic() + _BOUND
+    while not (server.started and loops):
+        if time.monotonic() > deadline or not thread.is_alive():
+            server.should_exit = True
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.005)
+    return server, thread, loops[0], port
+
+
+class Serve(Protocol):
+    def __call__(self, app: Adapter | Starlette, **options: Any) -> Awaitable[Served]: ...
+
+
+@pytest.fixture
+async def serve() -> AsyncIterator[Serve]:
+    """Serve an Adapter (through `create_app`) or any Starlette app over real HTTP; stopped at teardown."""
+    started: list[Served] = []
+
+    async def start(app: Adapter | Starlette, **options: Any) -> Served:
+        adapter = app if isinstance(app, Adapter) else None
+        asgi = create_app(app, **options) if isinstance(app, Adapter) else app
+        server, thread, loop, port = await asyncio.to_thread(_start, asgi)
+        url = f"http://127.0.0.1:{port}"
+        served = Served(url, server, thread, loop, httpx.AsyncClient(timeout=_BOUND), adapter)
+        started.append(served)
+        return served
+
+    yield start
+    for served in started:
+        await served.stop()
+
+
+@pytest.fixture
+def kit() -> Kit:
+    return Kit()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def scripted(rules: Sequence[Rule] = RULES) -> ScriptedBackend:
+    """The scenario backend: one rule per scenario of seed 002 and AGUI-RULES."""
+    return ScriptedBackend(rules)
+
+
+@pytest.fixture
+def backend() -> ScriptedBackend:
+    return scripted()
+
+
+class MakeAdapter(Protocol):
+    def __call__(self, **options: Any) -> Adapter: ...
+
+
+@pytest.fixture
+def make_adapter(kit: Kit, backend: ScriptedBackend) -> MakeAdapter:
+    """An Adapter over the scenario backend and the spied tools; options go to `Adapter`."""
+
+    def make(**options: Any) -> Adapter:
+        options.setdefault("tools", kit.tools)
+        return Adapter(options.pop("backend", backend), **options)
+
+    return make
+
+
+class Connect(Protocol):
+    def __call__(self, **options: Any) -> Awaitable[Client]: ...
+
+
+@pytest.fixture
+def connect(serve: Serve, make_adapter: MakeAdapter) -> Connect:
+    """Serve a fresh scenario adapter (options go to `Adapter`) and return a client for it."""
+
+    async def start(**options: Any) -> Client:
+        served = await serve(make_adapter(**options))
+        return served.client
+
+    return start
