@@ -60,7 +60,7 @@ RULES = [
     ),
     Rule(r"reserve (?P<item>\w+)", steps=[[Call("reserve_stock", {"item": "{item}"})]]),
     Rule(r"sign (?P<doc>\w+)", steps=[[Call("sign_document", {"doc": "{doc}"})]]),
-    Rule(r"audit", steps=[[Call("audit", {"note": "n"})]]),
+    Rule(r"^audit", steps=[[Call("audit", {"note": "n"})]]),
     Rule(r"gated audit", steps=[[Call("gated_audit", {"note": "n"})]]),
     Rule(r"bad arguments", steps=[[Call("lookup_order", {"order_id": 17})]]),
     Rule(r"explode", steps=[[Call("explode")]]),
