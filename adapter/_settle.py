@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -82,7 +83,7 @@ async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInpu
             continue
         outcome = await _settle_one(answer, toolset, run_input)
         if isinstance(outcome, InputRequired):
-            call = ToolCall(answer.call.tool_call_id, answer.call.tool_name, answer.call.arguments)
+            call = ToolCall(answer.call.tool_call_id, answer.call.tool_name, _executed_arguments(answer))
             tool = toolset.get(call.name)
             assert tool is not None
             settled.suspensions.append(suspend(call, tool, adapter.policy, adapter.now(), signal=outcome))
@@ -93,6 +94,13 @@ async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInpu
             )
         )
     return settled
+
+
+def _executed_arguments(answer: Answer) -> str:
+    """The arguments the call ran with: an approval's `editedArgs` replaced the proposal whole (RES-3)."""
+    payload = answer.payload if isinstance(answer.payload, dict) else {}
+    edited = payload.get("editedArgs") if answer.call.kind == "approval" else None
+    return json.dumps(edited) if isinstance(edited, dict) else answer.call.arguments
 
 
 async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput) -> ToolResult | InputRequired:

@@ -5,7 +5,7 @@ import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -28,6 +28,7 @@ ORDER = {"order": "A17", "status": "shipped", "total": 42.5}
 RULES = [
     Rule(r"^hello$", reply="héllo 👍🏽 👨‍👩‍👧"),
     Rule(r"where is order (?P<order>\w+)", steps=[[Call("lookup_order", {"order_id": "{order}"})]]),
+    Rule(r"stock of (?P<item>\w+)", steps=[[Call("check_stock", {"item": "{item}"})]]),
     Rule(r"go to (?P<page>\w+)", steps=[[Call("navigate", {"path": "/{page}"})]]),
     Rule(r"toast twice", steps=[[Call("show_toast", {"text": "one"}), Call("show_toast", {"text": "two"})]]),
     Rule(r"delete (?P<item>\w+)", steps=[[Call("confirm_action", {"action": "delete {item}"})]]),
@@ -287,6 +288,12 @@ def scripted(rules: Sequence[Rule] = RULES) -> ScriptedBackend:
 @pytest.fixture
 def backend() -> ScriptedBackend:
     return scripted()
+
+
+@pytest.fixture
+def make_backend() -> Callable[[], ScriptedBackend]:
+    """Fresh scenario backends, for tests that build more than one adapter."""
+    return scripted
 
 
 class MakeAdapter(Protocol):
