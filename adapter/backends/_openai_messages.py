@@ -1,0 +1,146 @@
+"""AG-UI messages and tools as an OpenAI chat-completions request.
+
+    SystemMessage                -> {"role": "system"}
+    DeveloperMessage             -> {"role": "system"} by default, or {"role": "developer"}
+    UserMessage (text)           -> {"role": "user", "content": "..."}
+    UserMessage (parts)          -> text and image parts; other parts are skipped with a warning (AGUI-RULES IN-5)
+    AssistantMessage             -> {"role": "assistant", "content": ... | null, "tool_calls": [...]}
+    ToolMessage                  -> {"role": "tool", "tool_call_id", "content"}; an error is rendered
+                                    into the content: "Error: {error}", then the content on the next line
+    ModelRequest.context         -> ONE system message after the leading system/developer messages:
+                                    a "Context:" line, then "- {description}: {value}" per entry
+    ActivityMessage, ReasoningMessage -> dropped
+    ModelRequest.state           -> not sent; a backend tool or the context is the place for it
+
+The default role for developer messages is "system" because OpenAI accepts "system" on every model,
+while many compatible servers (vLLM, Ollama, llama.cpp) reject the newer "developer" role.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal, TypeAlias
+
+from ag_ui.core import (
+    AssistantMessage,
+    ContentPart,
+    Context,
+    DataSource,
+    DeveloperMessage,
+    ImagePart,
+    Message,
+    SystemMessage,
+    TextPart,
+    Tool,
+    ToolMessage,
+    UrlSource,
+    UserMessage,
+)
+
+from schema_tools import tool_spec
+
+log = logging.getLogger("adapter.backends.openai")
+
+ChatMessage: TypeAlias = dict[str, Any]
+DeveloperRole: TypeAlias = Literal["system", "developer"]
+
+EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
+_LEADING_ROLES = frozenset({"system", "developer"})
+
+
+def chat_messages(
+    messages: Sequence[Message], context: Sequence[Context], *, developer_role: DeveloperRole = "system"
+) -> list[ChatMessage]:
+    """Map the conversation, with the context as one system message after the leading instructions."""
+    mapped = [chat for message in messages if (chat := chat_message(message, developer_role)) is not None]
+    if context:
+        at = next((i for i, chat in enumerate(mapped) if chat["role"] not in _LEADING_ROLES), len(mapped))
+        mapped.insert(at, {"role": "system", "content": context_text(context)})
+    return mapped
+
+
+def chat_message(message: Message, developer_role: DeveloperRole = "system") -> ChatMessage | None:
+    """One AG-UI message as a chat message; None for messages the model must not see."""
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, DeveloperMessage):
+        return {"role": developer_role, "content": message.content}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": user_content(message.content)}
+    if isinstance(message, AssistantMessage):
+        return assistant_message(message)
+    if isinstance(message, ToolMessage):
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": tool_content(message)}
+    return None  # activity and reasoning messages are not part of the model's conversation
+
+
+def context_text(context: Sequence[Context]) -> str:
+    """The run's context entries as the text of one system message."""
+    return "\n".join(["Context:", *(f"- {entry.description}: {entry.value}" for entry in context)])
+
+
+def user_content(content: str | Sequence[ContentPart]) -> str | list[dict[str, Any]]:
+    """A user message's content: a string when every usable part is text (text-only servers accept it)."""
+    if isinstance(content, str):
+        return content
+    parts = [chat for part in content if (chat := _user_part(part)) is not None]
+    if all(part["type"] == "text" for part in parts):
+        return "\n".join(part["text"] for part in parts)
+    return parts
+
+
+def _user_part(part: ContentPart) -> dict[str, Any] | None:
+    if isinstance(part, TextPart):
+        return {"type": "text", "text": part.text}
+    if isinstance(part, ImagePart) and isinstance(part.source, UrlSource):
+        return {"type": "image_url", "image_url": {"url": part.source.value}}
+    if isinstance(part, ImagePart) and isinstance(part.source, DataSource):
+        return {"type": "image_url", "image_url": {"url": f"data:{part.source.mime_type};base64,{part.source.value}"}}
+    _skipped(part)
+    return None
+
+
+def _skipped(part: ContentPart) -> None:
+    source = getattr(part, "source", None)
+    kind = f"{part.type} ({source.type} source)" if source is not None else part.type
+    log.warning("skipped a %s part that the chat-completions request cannot carry", kind)
+
+
+def assistant_message(message: AssistantMessage) -> ChatMessage:
+    """An assistant message; its content is null when it only calls tools."""
+    if not message.tool_calls:
+        return {"role": "assistant", "content": message.content or ""}
+    calls = [
+        {
+            "id": call.id,
+            "type": "function",
+            "function": {"name": call.function.name, "arguments": call.function.arguments},
+        }
+        for call in message.tool_calls
+    ]
+    return {"role": "assistant", "content": message.content or None, "tool_calls": calls}
+
+
+def tool_content(message: ToolMessage) -> str:
+    """A tool message's content as text, with its error (if any) on the first line."""
+    if isinstance(message.content, str):
+        text = message.content
+    else:
+        texts = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                texts.append(part.text)
+            else:
+                _skipped(part)
+        text = "\n".join(texts)
+    if message.error is None:
+        return text
+    return f"Error: {message.error}\n{text}" if text else f"Error: {message.error}"
+
+
+def chat_tools(tools: Sequence[Tool], *, strict: bool = False) -> list[dict[str, Any]]:
+    """The tools as chat-completions function tools."""
+    return [
+        tool_spec(tool.name, tool.description, tool.parameters or EMPTY_PARAMETERS, strict=strict) for tool in tools
+    ]

@@ -1,0 +1,210 @@
+"""A chat-completions event stream as backend items, read line by line as it arrives.
+
+    ": keepalive", blank lines, "event:", "id:", "retry:"   ignored (SSE framing)
+    data: {chunk}        choices[0].delta.content / .refusal -> TextDelta, at once
+                         choices[0].delta.tool_calls         -> accumulated by `index`: id and name from the
+                                                                first chunk that has them, arguments concatenated
+                         choices[0].finish_reason            -> the step ends: its ToolCalls, in index order
+                         usage (the last one sent)           -> Usage, after the calls
+                         {"error": ...}                      -> BackendError
+    data: [DONE]         the stream ends
+    end of body          accepted after a finish_reason, a BackendError otherwise
+    any other line       not an event stream: BackendError
+
+Usage is only reported when the provider sent both counts; nothing is invented.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from adapter._errors import BackendError
+from adapter._types import BackendItem, TextDelta, ToolCall, Usage
+from adapter.backends._openai_errors import BACKEND_ERROR, Redactor, error_text, not_sse_error
+
+_MAX_COUNT = 2**53 - 1
+_SSE_FIELDS = frozenset({"event", "id", "retry"})
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class _FunctionDelta(_Model):
+    name: str | None = None
+    arguments: str | dict[str, Any] | None = None
+
+
+class _ToolCallDelta(_Model):
+    index: int | None = None
+    id: str | None = None
+    function: _FunctionDelta | None = None
+
+
+class _Delta(_Model):
+    content: str | None = None
+    refusal: str | None = None
+    tool_calls: list[_ToolCallDelta] | None = None
+
+
+class _Choice(_Model):
+    index: int = 0
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class Chunk(_Model):
+    """The parts of a `chat.completion.chunk` that a step is made of."""
+
+    model: str | None = None
+    choices: list[_Choice] | None = None
+    usage: Any = None
+
+
+@dataclass(slots=True)
+class _PendingCall:
+    id: str | None = None
+    name: str | None = None
+    arguments: list[str] = field(default_factory=list)
+
+    def done(self) -> ToolCall:
+        if not self.name:
+            raise BackendError("The model server sent a tool call without a name.", code=BACKEND_ERROR)
+        return ToolCall(
+            id=self.id or f"call_{uuid.uuid4().hex[:24]}", name=self.name, arguments="".join(self.arguments) or "{}"
+        )
+
+
+@dataclass(slots=True)
+class StepReader:
+    """Collects one step from its chunks: text at once, tool calls when the step ends, usage at the end."""
+
+    model: str
+    provider: str | None = None
+    finished: bool = False
+    usage: Usage | None = None
+    calls: dict[int, _PendingCall] = field(default_factory=dict)
+
+    def feed(self, chunk: Chunk) -> list[BackendItem]:
+        """The items one chunk completes."""
+        self.model = chunk.model or self.model
+        self.usage = _usage(chunk.usage, self.provider, self.model) or self.usage
+        items: list[BackendItem] = []
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue  # one step is one choice; `n` is never requested
+            delta = choice.delta or _Delta()
+            text = (delta.content or "") + (delta.refusal or "")
+            if text:
+                items.append(TextDelta(text))
+            for call in delta.tool_calls or []:
+                self._add(call)
+            if choice.finish_reason:
+                self.finished = True
+                items.extend(self._flush())
+        return items
+
+    def end(self) -> list[BackendItem]:
+        """What is left when the stream ends: calls no finish_reason flushed, then the usage."""
+        items: list[BackendItem] = list(self._flush())
+        if self.usage is not None:
+            items.append(self.usage)
+        return items
+
+    def _add(self, delta: _ToolCallDelta) -> None:
+        call = self.calls.setdefault(self._slot(delta), _PendingCall())
+        call.id = call.id or delta.id
+        function = delta.function or _FunctionDelta()
+        call.name = call.name or function.name
+        if isinstance(function.arguments, dict):
+            call.arguments.append(json.dumps(function.arguments))
+        elif function.arguments:
+            call.arguments.append(function.arguments)
+
+    def _slot(self, delta: _ToolCallDelta) -> int:
+        if delta.index is not None:
+            return delta.index
+        last = max(self.calls, default=None)  # a provider that omits `index`: a new id starts a new call
+        if last is None or (delta.id and self.calls[last].id not in (None, delta.id)):
+            return 0 if last is None else last + 1
+        return last
+
+    def _flush(self) -> list[ToolCall]:
+        done = [self.calls[index].done() for index in sorted(self.calls)]
+        self.calls.clear()
+        return done
+
+
+async def read_items(lines: AsyncIterator[str], reader: StepReader, redact: Redactor) -> AsyncIterator[BackendItem]:
+    """Stream the items of one step from the lines of an SSE body."""
+    done = False
+    async with aclosing(sse_data(lines, redact)) as events:
+        async for data in events:
+            if data.strip() == "[DONE]":
+                done = True
+                break
+            for item in reader.feed(parse_chunk(data, redact)):
+                yield item
+    if not (done or reader.finished):
+        raise BackendError("The model server's stream ended before the step was complete.", code=BACKEND_ERROR)
+    for item in reader.end():
+        yield item
+
+
+async def sse_data(lines: AsyncIterator[str], redact: Redactor) -> AsyncGenerator[str, None]:
+    """The data of each server-sent event; comments and the other SSE fields are skipped."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        if name == "data" and colon:
+            data.append(value.removeprefix(" "))
+        elif name not in _SSE_FIELDS:
+            raise not_sse_error(line.encode(), redact)
+    if data:
+        yield "\n".join(data)
+
+
+def parse_chunk(data: str, redact: Redactor) -> Chunk:
+    """One chunk; an error object the provider sent in the stream becomes a BackendError."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        raise BackendError("The model server sent a malformed chunk.", code=BACKEND_ERROR) from None
+    if not isinstance(document, dict):
+        raise BackendError("The model server sent a malformed chunk.", code=BACKEND_ERROR)
+    if "error" in document or document.get("object") == "error":
+        detail = redact(error_text(document))
+        raise BackendError(f"The model server reported an error: {detail or 'no details'}", code=BACKEND_ERROR)
+    try:
+        return Chunk.model_validate(document)
+    except ValidationError:
+        raise BackendError("The model server sent a malformed chunk.", code=BACKEND_ERROR) from None
+
+
+def _usage(usage: Any, provider: str | None, model: str) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None or completion is None:
+        return None
+    return Usage(input_tokens=prompt, output_tokens=completion, provider=provider, model=model)
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= _MAX_COUNT:
+        return value
+    return None
