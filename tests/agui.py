@@ -219,6 +219,9 @@ def frontend_tool(name: str, **properties: Any) -> dict[str, Any]:
     }
 
 
+ORDER = {"order": "A17", "status": "shipped", "total": 42.5}
+"""What the scenarios' `lookup_order` tool finds."""
+
 NAVIGATE = frontend_tool("navigate", path={"type": "string"})
 SHOW_TOAST = frontend_tool("show_toast", text={"type": "string"})
 CONFIRM_ACTION = frontend_tool("confirm_action", action={"type": "string"})

@@ -13,7 +13,7 @@ from typing import Any, Protocol, TypeVar
 import httpx
 import pytest
 import uvicorn
-from agui import Client
+from agui import ORDER, Client
 from starlette.applications import Starlette
 
 from adapter import Adapter, Call, InputRequired, Rule, ScriptedBackend, ToolContext, ToolError, create_app, tool
@@ -22,8 +22,6 @@ from adapter._tools import FunctionTool
 T = TypeVar("T")
 
 _BOUND = 10.0  # seconds any server start, stop or cross-loop call may take
-
-ORDER = {"order": "A17", "status": "shipped", "total": 42.5}
 
 RULES = [
     Rule(r"^hello$", reply="héllo 👍🏽 👨‍👩‍👧"),
@@ -208,8 +206,8 @@ class Served:
         future = asyncio.run_coroutine_threadsafe(coroutine, self.loop)
         return await asyncio.wait_for(asyncio.wrap_future(future), _BOUND)
 
-    async def stop(self) -> None:
-        """Close the client, the adapter and the server, within bounded waits."""
+    async def stop(self, *, wait: bool = True) -> None:
+        """Close the client and the adapter, then the server; `wait=False` leaves its shutdown to session end."""
         if self.stopped:
             return
         self.stopped = True
@@ -217,12 +215,25 @@ class Served:
         if self.adapter is not None:
             await self.call(self.adapter.aclose())
         self.server.should_exit = True
-        await asyncio.to_thread(self.thread.join, _BOUND)
-        assert not self.thread.is_alive(), "uvicorn did not stop"
+        if wait:
+            await asyncio.to_thread(self.thread.join, _BOUND)
+            assert not self.thread.is_alive(), "uvicorn did not stop"
+        else:
+            _STOPPING.append(self.thread)
+
+
+_STOPPING: list[threading.Thread] = []
+"""Servers told to exit at teardown: uvicorn's shutdown takes ~0.2 s, so they finish in the background."""
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    deadline = time.monotonic() + _BOUND
+    for thread in _STOPPING:
+        thread.join(max(0.0, deadline - time.monotonic()))
 
 
 def _start(app: Starlette) -> tuple[uvicorn.Server, threading.Thread, asyncio.AbstractEventLoop, int]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -267,7 +278,7 @@ async def serve() -> AsyncIterator[Serve]:
 
     yield start
     for served in started:
-        await served.stop()
+        await served.stop(wait=False)
 
 
 @pytest.fixture

@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import importlib
+
+import adapter
+
+PUBLIC = [
+    "Adapter",
+    "AdapterError",
+    "Backend",
+    "Call",
+    "ConfigurationError",
+    "InputRequired",
+    "MemoryStore",
+    "ModelRequest",
+    "Rule",
+    "SQLiteStore",
+    "ScriptedBackend",
+    "TextDelta",
+    "ToolCall",
+    "ToolContext",
+    "ToolError",
+    "TurnStore",
+    "Usage",
+    "create_app",
+    "tool",
+]
+
+
+def test_public_names_are_pinned() -> None:
+    assert adapter.__all__ == PUBLIC
+
+
+def test_every_public_name_imports() -> None:
+    module = importlib.import_module("adapter")
+    for name in PUBLIC:
+        assert getattr(module, name) is not None, name
+    namespace: dict[str, object] = {}
+    exec("from adapter import *", namespace)
+    assert sorted(k for k in namespace if not k.startswith("__")) == sorted(PUBLIC)
