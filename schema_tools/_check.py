@@ -13,17 +13,16 @@ import json
 import math
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from schema_tools._errors import PolicyViolation, SchemaPolicyError
 from schema_tools._pointer import pointer
 from schema_tools._policy import DEFAULT_POLICY, SchemaPolicy
 from schema_tools._schema_walk import SchemaWalk, enum_violation
+from schema_tools._validate import META_VALIDATOR
 
 __all__ = ["check_schema"]
 
 _GATES = frozenset({"not-json", "max-depth", "max-nodes", "max-bytes"})
-_META = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+_MAX_INT_BITS = 13_000  # about 4 000 digits, under Python's int-to-str conversion limit
 
 
 def check_schema(schema: object, *, policy: SchemaPolicy = DEFAULT_POLICY) -> None:
@@ -74,7 +73,9 @@ def _violations(schema: object, policy: SchemaPolicy) -> list[PolicyViolation]:
         return found
     if policy.require_object_root and schema.get("type") != "object":
         found.append(PolicyViolation("", "root-object", 'the root must declare "type": "object"'))
-    found += [PolicyViolation(pointer(e.absolute_path), "metaschema", e.message) for e in _META.iter_errors(schema)]
+    found += [
+        PolicyViolation(pointer(e.absolute_path), "metaschema", e.message) for e in META_VALIDATOR.iter_errors(schema)
+    ]
     found += SchemaWalk(schema, policy).run()
     return list(dict.fromkeys(found))
 
@@ -114,6 +115,8 @@ def _node_problem(value: object, path: tuple[str | int, ...], policy: SchemaPoli
         return None
     if isinstance(value, float) and not math.isfinite(value):
         return PolicyViolation(where, "not-json", f"{value} is not a JSON number")
+    if isinstance(value, int) and value.bit_length() > _MAX_INT_BITS:
+        return PolicyViolation(where, "not-json", "integer too large to write as JSON")
     if value is None or isinstance(value, bool | int | float):
         return None
     return PolicyViolation(where, "not-json", f"{type(value).__name__} is not a JSON value")

@@ -26,29 +26,29 @@ def parse_docstring(doc: str | None) -> Docstring:
     """Split `doc` into its prose and its ``Args:`` entries.
 
     The ``Args``, ``Returns``, ``Yields`` and ``Raises`` sections are left out of the description; every
-    other section (``Example:``, ``Note:`` ...) is kept verbatim.
+    other section (``Example:``, ``Note:`` ...) is kept verbatim. A section ends at the next line that
+    is not indented.
     """
-    lines = inspect.cleandoc(doc or "").splitlines()
     kept: list[str] = []
     params: dict[str, str] = {}
     section: str | None = None
     body: list[str] = []
-    for line in [*lines, "End:"]:
+    for line in inspect.cleandoc(doc or "").splitlines():
         header = _SECTION.match(line)
-        if header or (line and not line[0].isspace() and section is not None):
-            if section in _ARG_SECTIONS:
-                params.update(_parse_args(body))
-            section, body = (header.group(1).lower(), []) if header else (None, [])
-            if section is not None and section not in _DROPPED_SECTIONS:
-                kept.append(line)
-                section = None
-            if header:
+        if header or (section is not None and line and not line[0].isspace()):
+            _close(section, body, params)
+            section, body = None, []
+            if header and header.group(1).lower() in _DROPPED_SECTIONS:
+                section = header.group(1).lower()
                 continue
-        if section is None:
-            kept.append(line)
-        else:
-            body.append(line)
-    return Docstring("\n".join(kept[:-1] if kept and kept[-1] == "End:" else kept).strip(), params)
+        (kept if section is None else body).append(line)
+    _close(section, body, params)
+    return Docstring("\n".join(kept).strip(), params)
+
+
+def _close(section: str | None, body: list[str], params: dict[str, str]) -> None:
+    if section in _ARG_SECTIONS:
+        params.update(_parse_args(body))
 
 
 def _parse_args(body: list[str]) -> dict[str, str]:

@@ -24,10 +24,12 @@ from schema_tools._errors import PolicyViolation, SchemaIssue, SchemaPolicyError
 from schema_tools._formats import FORMAT_CHECKER
 from schema_tools._pointer import pointer
 
-__all__ = ["assert_valid", "canonical_json", "compiled", "validate"]
+__all__ = ["META_VALIDATOR", "assert_valid", "canonical_json", "compiled", "validate"]
 
 _CACHE_SIZE = 512
 _NO_REMOTE: referencing.Registry[Any] = referencing.Registry()  # no retrieve function: nothing is fetched
+META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
+"""Validates schemas against the Draft 2020-12 meta-schema."""
 
 
 def _required(validator: Validator, required: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
@@ -54,7 +56,7 @@ def canonical_json(schema: Any) -> str:
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _compile(canonical: str) -> Validator:
     schema = json.loads(canonical)
-    problems = list(Draft202012Validator(Draft202012Validator.META_SCHEMA).iter_errors(schema))
+    problems = list(META_VALIDATOR.iter_errors(schema))
     if problems:
         raise SchemaPolicyError([PolicyViolation(pointer(e.absolute_path), "metaschema", e.message) for e in problems])
     validator: Validator = _Validator(schema, format_checker=FORMAT_CHECKER, registry=_NO_REMOTE)
@@ -73,10 +75,15 @@ def compiled(schema: Mapping[str, Any] | bool) -> Validator:
 def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssue]:
     """Validate `instance` against a Draft 2020-12 `schema` and return every issue.
 
+    The schema is always read as Draft 2020-12 (``$schema`` is not consulted). It is compiled once and
+    cached by content: the key is its canonical JSON text (sorted keys, no whitespace), in an LRU cache of
+    512 validators, so equal schemas share a validator and mutating a schema is safe.
+
     Formats ``email``, ``date``, ``date-time`` and ``uri`` are checked. Issues come most relevant first
     (``jsonschema.exceptions.relevance``). A ``required`` issue points at the missing property
     (``"/approved"``), not at the object that lacks it. A failed ``oneOf``/``anyOf`` is reported through
-    the errors of its closest branch when one stands out (see `_expand`), else as itself. Nothing is fetched:
+    the errors of its closest branch when one stands out (branches failing on ``type`` at that spot or
+    on ``const``/``enum`` are skipped; the one with fewest errors wins), else as itself. Nothing is fetched:
     a ``$ref`` that is not in the schema is a `SchemaPolicyError`.
 
     Args:
