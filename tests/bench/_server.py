@@ -1,0 +1,140 @@
+"""The two servers the benchmark compares, each run in its own process: `python _server.py KIND ...`.
+
+- `adapter`: the adapter under test, mounted at /agui, on a ScriptedBackend and a SQLiteStore.
+- `baseline`: a bare Starlette endpoint at /agui/ that parses the `RunAgentInput`, then replays the
+  adapter's own captured event lists through `ag_ui.encoder.EventEncoder` in a `StreamingResponse`.
+  Each event object is built per request from its captured JSON, as a real endpoint builds its events.
+
+Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU seconds
+(`time.process_time()`, every thread), `POST /__profile/start` and `/__profile/stop` switch cProfile
+on the event loop's thread on and off (stop writes the stats to `--profile-out`).
+
+The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import json
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from ag_ui.core import Event, RunAgentInput
+from ag_ui.encoder import EventEncoder
+from pydantic import TypeAdapter
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import BaseRoute, Mount, Route
+
+WORDS = 2_000
+STREAM_TEXT = " ".join(f"w{i}" for i in range(WORDS))
+"""The reply of workload A: split into one delta per word by the ScriptedBackend."""
+STREAM_PROMPT = "stream please"
+ROUND_TRIP_PROMPT = "go to orders"
+NAVIGATE = {
+    "name": "navigate",
+    "description": "The client's page navigation.",
+    "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+}
+"""The client-declared frontend tool of workload B."""
+MOUNT = "/agui"
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+
+
+def adapter_app(db_path: str | None) -> Starlette:
+    from adapter import Adapter, Call, MemoryStore, Rule, ScriptedBackend, SQLiteStore, create_app
+
+    backend = ScriptedBackend(
+        [
+            Rule(rf"^{STREAM_PROMPT}$", reply=STREAM_TEXT),
+            Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it."),
+        ]
+    )
+    adapter = Adapter(backend, store=MemoryStore() if db_path is None else SQLiteStore(db_path))
+    return _with_bench_routes(Mount(MOUNT, app=create_app(adapter)), on_shutdown=adapter.aclose)
+
+
+def baseline_app(events_path: str) -> Starlette:
+    captured: dict[str, list[dict[str, Any]]] = json.loads(Path(events_path).read_text())
+    encoder = EventEncoder()
+
+    async def replay(events: list[dict[str, Any]]) -> AsyncIterator[str]:
+        for event in events:
+            yield encoder.encode(_EVENT.validate_python(event))
+
+    async def run(request: Request) -> Response:
+        run_input = RunAgentInput.model_validate_json(await request.body())
+        kind = "resume" if run_input.resume else "interrupt" if run_input.tools else "stream"
+        headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
+        return StreamingResponse(replay(captured[kind]), media_type=encoder.get_content_type(), headers=headers)
+
+    inner = Starlette(routes=[Route("/", run, methods=["POST"])])
+    return _with_bench_routes(Mount(MOUNT, app=inner))
+
+
+def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
+    profilers: list[cProfile.Profile] = []
+
+    async def cpu(request: Request) -> Response:
+        return PlainTextResponse(repr(time.process_time()))
+
+    async def profile_start(request: Request) -> Response:
+        profilers.append(cProfile.Profile())
+        profilers[-1].enable()
+        return PlainTextResponse("on")
+
+    async def profile_stop(request: Request) -> Response:
+        profiler = profilers.pop()
+        profiler.disable()
+        profiler.dump_stats(request.app.state.profile_out)
+        return PlainTextResponse("off")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            await on_shutdown()
+
+    return Starlette(
+        routes=[
+            Route("/__cpu", cpu),
+            Route("/__profile/start", profile_start, methods=["POST"]),
+            Route("/__profile/stop", profile_stop, methods=["POST"]),
+            mount,
+        ],
+        lifespan=lifespan,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve one side of the adapter benchmark.")
+    parser.add_argument("kind", choices=["adapter", "baseline"])
+    parser.add_argument("--db", help="SQLite file (adapter); a MemoryStore without it")
+    parser.add_argument("--events", help="captured event lists, JSON (baseline)")
+    parser.add_argument("--profile-out", default="server.pstats")
+    args = parser.parse_args(argv)
+    app = adapter_app(args.db) if args.kind == "adapter" else baseline_app(args.events)
+    app.state.profile_out = args.profile_out
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without
+    # it a response written in two parts waits out the client's delayed ACK (40 ms) on a kept-alive connection.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    print(f"PORT {sock.getsockname()[1]}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    asyncio.run(server.serve(sockets=[sock]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
