@@ -78,29 +78,33 @@ class EventStreamResponse(Response):
 
     async def _stream(self, queue: asyncio.Queue[_Frame], receive: Receive, send: Send) -> bool:
         """Send frames until the last one; False if the client left first."""
+        gone = anyio.Event()
+        finished = False
         async with anyio.create_task_group() as group:
-            group.start_soon(_cancel_on_disconnect, receive, group.cancel_scope)
+            group.start_soon(_watch_disconnect, receive, gone, group.cancel_scope)
             try:
-                await self._write(queue, send)
+                finished = await self._write(queue, send, gone)
             except OSError:  # ASGI 2.4 servers report a gone client by failing `send`
-                logger.info("client disconnected; stopping the run")
-                group.cancel_scope.cancel()
-                return False
+                pass
             group.cancel_scope.cancel()
-            return True
-        logger.info("client disconnected; stopping the run")
-        return False
+        if not finished:
+            logger.info("client disconnected; stopping the run")
+        return finished
 
-    async def _write(self, queue: asyncio.Queue[_Frame], send: Send) -> None:
+    async def _write(self, queue: asyncio.Queue[_Frame], send: Send, gone: anyio.Event) -> bool:
         await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
         last = False
         while not last:
+            # Checked each frame: while frames keep coming, the task may never park long enough to be cancelled.
+            if gone.is_set():
+                return False
             item: _Frame | None = None
             with anyio.move_on_after(self._keepalive_interval):
                 item = await queue.get()
             frame, last = (KEEPALIVE, False) if item is None else item
             await send({"type": "http.response.body", "body": frame.encode(), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
 
     async def _produce(self, queue: asyncio.Queue[_Frame]) -> None:
         events: AsyncIterator[BaseEvent] | None = None
@@ -139,9 +143,10 @@ def _stopping() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _cancel_on_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
+    gone.set()
     scope.cancel()
 
 

@@ -1,0 +1,379 @@
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+from ag_ui.core import (
+    AgentCapabilities,
+    BaseEvent,
+    HumanInTheLoopCapabilities,
+    RunAgentInput,
+    RunFinishedEvent,
+    RunStartedEvent,
+    TextPart,
+    UserMessage,
+)
+from ag_ui.core.capabilities import IdentityCapabilities, TransportCapabilities
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.types import Message
+
+from adapter._http import create_app
+
+MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
+
+
+@dataclass
+class RecordingHandler:
+    """Answers every run with RUN_STARTED then RUN_FINISHED, and keeps the inputs it was given."""
+
+    received: list[RunAgentInput] = field(default_factory=list)
+
+    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+        self.received.append(run_input)
+        yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        yield RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
+
+    def capabilities(self) -> AgentCapabilities:
+        return AgentCapabilities(
+            identity=IdentityCapabilities(name="fake"),
+            transport=TransportCapabilities(streaming=True),
+            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=None),
+        )
+
+
+@pytest.fixture
+def handler() -> RecordingHandler:
+    return RecordingHandler()
+
+
+@pytest.fixture
+def client_for(handler: RecordingHandler) -> Callable[..., httpx.AsyncClient]:
+    """Builds a client for `create_app(handler, **options)`."""
+
+    def build(**options: Any) -> httpx.AsyncClient:
+        app = create_app(handler, **options)
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test")
+
+    return build
+
+
+@pytest.fixture
+async def client(client_for: Callable[..., httpx.AsyncClient]) -> AsyncIterator[httpx.AsyncClient]:
+    async with client_for() as instance:
+        yield instance
+
+
+def events_of(response: httpx.Response) -> list[dict[str, Any]]:
+    return [json.loads(frame[len("data: ") :]) for frame in response.text.split("\n\n") if frame.startswith("data: ")]
+
+
+def assert_refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    error: dict[str, Any] = response.json()["error"]
+    assert error["code"] == code
+    return error
+
+
+def assert_served(response: httpx.Response) -> None:
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "text/event-stream"
+    assert [event["type"] for event in events_of(response)] == ["RUN_STARTED", "RUN_FINISHED"]
+
+
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        pytest.param("text/plain", id="text"),
+        pytest.param("application/x-www-form-urlencoded", id="form"),
+        pytest.param("application/json; charset=latin-1", id="non-utf8-charset"),
+        pytest.param("application/jsonx", id="lookalike"),
+    ],
+)
+async def test_non_json_content_type_is_415(
+    client: httpx.AsyncClient, handler: RecordingHandler, content_type: str
+) -> None:
+    response = await client.post("/", content=json.dumps(MINIMAL), headers={"content-type": content_type})
+
+    assert_refused(response, 415, "UNSUPPORTED_MEDIA_TYPE")
+    assert handler.received == []
+
+
+async def test_missing_content_type_is_415(client: httpx.AsyncClient) -> None:
+    response = await client.post("/", content=json.dumps(MINIMAL).encode())
+
+    assert_refused(response, 415, "UNSUPPORTED_MEDIA_TYPE")
+
+
+@pytest.mark.parametrize("content_type", ["application/json; charset=utf-8", 'Application/JSON; charset="UTF-8"'])
+async def test_json_with_a_utf8_charset_is_served(client: httpx.AsyncClient, content_type: str) -> None:
+    response = await client.post("/", content=json.dumps(MINIMAL), headers={"content-type": content_type})
+
+    assert_served(response)
+
+
+async def test_body_over_the_limit_is_413(client_for: Callable[..., httpx.AsyncClient]) -> None:
+    body = {**MINIMAL, "state": {"padding": "x" * 200}}
+    async with client_for(max_body_bytes=100) as client:
+        response = await client.post("/", json=body)
+
+    assert_refused(response, 413, "CONTENT_TOO_LARGE")
+
+
+async def test_chunked_body_over_the_limit_is_413(
+    client_for: Callable[..., httpx.AsyncClient], handler: RecordingHandler
+) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"threadId": "t1", "runId": "r1", "messages": [], "state": "'
+        for _ in range(10):
+            yield b"x" * 50
+        yield b'"}'
+
+    async with client_for(max_body_bytes=300) as client:
+        response = await client.post("/", content=chunks(), headers={"content-type": "application/json"})
+
+    assert "content-length" not in response.request.headers
+    assert_refused(response, 413, "CONTENT_TOO_LARGE")
+    assert handler.received == []
+
+
+async def test_body_at_the_limit_is_served(client_for: Callable[..., httpx.AsyncClient]) -> None:
+    body = json.dumps(MINIMAL).encode()
+    async with client_for(max_body_bytes=len(body)) as client:
+        response = await client.post("/", content=body, headers={"content-type": "application/json"})
+
+    assert_served(response)
+
+
+async def test_declared_oversize_is_refused_before_reading(handler: RecordingHandler) -> None:
+    app = create_app(handler, max_body_bytes=100)
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        raise AssertionError("the body was read")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"1000000")],
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+    with anyio.fail_after(2):
+        await app(scope, receive, send)
+
+    assert sent[0]["status"] == 413
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(b"{", id="truncated-json"),
+        pytest.param(b"", id="empty"),
+        pytest.param(b'{"threadId": "t1", "runId": "r1", "messages": [], "state": NaN}', id="nan-literal"),
+        pytest.param(b'{"threadId": "t1", "runId": "r1", "messages": [], "x": "\xff"}', id="not-utf8"),
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-too-deep"),
+        pytest.param(b"[]", id="not-an-object"),
+        pytest.param(json.dumps({"runId": "r1", "messages": []}).encode(), id="missing-threadId"),
+        pytest.param(json.dumps({"threadId": "t1", "messages": []}).encode(), id="missing-runId"),
+        pytest.param(json.dumps({"threadId": "t1", "runId": "r1"}).encode(), id="missing-messages"),
+        pytest.param(json.dumps({**MINIMAL, "threadId": 123}).encode(), id="threadId-number"),
+        pytest.param(json.dumps({**MINIMAL, "messages": "x"}).encode(), id="messages-string"),
+        pytest.param(
+            json.dumps({**MINIMAL, "messages": [{"role": "user", "content": "hi"}]}).encode(), id="message-without-id"
+        ),
+        pytest.param(
+            json.dumps({**MINIMAL, "messages": [{"id": "m1", "content": "hi"}]}).encode(), id="message-without-role"
+        ),
+        pytest.param(
+            json.dumps({**MINIMAL, "resume": [{"interruptId": 7, "status": "resolved"}]}).encode(),
+            id="resume-interruptId-number",
+        ),
+        pytest.param(
+            json.dumps({**MINIMAL, "resume": [{"interruptId": "i1", "status": "later"}]}).encode(),
+            id="resume-unknown-status",
+        ),
+        pytest.param(json.dumps({**MINIMAL, "protocolVersion": 1.0}).encode(), id="protocolVersion-number"),
+        pytest.param(
+            json.dumps({**MINIMAL, "messages": [{"id": "m1", "role": "user", "content": [{"text": "hi"}]}]}).encode(),
+            id="part-without-type",
+        ),
+    ],
+)
+async def test_malformed_input_is_422_without_a_stream(
+    client: httpx.AsyncClient, handler: RecordingHandler, body: bytes
+) -> None:
+    response = await client.post("/", content=body, headers={"content-type": "application/json"})
+
+    error = assert_refused(response, 422, "INVALID_INPUT")
+    assert error["details"]
+    assert handler.received == []
+
+
+async def test_validation_details_are_pydantic_errors_without_urls(client: httpx.AsyncClient) -> None:
+    response = await client.post("/", json={**MINIMAL, "threadId": 123})
+
+    details = assert_refused(response, 422, "INVALID_INPUT")["details"]
+    assert details == [
+        {"type": "string_type", "loc": ["threadId"], "msg": "Input should be a valid string", "input": 123}
+    ]
+
+
+async def test_details_echoing_a_lone_surrogate_stay_valid_json(client: httpx.AsyncClient) -> None:
+    body = b'{"threadId": ["\\ud800"], "runId": "r1", "messages": []}'
+
+    response = await client.post("/", content=body, headers={"content-type": "application/json"})
+
+    assert assert_refused(response, 422, "INVALID_INPUT")["details"][0]["input"] == ["\ud800"]
+
+
+@pytest.mark.parametrize("version", ["2.0", "0.9", "10.1"])
+async def test_another_major_version_is_400(client: httpx.AsyncClient, handler: RecordingHandler, version: str) -> None:
+    response = await client.post("/", json={**MINIMAL, "protocolVersion": version})
+
+    assert_refused(response, 400, "UNSUPPORTED_PROTOCOL_VERSION")
+    assert handler.received == []
+
+
+@pytest.mark.parametrize(
+    ("version", "warned"),
+    [
+        pytest.param("1.0", False, id="ours"),
+        pytest.param("1.7", True, id="newer-minor"),
+        pytest.param("1.10", True, id="newer-minor-two-digits"),
+        pytest.param("banana", True, id="uninterpretable"),
+        pytest.param("1", True, id="one-component"),
+        pytest.param(None, False, id="absent"),
+    ],
+)
+async def test_same_major_or_uninterpretable_version_is_served(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, version: str | None, warned: bool
+) -> None:
+    body = MINIMAL if version is None else {**MINIMAL, "protocolVersion": version}
+
+    with caplog.at_level(logging.WARNING, logger="adapter"):
+        response = await client.post("/", json=body)
+
+    assert_served(response)
+    assert any("protocolVersion" in record.getMessage() for record in caplog.records) is warned
+
+
+async def test_unknown_members_are_kept_and_served(client: httpx.AsyncClient, handler: RecordingHandler) -> None:
+    message = {"id": "m1", "role": "user", "content": "hi", "futureField": {"x": 1}}
+    body = {**MINIMAL, "messages": [message], "futureField": {"x": 1}, "parentRunId": "r0"}
+
+    response = await client.post("/", json=body)
+
+    assert_served(response)
+    (received,) = handler.received
+    assert received.model_extra == {"futureField": {"x": 1}}
+    assert received.parent_run_id == "r0"
+    assert received.messages[0].model_extra == {"futureField": {"x": 1}}
+
+
+async def test_unknown_role_message_is_dropped_with_a_warning(
+    client: httpx.AsyncClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    messages = [
+        {"id": "m1", "role": "user", "content": "before"},
+        {"id": "m9", "role": "narrator", "content": "x"},
+        {"id": "m2", "role": "user", "content": "after"},
+    ]
+
+    with caplog.at_level(logging.WARNING, logger="adapter"):
+        response = await client.post("/", json={**MINIMAL, "messages": messages})
+
+    assert_served(response)
+    assert [message.id for message in handler.received[0].messages] == ["m1", "m2"]
+    assert "narrator" in caplog.text
+
+
+async def test_unknown_content_parts_are_dropped_with_a_warning(
+    client: httpx.AsyncClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+) -> None:
+    content = [
+        {"type": "text", "text": "look"},
+        {"type": "hologram", "uri": "h://1"},
+        {"type": "image", "source": {"type": "s3", "bucket": "b"}},
+        {"type": "image", "source": {"type": "url", "value": "https://example.com/a.png"}},
+    ]
+
+    with caplog.at_level(logging.WARNING, logger="adapter"):
+        response = await client.post(
+            "/", json={**MINIMAL, "messages": [{"id": "m1", "role": "user", "content": content}]}
+        )
+
+    assert_served(response)
+    (message,) = handler.received[0].messages
+    assert isinstance(message, UserMessage) and isinstance(message.content, list)
+    assert [part.type for part in message.content] == ["text", "image"]
+    assert isinstance(message.content[0], TextPart)
+    assert "hologram" in caplog.text and "s3" in caplog.text
+
+
+async def test_accept_header_is_ignored(client: httpx.AsyncClient) -> None:
+    response = await client.post(
+        "/", json=MINIMAL, headers={"accept": "application/vnd.ag-ui.event+proto, application/json;q=0.1"}
+    )
+
+    assert_served(response)
+
+
+async def test_app_works_mounted_under_a_prefix(handler: RecordingHandler) -> None:
+    outer = Starlette(routes=[Mount("/agui", app=create_app(handler))])
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(outer), base_url="http://test") as client:
+        run = await client.post("/agui/", json=MINIMAL)
+        capabilities = await client.get("/agui/capabilities")
+        health = await client.get("/agui/health")
+
+    assert_served(run)
+    assert capabilities.status_code == health.status_code == 200
+
+
+async def test_capabilities_are_camel_case_json_without_nulls(client: httpx.AsyncClient) -> None:
+    response = await client.get("/capabilities")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"] == "application/json"
+    assert response.json() == {
+        "identity": {"name": "fake"},
+        "transport": {"streaming": True},
+        "humanInTheLoop": {"interrupts": True},
+    }
+    assert AgentCapabilities.model_validate(response.json()).model_extra == {}
+
+
+async def test_health(client: httpx.AsyncClient) -> None:
+    response = await client.get("/health")
+
+    assert (response.status_code, response.json()) == (200, {"status": "ok"})
+
+
+async def test_run_route_only_accepts_post(client: httpx.AsyncClient) -> None:
+    response = await client.get("/")
+
+    assert response.status_code == 405
+
+
+@pytest.mark.parametrize("options", [{"max_body_bytes": 0}, {"keepalive_interval": 0}, {"keepalive_interval": -1.0}])
+def test_options_must_be_positive(handler: RecordingHandler, options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match="positive"):
+        create_app(handler, **options)
