@@ -17,9 +17,14 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
-from adapter._dispatch import DispatchPolicy
+from adapter import _commands
+from adapter._commands import EntryLike
+from adapter._dispatch import DispatchPolicy, new_id
 from adapter._errors import ConfigurationError
+from adapter._forms import FormDefinition, UserInputTool
+from adapter._lifecycle import Listener
 from adapter._runner import Run
+from adapter._thread import ThreadHandle
 from adapter._tools import BaseTool, FrontendOutcome, check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
@@ -32,7 +37,8 @@ class Adapter:
 
     Args:
         backend: The agent: anything with `stream(ModelRequest)`.
-        tools: Server tools (`@tool` functions).
+        tools: Server tools (`@tool` functions) and control tools such as `UserInputTool`.
+        forms: Shorthand for adding `UserInputTool(forms)`.
         store: Where suspended turns wait; an in-memory store when None.
         frontend_outcome: How a call to a client tool ends the run: "interrupt" (an interrupt outcome,
             answered by a resume entry) or "pending" (a success outcome with `pendingToolCallIds`,
@@ -41,6 +47,9 @@ class Adapter:
         approve_with_edits: Offer `editedArgs` in approval interrupts.
         interrupt_ttl: How long an interrupt stays answerable; None means forever.
         max_steps: Model steps one run may take before it stops as cancelled.
+        max_tool_calls: Tool calls one turn may make; a call past it gets an error result. A call that
+            suspended and ran again after its answer counts once.
+        listeners: Called with a `TurnEvent` as turns start, suspend, resume and end.
         claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
         clock: The time source, for tests.
     """
@@ -50,12 +59,15 @@ class Adapter:
         backend: Backend,
         *,
         tools: Iterable[BaseTool] = (),
+        forms: Iterable[FormDefinition] = (),
         store: TurnStore | None = None,
         frontend_outcome: FrontendOutcome = "interrupt",
         frontend_outcome_overrides: Mapping[str, FrontendOutcome] | None = None,
         approve_with_edits: bool = True,
         interrupt_ttl: timedelta | None = None,
         max_steps: int = 10,
+        max_tool_calls: int | None = 50,
+        listeners: Iterable[Listener] = (),
         claim_lease: timedelta = timedelta(minutes=5),
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -66,10 +78,13 @@ class Adapter:
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
         self.backend = backend
-        self.tools = check_unique(tools)
+        registered = list(forms)
+        self.tools = check_unique([*tools, *([UserInputTool(registered)] if registered else [])])
         self.store: TurnStore = store if store is not None else MemoryStore()
         self.policy = DispatchPolicy(frontend_outcome, overrides, approve_with_edits, interrupt_ttl)
         self.max_steps = max_steps
+        self.max_tool_calls = max_tool_calls
+        self.listeners = list(listeners)
         self.claim_lease = claim_lease
         self._clock = clock or (lambda: datetime.now(UTC))
         self._background: set[asyncio.Future[Any]] = set()
@@ -97,6 +112,50 @@ class Adapter:
                 approve_with_edits=self.policy.approve_with_edits,
             ),
         )
+
+    async def submit_resume(
+        self, thread_id: str, entries: Iterable[EntryLike], *, metadata: Mapping[str, Any] | None = None
+    ) -> bool:
+        """Check answers against the open turn and store them as runnable, for a worker to `resume`.
+
+        Entries are `ResumeEntry`s or mappings, addressed by `interruptId` or by `actionId` (the tool
+        call id a form card shows). `metadata` carries audit fields (`submittedBy`, `requestId`).
+        Returns False when the same answers were already applied.
+
+        Raises:
+            ResumeError: The answers do not fit the open turn; nothing was stored.
+        """
+        return await _commands.submit_resume(self, thread_id, entries, metadata)
+
+    async def resume(
+        self,
+        thread_id: str,
+        entries: Iterable[EntryLike] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        run_id: str | None = None,
+    ) -> AsyncIterator[BaseEvent]:
+        """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones."""
+        if entries is None:
+            resolved = await _commands.queued_entries(self, thread_id)
+        else:
+            record = await ThreadHandle(self.store, thread_id).load()
+            resolved = _commands.resume_entries(record, entries, metadata)
+        run_input = RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
+        async for event in self.run(run_input):
+            yield event
+
+    async def thread(self, thread_id: str) -> dict[str, Any] | None:
+        """The thread's stored messages (form cards with their status) and open interrupts, or None."""
+        return await _commands.read_thread(self, thread_id)
+
+    async def cancel_turn(self, thread_id: str) -> bool:
+        """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none."""
+        return await _commands.cancel_turn(self, thread_id)
+
+    def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
+        """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
+        return {tool.name: tool.parameters for tool in self.tools}
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""

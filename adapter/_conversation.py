@@ -40,3 +40,21 @@ def _answers_for(message: AssistantMessage, answers: dict[str, ToolMessage]) -> 
             answer = ToolMessage(id=f"{call.id}:missing", tool_call_id=call.id, content=MISSING_RESULT, error="missing")
         placed.append(answer)
     return placed
+
+
+def keep_server_activity(client: Sequence[Message], stored: Sequence[Message]) -> list[Message]:
+    """The client's history, plus the server's activity messages it did not send back.
+
+    Each kept activity message goes right after the message it followed on the server, so a form's
+    card stays where it was asked for.
+    """
+    present = {message.id for message in client}
+    merged = list(client)
+    previous: str | None = None
+    for message in stored:
+        if isinstance(message, ActivityMessage) and message.id not in present:
+            at = next((i + 1 for i, m in enumerate(merged) if m.id == previous), len(merged))
+            merged.insert(at, message)
+            present.add(message.id)
+        previous = message.id
+    return merged

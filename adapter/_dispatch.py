@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from adapter._forms import FormRequired, UserInputTool
 from adapter._resume import approval_schema
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._turns import PendingCall
@@ -70,16 +71,19 @@ def suspend(
     """Build the pending call, and its interrupt, for a call that cannot finish in this run."""
     expires_at = now + policy.interrupt_ttl if policy.interrupt_ttl else None
     if signal is not None:
+        form_key = signal.form.form_key if isinstance(signal, FormRequired) else None
         pending = PendingCall(
             interrupt_id=new_id("int"),
             tool_call_id=call.id,
             tool_name=call.name,
             arguments=call.arguments,
-            kind="input",
+            kind="form" if isinstance(tool, UserInputTool) else "input",
             reason=signal.reason,
             message=signal.message,
             response_schema=signal.response_schema,
             expires_at=expires_at,
+            metadata={"formKey": form_key} if form_key else None,
+            form_key=form_key,
         )
         return Suspension(pending, "interrupt")
     if tool.external:

@@ -45,6 +45,11 @@ class Answer:
         """Equal for two answers that say the same thing."""
         return answer_fingerprint(self.status, self.payload)
 
+    @property
+    def request_id(self) -> str | None:
+        """The submitter's `requestId` from the entry's metadata: one request applies once."""
+        return _request_id(self.metadata)
+
 
 @dataclass(frozen=True, slots=True)
 class Replay:
@@ -92,11 +97,19 @@ def check_resume(
     return Resume(turn, answers)
 
 
+def _request_id(metadata: Mapping[str, Any] | None) -> str | None:
+    value = metadata.get("requestId") if isinstance(metadata, Mapping) else None
+    return value if isinstance(value, str) and value else None
+
+
 def _replay_of(record: ThreadRecord | None, entries: list[ResumeEntry]) -> Replay | None:
     applied = record.applied if record else None
     if not entries or applied is None or any(entry.interrupt_id not in applied.fingerprints for entry in entries):
         return None
     for entry in entries:
+        request_id = _request_id(entry.metadata)
+        if request_id is not None and applied.request_ids.get(entry.interrupt_id) == request_id:
+            continue  # the same submission again, whatever it says now: it was applied once
         if answer_fingerprint(entry.status, entry.payload) != applied.fingerprints[entry.interrupt_id]:
             raise ResumeError(
                 f"interrupt {entry.interrupt_id} was already answered differently", code=codes.RESUME_CONFLICT
@@ -116,6 +129,12 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
             )
         if entry.interrupt_id in by_interrupt:
             raise ResumeError(f"interrupt {entry.interrupt_id} is answered twice", code=codes.RESUME_DUPLICATE)
+        action_id = (entry.metadata or {}).get("actionId")
+        if action_id is not None and action_id != call.tool_call_id:
+            raise ResumeError(
+                f"interrupt {entry.interrupt_id} belongs to action {call.tool_call_id}, not {action_id}",
+                code=codes.RESUME_UNKNOWN_INTERRUPT,
+            )
         by_interrupt[entry.interrupt_id] = Answer(call, entry.status, entry.payload, entry.metadata)
     for message in run_input.messages:
         if isinstance(message, ToolMessage):

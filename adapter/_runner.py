@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    ActivityMessage,
+    ActivitySnapshotEvent,
     BaseEvent,
     Message,
     MessagesSnapshotEvent,
@@ -31,16 +33,17 @@ from ag_ui.core import (
 )
 from pydantic import TypeAdapter
 
-from adapter import _errors as codes
-from adapter._conversation import model_view
+from adapter._conversation import keep_server_activity, model_view
 from adapter._dispatch import Suspension, new_id
-from adapter._errors import AdapterError, BackendError
+from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter._forms import pending_form
+from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, Resume, check_resume
 from adapter._settle import Settled, settle_answers, step_calls
 from adapter._steps import Step, stream_step
 from adapter._thread import ThreadHandle
-from adapter._tools import ToolResult, Toolset
-from adapter._turns import OpenTurn, dump_messages
+from adapter._tools import Toolset
+from adapter._turns import OpenTurn
 from adapter._types import ModelRequest, ToolCall, Usage
 
 if TYPE_CHECKING:
@@ -48,10 +51,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("adapter.runner")
 
-_outcome = TypeAdapter[RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome](
-    RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
-)
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
+_outcome = TypeAdapter[Outcome](Outcome)
 
 
 class Run:
@@ -64,6 +65,9 @@ class Run:
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False
+        self.turn_id = new_id("turn")
+        self.counted: set[str] = set()
+        """Tool calls counted against `max_tool_calls` in this turn."""
 
     async def events(self) -> AsyncIterator[BaseEvent]:
         """The run's events, from RUN_STARTED to exactly one terminal event."""
@@ -79,12 +83,13 @@ class Run:
         except AdapterError as exc:
             for event in self._close_open():
                 yield event
-            await self._record_failure(exc)
+            await self._failed(exc)
             yield RunErrorEvent(message=exc.message, code=exc.code)
         except Exception:
             log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
             for event in self._close_open():
                 yield event
+            await self._failed(AdapterError("The run failed with an internal error."))
             yield RunErrorEvent(message="The run failed with an internal error.", code="INTERNAL_ERROR")
 
     async def _run(self) -> AsyncIterator[BaseEvent]:
@@ -95,93 +100,107 @@ class Run:
             self.input,
             now=self.adapter.now(),
             claim_lease=self.adapter.claim_lease,
-            edited_args_schemas={tool.name: tool.parameters for tool in self.adapter.tools},
+            edited_args_schemas=self.adapter.tool_schemas(),
         )
         if isinstance(gate, Replay):
             async for event in self._replay(gate):
                 yield event
             return
-        history: list[Message] = list(self.input.messages)
-        state = self.input.state
         if isinstance(gate, Resume):
-            self.resuming = True
-            history, state = gate.turn.conversation(), gate.turn.state
-            yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
-            settled = await self._apply(gate, toolset)
-            for message in settled.messages:
-                history.append(message)
-                if message.id not in settled.client_message_ids:
-                    yield ToolCallResultEvent(
-                        message_id=message.id, tool_call_id=message.tool_call_id, content=message.content, role="tool"
-                    )
-            if settled.suspensions:
-                async for event in self._suspend(history, state, settled.suspensions, []):
-                    yield event
-                return
-        async for event in self._model_loop(history, state, toolset):
+            stream = self._resume(gate, toolset)
+        else:
+            stored = record.conversation() if record else []
+            history = keep_server_activity(self.input.messages, stored)
+            await self._notify(TurnEventType.TURN_STARTED)
+            stream = self._model_loop(history, self.input.state, toolset)
+        async for event in stream:
             yield event
 
-    async def _apply(self, gate: Resume, toolset: Toolset) -> Settled:
+    async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+        self.resuming = True
+        self.turn_id = gate.turn.turn_id
+        self.counted = set(gate.turn.counted_calls)
+        history = self.thread.record.conversation()
+        yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
+        settled = await self._apply(gate, toolset, history)
+        for activity in settled.activities:
+            yield _activity_event(activity)
+        for message in settled.messages:
+            if message.id not in settled.client_message_ids:
+                yield _result_event(message)
+        if settled.suspensions:
+            stream = self._suspend(history, gate.turn.state, settled.suspensions, [])
+        else:
+            stream = self._model_loop(history, gate.turn.state, toolset)
+        async for event in stream:
+            yield event
+
+    async def _apply(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         """Claim the turn, apply the answers and store the result, shielded from client disconnects.
 
         Once a claim is made the answers are applied to the end, even if the client goes away, so a
         tool never runs half-way through a resume and never runs twice.
         """
         await self.thread.claim(gate, self.input.run_id, self.adapter.now())
-        task = asyncio.ensure_future(self._settle_and_store(gate, toolset))
+        await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
+        task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.adapter.keep_alive(task)
         return await asyncio.shield(task)
 
-    async def _settle_and_store(self, gate: Resume, toolset: Toolset) -> Settled:
+    async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
-            settled = await settle_answers(gate, toolset, self.input, self.adapter)
+            settled = await settle_answers(gate, toolset, self.input, self.adapter, self.counted)
         except BaseException:
-            await self.thread.release(gate)
+            await self.thread.release()
             raise
-        await self.thread.close_turn()
+        settled.apply_to(history, self.turn_id, self.adapter.now())
+        await self.thread.close_turn(history)
         return settled
 
     async def _model_loop(self, history: list[Message], state: Any, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         for _ in range(self.adapter.max_steps):
             step = Step(message_id=new_id("msg"))
             self.open_step = step
-            request = ModelRequest(
-                messages=model_view(history),
-                tools=toolset.specs(),
-                context=self.input.context or [],
-                state=state,
-                thread_id=self.input.thread_id,
-                run_id=self.input.run_id,
-            )
-            try:
-                async for event in stream_step(aiter(self.adapter.backend.stream(request)), step):
-                    yield event
-            except AdapterError:
-                raise
-            except Exception as exc:
-                log.exception("backend failed on thread %s", self.input.thread_id)
-                raise BackendError("The agent backend failed.") from exc
+            async for event in self._stream_step(step, history, state, toolset):
+                yield event
             self.open_step = None
             self.usage.extend(step.usage)
             history.append(step.message())
             if not step.calls:
-                await self._finish(RunFinishedSuccessOutcome())
+                await self._finish(RunFinishedSuccessOutcome(), history)
                 yield self._finished(RunFinishedSuccessOutcome())
                 return
-            results, suspensions = await step_calls(step.calls, toolset, self.input, self.adapter)
-            for call, result in results:
-                message = _tool_message(call, result)
+            results, suspensions = await step_calls(step.calls, toolset, self.input, self.adapter, self.counted)
+            for message in results:
                 history.append(message)
-                yield ToolCallResultEvent(
-                    message_id=message.id, tool_call_id=call.id, content=message.content, role="tool"
-                )
+                yield _result_event(message)
             if suspensions:
                 async for event in self._suspend(history, state, suspensions, step.calls):
                     yield event
                 return
         log.warning("run %s stopped after %d model steps", self.input.run_id, self.adapter.max_steps)
-        await self._finish(RunFinishedCancelledOutcome())
+        await self._finish(RunFinishedCancelledOutcome(), history)
         yield self._finished(RunFinishedCancelledOutcome())
+
+    async def _stream_step(
+        self, step: Step, history: list[Message], state: Any, toolset: Toolset
+    ) -> AsyncIterator[BaseEvent]:
+        request = ModelRequest(
+            messages=model_view(history),
+            tools=toolset.specs(),
+            context=self.input.context or [],
+            state=state,
+            thread_id=self.input.thread_id,
+            run_id=self.input.run_id,
+        )
+        try:
+            async for event in stream_step(aiter(self.adapter.backend.stream(request)), step):
+                yield event
+        except AdapterError:
+            raise
+        except Exception as exc:
+            log.exception("backend failed on thread %s", self.input.thread_id)
+            raise BackendError("The agent backend failed.") from exc
 
     async def _suspend(
         self, history: list[Message], state: Any, suspensions: list[Suspension], calls: list[ToolCall]
@@ -190,18 +209,26 @@ class Run:
             # AG-UI's ordinary frontend-tool path: the run succeeds and the client answers in `messages`.
             waiting = {s.pending.tool_call_id for s in suspensions}
             success = RunFinishedSuccessOutcome(pending_tool_call_ids=[c.id for c in calls if c.id in waiting])
-            await self._finish(success)
+            await self._finish(success, history)
             yield self._finished(success)
             return
+        pending = [s.pending for s in suspensions]
         turn = OpenTurn(
-            turn_id=new_id("turn"),
+            turn_id=self.turn_id,
             run_id=self.input.run_id,
-            messages=dump_messages(history),
-            pending=[s.pending for s in suspensions],
+            pending=pending,
             state=state,
+            counted_calls=sorted(self.counted),
         )
-        outcome = RunFinishedInterruptOutcome(interrupts=[s.pending.interrupt() for s in suspensions])
-        await self.thread.open_turn(turn, self._outcome_json(outcome) if self.resuming else None)
+        forms = [
+            pending_form(self.turn_id, p.tool_call_id, p.form_key, p.response_schema) for p in pending if p.form_key
+        ]
+        history.extend(forms)
+        outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
+        await self.thread.open_turn(turn, history, self._outcome_json(outcome) if self.resuming else None)
+        await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
+        for form in forms:
+            yield _activity_event(form)
         yield MessagesSnapshotEvent(messages=history)
         if state is not None:
             yield StateSnapshotEvent(snapshot=state)
@@ -214,17 +241,28 @@ class Run:
             return
         yield self._finished(_outcome.validate_python(stored))
 
-    async def _finish(self, outcome: Outcome) -> None:
-        if self.resuming:
-            await self.thread.record_outcome(self.input.run_id, self._outcome_json(outcome))
+    async def _finish(self, outcome: Outcome, history: list[Message]) -> None:
+        resumed = self._outcome_json(outcome) if self.resuming else None
+        await self.thread.finish(history, self.input.run_id, resumed)
+        done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
+        await self._notify(done)
 
-    async def _record_failure(self, exc: AdapterError) -> None:
-        if self.resuming and not isinstance(exc, codes.ResumeError):
+    async def _failed(self, exc: AdapterError) -> None:
+        if isinstance(exc, ResumeError):
+            return  # the turn was refused, not failed: it still waits exactly as before
+        if self.resuming:
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
             try:
                 await self.thread.record_outcome(self.input.run_id, outcome)
             except Exception:
                 log.exception("could not record the failed outcome of run %s", self.input.run_id)
+        await self._notify(TurnEventType.TURN_FAILED, code=exc.code)
+
+    async def _notify(
+        self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
+    ) -> None:
+        event = TurnEvent(kind, self.input.thread_id, self.turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
+        await notify(self.adapter.listeners, event)
 
     def _finished(self, outcome: Outcome) -> RunFinishedEvent:
         return RunFinishedEvent(
@@ -254,5 +292,13 @@ class Run:
         return outcome.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _tool_message(call: ToolCall, result: ToolResult) -> ToolMessage:
-    return ToolMessage(id=new_id("msg"), tool_call_id=call.id, content=result.content, error=result.error)
+def _result_event(message: ToolMessage) -> ToolCallResultEvent:
+    return ToolCallResultEvent(
+        message_id=message.id, tool_call_id=message.tool_call_id, content=message.content, role="tool"
+    )
+
+
+def _activity_event(message: ActivityMessage) -> ActivitySnapshotEvent:
+    return ActivitySnapshotEvent(
+        message_id=message.id, activity_type=message.activity_type, content=message.content, replace=True
+    )

@@ -6,11 +6,13 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ag_ui.core import RunAgentInput, ToolMessage
+from ag_ui.core import ActivityMessage, Message, RunAgentInput, ToolMessage
 
 from adapter._dispatch import Suspension, execute, gather_in_order, idempotency_key, new_id, parse_arguments, suspend
+from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, transition
 from adapter._resume import Answer, Resume
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import ToolCall
@@ -21,16 +23,54 @@ if TYPE_CHECKING:
 log = logging.getLogger("adapter.settle")
 
 INPUT_REQUIRED_AGAIN = "INPUT_REQUIRED_AGAIN"
+TOOL_LIMIT = "tool_limit"
 
 
 @dataclass(slots=True)
 class Settled:
     """The ToolMessages that answer a resumed turn's calls, and any call that must wait again."""
 
+    answers: list[Answer] = field(default_factory=list)
     messages: list[ToolMessage] = field(default_factory=list)
     client_message_ids: set[str] = field(default_factory=set)
     """Messages the client sent itself: already on its side, so not streamed back."""
     suspensions: list[Suspension] = field(default_factory=list)
+    activities: list[ActivityMessage] = field(default_factory=list)
+    """Form cards that moved to SUBMITTED or CANCELLED."""
+
+    def apply_to(self, history: list[Message], turn_id: str, now: datetime) -> None:
+        """Add the answers to the conversation, and move each answered form's card on."""
+        for answer in self.answers:
+            if answer.call.form_key is None:
+                continue
+            moved = _move_form(history, activity_id(turn_id, answer.call.tool_call_id), answer, now)
+            if moved is not None:
+                self.activities.append(moved)
+        history.extend(self.messages)
+
+
+def _move_form(history: list[Message], message_id: str, answer: Answer, now: datetime) -> ActivityMessage | None:
+    index = next((i for i, m in enumerate(history) if m.id == message_id), None)
+    card = history[index] if index is not None else None
+    if not isinstance(card, ActivityMessage) or index is None:
+        log.warning("form card %s is missing from the stored conversation", message_id)
+        return None
+    version = card.content.get("version", 1)
+    submitted_by = (answer.metadata or {}).get("submittedBy")
+    try:
+        moved = transition(
+            card,
+            "SUBMITTED" if answer.status == "resolved" else "CANCELLED",
+            expected_version=version if isinstance(version, int) else 1,
+            submitted_values=answer.payload,
+            submitted_by=submitted_by if isinstance(submitted_by, str) else None,
+            at=now,
+        )
+    except ActivityConflict:
+        log.warning("form card %s was already moved on", message_id)
+        return None
+    history[index] = moved
+    return moved
 
 
 def _context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, answered: bool = False) -> ToolContext:
@@ -45,18 +85,40 @@ def _context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, answ
     )
 
 
+def _message(call_id: str, result: ToolResult) -> ToolMessage:
+    return ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=result.content, error=result.error)
+
+
+def _within_budget(call: ToolCall, counted: set[str], limit: int | None) -> bool:
+    """Count a call once per turn: a replay after a suspension is the same logical call."""
+    if call.id in counted:
+        return True
+    if limit is not None and len(counted) >= limit:
+        return False
+    counted.add(call.id)
+    return True
+
+
 async def step_calls(
-    calls: Sequence[ToolCall], toolset: Toolset, run_input: RunAgentInput, adapter: Adapter
-) -> tuple[list[tuple[ToolCall, ToolResult]], list[Suspension]]:
+    calls: Sequence[ToolCall], toolset: Toolset, run_input: RunAgentInput, adapter: Adapter, counted: set[str]
+) -> tuple[list[ToolMessage], list[Suspension]]:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order."""
     now = adapter.now()
-    results: list[tuple[ToolCall, ToolResult]] = []
+    results: dict[str, ToolResult] = {}
     suspensions: list[Suspension] = []
     runnable: list[tuple[ToolCall, FunctionTool]] = []
     for call in calls:
         tool = toolset.get(call.name)
-        if tool is None:
-            results.append((call, ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")))
+        if not _within_budget(call, counted, adapter.max_tool_calls):
+            results[call.id] = ToolResult(f"The limit of {adapter.max_tool_calls} tool calls is reached.", TOOL_LIMIT)
+        elif tool is None:
+            results[call.id] = ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")
+        elif isinstance(tool, UserInputTool):
+            picked = _pick_form(call, tool)
+            if isinstance(picked, ToolResult):
+                results[call.id] = picked
+            else:
+                suspensions.append(suspend(call, tool, adapter.policy, now, signal=picked))
         elif tool.external or tool.requires_approval:
             suspensions.append(suspend(call, tool, adapter.policy, now))
         elif isinstance(tool, FunctionTool):
@@ -66,16 +128,28 @@ async def step_calls(
         if isinstance(outcome, InputRequired):
             suspensions.append(suspend(call, tool, adapter.policy, now, signal=outcome))
         else:
-            results.append((call, outcome))
+            results[call.id] = outcome
     order = {call.id: index for index, call in enumerate(calls)}
-    results.sort(key=lambda pair: order[pair[0].id])
     suspensions.sort(key=lambda s: order[s.pending.tool_call_id])
-    return results, suspensions
+    return [_message(call.id, results[call.id]) for call in calls if call.id in results], suspensions
 
 
-async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInput, adapter: Adapter) -> Settled:
+def _pick_form(call: ToolCall, tool: UserInputTool) -> InputRequired | ToolResult:
+    """The form the model picked, as the signal a tool would raise for it; unknown keys are the model's error."""
+    arguments = parse_arguments(call.arguments)
+    key = arguments.get("formKey") if isinstance(arguments, dict) else None
+    form = tool.form(key)
+    if form is None:
+        valid = ", ".join(tool.form_keys)
+        return ToolResult(f"Unknown formKey {key!r}. Valid form keys: {valid}.", error="unknown_form")
+    return FormRequired(form)
+
+
+async def settle_answers(
+    gate: Resume, toolset: Toolset, run_input: RunAgentInput, adapter: Adapter, counted: set[str]
+) -> Settled:
     """Turn each answer into the ToolMessage for its call, running the tools an answer allows."""
-    settled = Settled()
+    settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
         if answer.message is not None and answer.call.kind == "frontend":
             settled.messages.append(answer.message)
@@ -88,11 +162,7 @@ async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInpu
             assert tool is not None
             settled.suspensions.append(suspend(call, tool, adapter.policy, adapter.now(), signal=outcome))
             continue
-        settled.messages.append(
-            ToolMessage(
-                id=new_id("msg"), tool_call_id=answer.call.tool_call_id, content=outcome.content, error=outcome.error
-            )
-        )
+        settled.messages.append(_message(answer.call.tool_call_id, outcome))
     return settled
 
 
@@ -106,6 +176,8 @@ def _executed_arguments(answer: Answer) -> str:
 async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput) -> ToolResult | InputRequired:
     call = answer.call
     name = call.tool_name
+    if call.kind == "form":
+        return _form_result(answer)
     if answer.status == "cancelled":
         return ToolResult(f"The user cancelled {name}; it was not executed.", error="cancelled")
     if call.kind == "frontend":
@@ -123,6 +195,13 @@ async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput
             f"{name} asked for input again after receiving it; this is a protocol error.", error=INPUT_REQUIRED_AGAIN
         )
     return outcome
+
+
+def _form_result(answer: Answer) -> ToolResult:
+    """The `request_user_input` call's result: the model reads the data and picks the next tool itself."""
+    if answer.status == "cancelled":
+        return ToolResult.of({"status": "cancelled", "formKey": answer.call.form_key}).with_error("cancelled")
+    return ToolResult.of({"status": "submitted", "formKey": answer.call.form_key, "data": answer.payload})
 
 
 async def _approved(

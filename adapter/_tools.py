@@ -43,6 +43,11 @@ class ToolContext:
     """True on the replay that follows an answered `InputRequired`."""
     state: JSON = None
 
+    @property
+    def submitted_form_data(self) -> JSON:
+        """The form data a person submitted after the tool raised `FormRequired`; None before that."""
+        return self.answer if self.answered else None
+
 
 class InputRequired(Exception):
     """Raised by a running backend tool, before any side effect, to wait for a person's answer.
@@ -74,6 +79,10 @@ class ToolResult:
 
     content: str
     error: str | None = None
+
+    def with_error(self, error: str) -> ToolResult:
+        """The same content, marked as an error."""
+        return ToolResult(self.content, error)
 
     @classmethod
     def of(cls, value: Any) -> ToolResult:

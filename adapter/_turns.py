@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from ag_ui.core import Interrupt, Message
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, Field, TypeAdapter
 
 from adapter._types import JSON
 
-SuspensionKind = Literal["frontend", "approval", "input"]
-"""Why a call waits: a client tool, an approval before a server tool runs, or a tool that asked for input."""
+SuspensionKind = Literal["frontend", "approval", "input", "form"]
+"""Why a call waits: a client tool, an approval before a server tool runs, a tool that asked for input
+(replayed once answered), or the `request_user_input` control tool."""
 
 _messages = TypeAdapter(list[Message])
 
@@ -37,6 +39,8 @@ class PendingCall(BaseModel):
     message: str | None = None
     expires_at: datetime | None = None
     metadata: dict[str, Any] | None = None
+    form_key: str | None = None
+    """Set when the call waits for a form, which the page sees as an `agent_form` activity message."""
 
     def interrupt(self) -> Interrupt:
         """The interrupt as a client sees it."""
@@ -56,17 +60,13 @@ class OpenTurn(BaseModel):
 
     turn_id: str
     run_id: str
-    messages: list[dict[str, Any]]
-    """The conversation at suspension, as wire JSON, including the calls that wait."""
     pending: list[PendingCall]
     state: JSON = None
+    counted_calls: list[str] = Field(default_factory=list)
+    """Tool calls already counted against `max_tool_calls` in this turn: a replay is not a new call."""
     claimed_by: str | None = None
     """The run applying a resume right now; a second resume is refused while it is set."""
     claimed_at: datetime | None = None
-
-    def conversation(self) -> list[Message]:
-        """The stored conversation as protocol messages."""
-        return _messages.validate_python(self.messages)
 
     def find(self, interrupt_id: str) -> PendingCall | None:
         """The pending call an interrupt id names."""
@@ -79,6 +79,8 @@ class AppliedResume(BaseModel):
     run_id: str
     fingerprints: dict[str, str]
     """interrupt id -> digest of the answer (status and payload)."""
+    request_ids: dict[str, str] = Field(default_factory=dict)
+    """interrupt id -> the `requestId` its answer carried in metadata: the same request applies once."""
     outcome: dict[str, Any] | None = None
     """The RUN_FINISHED outcome of the resumed run, once it finished."""
 
@@ -87,8 +89,16 @@ class ThreadRecord(BaseModel):
     """Everything the store keeps for one thread."""
 
     thread_id: str
+    messages: list[dict[str, Any]] = Field(default_factory=list)
+    """The thread's conversation as of its last run, as wire JSON, activity messages included."""
     open_turn: OpenTurn | None = None
     applied: AppliedResume | None = None
+    queued: list[dict[str, Any]] | None = None
+    """Resume entries accepted by `Adapter.submit_resume`, waiting for a worker to continue the turn."""
+
+    def conversation(self) -> list[Message]:
+        """The stored conversation as protocol messages."""
+        return _messages.validate_python(self.messages)
 
 
 def answer_fingerprint(status: str, payload: JSON) -> str:
@@ -97,6 +107,6 @@ def answer_fingerprint(status: str, payload: JSON) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def dump_messages(messages: list[Message]) -> list[dict[str, Any]]:
+def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Messages as wire JSON, for storage."""
     return [message.model_dump(mode="json", by_alias=True, exclude_none=True) for message in messages]

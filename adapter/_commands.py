@@ -1,0 +1,130 @@
+"""The Python API beside HTTP: submit answers for a worker, resume now, read or cancel a thread."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
+
+from adapter import _errors as codes
+from adapter._dispatch import new_id
+from adapter._errors import ResumeError
+from adapter._forms import ActivityConflict, activity_id, transition
+from adapter._lifecycle import TurnEvent, TurnEventType, notify
+from adapter._resume import Replay, check_resume
+from adapter._thread import ThreadHandle
+from adapter._turns import OpenTurn, ThreadRecord
+
+if TYPE_CHECKING:
+    from adapter._adapter import Adapter
+
+EntryLike = ResumeEntry | Mapping[str, Any]
+
+
+def resume_entries(
+    record: ThreadRecord | None, entries: Iterable[EntryLike], metadata: Mapping[str, Any] | None
+) -> list[ResumeEntry]:
+    """Entries as `ResumeEntry`, addressed by `interruptId` or by the seed's `actionId` (the tool call id).
+
+    `metadata` (audit fields such as `submittedBy` and `requestId`) is added to every entry.
+    """
+    turn = record.open_turn if record else None
+    resolved = []
+    for entry in entries:
+        raw = entry.model_dump(by_alias=True, exclude_none=True) if isinstance(entry, ResumeEntry) else dict(entry)
+        extra = {**dict(metadata or {}), **dict(raw.get("metadata") or {})}
+        action_id = raw.pop("actionId", None) or extra.get("actionId")
+        if action_id is not None:
+            extra["actionId"] = action_id
+            if "interruptId" not in raw:
+                raw["interruptId"] = _interrupt_for(turn, str(action_id))
+        raw["metadata"] = extra or None
+        resolved.append(ResumeEntry.model_validate({k: v for k, v in raw.items() if v is not None}))
+    return resolved
+
+
+def _interrupt_for(turn: OpenTurn | None, action_id: str) -> str:
+    call = next((c for c in turn.pending if c.tool_call_id == action_id), None) if turn else None
+    if call is None:
+        raise ResumeError(f"no open request has action id {action_id}", code=codes.RESUME_UNKNOWN_INTERRUPT)
+    return call.interrupt_id
+
+
+async def submit_resume(
+    adapter: Adapter, thread_id: str, entries: Iterable[EntryLike], metadata: Mapping[str, Any] | None
+) -> bool:
+    """Check the answers against the open turn and store them for `resume`; False if already applied."""
+    thread = ThreadHandle(adapter.store, thread_id)
+    record = await thread.load()
+    resolved = resume_entries(record, entries, metadata)
+    probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
+    gate = check_resume(
+        record, probe, now=adapter.now(), claim_lease=adapter.claim_lease, edited_args_schemas=adapter.tool_schemas()
+    )
+    if isinstance(gate, Replay):
+        return False
+    queued = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in resolved]
+    assert record is not None  # a gate that passes has an open turn
+    if record.queued is not None and record.queued != queued:
+        raise ResumeError("other answers were already submitted for this turn", code=codes.RESUME_CONFLICT)
+    await thread.queue(queued)
+    return True
+
+
+async def queued_entries(adapter: Adapter, thread_id: str) -> list[ResumeEntry]:
+    """The answers `submit_resume` stored for the thread."""
+    record = await ThreadHandle(adapter.store, thread_id).load()
+    if record is None or not record.queued:
+        raise ResumeError("no answers were submitted for this thread", code=codes.RESUME_REQUIRED)
+    return [ResumeEntry.model_validate(entry) for entry in record.queued]
+
+
+async def read_thread(adapter: Adapter, thread_id: str) -> dict[str, Any] | None:
+    """The stored conversation (form cards included) and any open interrupts, as wire JSON."""
+    record = await ThreadHandle(adapter.store, thread_id).load()
+    if record is None:
+        return None
+    turn = record.open_turn
+    interrupts = (
+        [p.interrupt().model_dump(mode="json", by_alias=True, exclude_none=True) for p in turn.pending] if turn else []
+    )
+    return {"threadId": thread_id, "messages": record.messages, "interrupts": interrupts}
+
+
+async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
+    """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none."""
+    thread = ThreadHandle(adapter.store, thread_id)
+    record = await thread.load()
+    turn = record.open_turn if record else None
+    if record is None or turn is None:
+        return False
+    history: list[Message] = record.conversation()
+    for call in turn.pending:
+        history.append(
+            ToolMessage(
+                id=new_id("msg"),
+                tool_call_id=call.tool_call_id,
+                content=f"The turn was cancelled; {call.tool_name} was not executed.",
+                error="cancelled",
+            )
+        )
+        _cancel_card(history, activity_id(turn.turn_id, call.tool_call_id), adapter)
+    await thread.close_turn(history)
+    interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
+    await notify(
+        adapter.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)
+    )
+    return True
+
+
+def _cancel_card(history: list[Message], message_id: str, adapter: Adapter) -> None:
+    for index, message in enumerate(history):
+        if isinstance(message, ActivityMessage) and message.id == message_id:
+            version = message.content.get("version", 1)
+            try:
+                history[index] = transition(
+                    message, "CANCELLED", expected_version=version if isinstance(version, int) else 1, at=adapter.now()
+                )
+            except ActivityConflict:
+                pass  # already settled: nothing to cancel
