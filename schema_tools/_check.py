@@ -17,7 +17,6 @@ from schema_tools._errors import PolicyViolation, SchemaPolicyError
 from schema_tools._pointer import pointer
 from schema_tools._policy import DEFAULT_POLICY, SchemaPolicy
 from schema_tools._schema_walk import SchemaWalk, enum_violation
-from schema_tools._validate import META_VALIDATOR
 
 __all__ = ["check_schema"]
 
@@ -73,9 +72,6 @@ def _violations(schema: object, policy: SchemaPolicy) -> list[PolicyViolation]:
         return found
     if policy.require_object_root and schema.get("type") != "object":
         found.append(PolicyViolation("", "root-object", 'the root must declare "type": "object"'))
-    found += [
-        PolicyViolation(pointer(e.absolute_path), "metaschema", e.message) for e in META_VALIDATOR.iter_errors(schema)
-    ]
     found += SchemaWalk(schema, policy).run()
     return list(dict.fromkeys(found))
 

@@ -16,6 +16,7 @@ from schema_tools._keywords import (
     SCHEMA_MAPS,
     SCHEMA_SINGLE,
 )
+from schema_tools._meta import SHALLOW_META_VALIDATOR
 from schema_tools._pointer import pointer
 from schema_tools._policy import SchemaPolicy
 from schema_tools._refs import RefGraph, resolve
@@ -58,6 +59,8 @@ class SchemaWalk:
         """Check a value in schema position (a subschema)."""
         self.schemas.add(pointer(path))
         if isinstance(node, dict):
+            for error in SHALLOW_META_VALIDATOR.iter_errors(node):
+                self.add((*path, *error.absolute_path), "metaschema", error.message)
             for key, value in node.items():
                 self.keyword(node, key, value, path)
 

@@ -15,6 +15,7 @@ from schema_tools import (
     SchemaPolicyError,
     check_schema,
 )
+from schema_tools._validate import META_VALIDATOR
 
 
 def obj(**properties: Any) -> dict[str, Any]:
@@ -262,3 +263,17 @@ def test_check_schema_raises_only_policy_errors_on_schema_like_json(value: Any) 
             check_schema(json.loads(json.dumps(value)), policy=policy)
         except SchemaPolicyError:
             pass
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.dictionaries(KEYWORDS | st.text(max_size=4), SCHEMA_LIKE, max_size=5))
+def test_metaschema_rule_agrees_with_the_official_meta_schema(value: dict[str, Any]) -> None:
+    value = json.loads(json.dumps(value))
+    official = next(iter(META_VALIDATOR.iter_errors(value)), None) is not None
+    try:
+        check_schema(value)
+        ours = False
+    except SchemaPolicyError as caught:
+        ours = any(violation.rule == "metaschema" for violation in caught.violations)
+
+    assert ours == official

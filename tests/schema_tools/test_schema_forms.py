@@ -164,7 +164,7 @@ def as_form_strings(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-@settings(max_examples=150, deadline=None, database=None)
+@settings(max_examples=100, deadline=None, database=None)
 @given(st.data())
 def test_defaults_and_coercion_keep_valid_instances_valid(data: st.DataObject) -> None:
     schema, values = data.draw(forms())
