@@ -73,7 +73,7 @@ def create_app(
     Raises:
         ValueError: An option is not positive.
     """
-    if max_body_bytes <= 0 or keepalive_interval <= 0:
+    if not (max_body_bytes > 0 and keepalive_interval > 0):  # also refuses NaN
         raise ValueError("max_body_bytes and keepalive_interval must be positive")
 
     async def run(request: Request) -> Response:

@@ -26,6 +26,7 @@ SUPPORTED_MAJOR: Final = 1
 _MAX_ERROR_DETAILS: Final = 20  # bounds the 422 body: pydantic echoes each failing input
 _VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component grammar; ASCII digits only
 _LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
+_SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check; pairs are verified after
 _OURS: Final = tuple(int(component) for component in PROTOCOL_VERSION.split("."))
 
 
@@ -119,7 +120,13 @@ def check_protocol_version(declared: str | None) -> None:
 
 def _decode(body: bytes) -> JSON:
     try:
-        return json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        data = json.loads(body.decode("utf-8"), parse_constant=_refuse_constant)
+        if _SURROGATE_ESCAPE.search(body):
+            # A lone surrogate has no UTF-8 form, so no event carrying it could be sent later.
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        return data
+    except UnicodeEncodeError:
+        problem = "Invalid JSON: a \\u escape is an unpaired UTF-16 surrogate"
     except UnicodeDecodeError as error:
         problem = f"Body is not UTF-8: {error.reason} at byte {error.start}"
     except json.JSONDecodeError as error:

@@ -74,6 +74,28 @@ def events_of(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(frame[len("data: ") :]) for frame in response.text.split("\n\n") if frame.startswith("data: ")]
 
 
+def body_with_user_text(escaped: str) -> str:
+    """A run body whose one user message is the JSON string literal `"<escaped>"`, written verbatim."""
+    return '{"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "' + escaped + '"}]}'
+
+
+def http_scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }
+
+
 def assert_refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
     assert response.status_code == status
     assert response.headers["content-type"] == "application/json"
@@ -162,20 +184,7 @@ async def test_declared_oversize_is_refused_before_reading(handler: RecordingHan
     async def send(message: Message) -> None:
         sent.append(message)
 
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", b"1000000")],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = http_scope([(b"content-type", b"application/json"), (b"content-length", b"1000000")])
     with anyio.fail_after(2):
         await app(scope, receive, send)
 
@@ -236,12 +245,60 @@ async def test_validation_details_are_pydantic_errors_without_urls(client: httpx
     ]
 
 
-async def test_details_echoing_a_lone_surrogate_stay_valid_json(client: httpx.AsyncClient) -> None:
-    body = b'{"threadId": ["\\ud800"], "runId": "r1", "messages": []}'
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param(r"\ud800", id="lone-high"),
+        pytest.param(r"x\udc00", id="lone-low"),
+        pytest.param(r"\udc00\ud800", id="reversed-pair"),
+    ],
+)
+async def test_unpaired_surrogate_escape_is_422(client: httpx.AsyncClient, text: str) -> None:
+    body = body_with_user_text(text)
 
     response = await client.post("/", content=body, headers={"content-type": "application/json"})
 
-    assert assert_refused(response, 422, "INVALID_INPUT")["details"][0]["input"] == ["\ud800"]
+    error = assert_refused(response, 422, "INVALID_INPUT")
+    assert error["details"][0]["type"] == "json_invalid"
+
+
+@pytest.mark.parametrize(
+    "text", [pytest.param(r"\ud83d\udc4d", id="escaped-pair"), pytest.param(r"\\ud800", id="escaped-backslash")]
+)
+async def test_paired_surrogates_and_escaped_backslashes_are_served(
+    client: httpx.AsyncClient, handler: RecordingHandler, text: str
+) -> None:
+    body = body_with_user_text(text)
+
+    response = await client.post("/", content=body, headers={"content-type": "application/json"})
+
+    assert_served(response)
+    assert handler.received[0].messages[0].content in ("👍", "\\ud800")
+
+
+async def test_large_body_is_parsed_and_served(client: httpx.AsyncClient, handler: RecordingHandler) -> None:
+    response = await client.post("/", json={**MINIMAL, "state": {"blob": "x" * 200_000}})
+
+    assert_served(response)
+    assert handler.received[0].state == {"blob": "x" * 200_000}
+
+
+async def test_client_gone_while_sending_the_body_starts_no_run(handler: RecordingHandler) -> None:
+    inbox: list[Message] = [
+        {"type": "http.request", "body": b'{"threadId": ', "more_body": True},
+        {"type": "http.disconnect"},
+    ]
+
+    async def receive() -> Message:
+        return inbox.pop(0)
+
+    async def send(message: Message) -> None:
+        pass
+
+    with anyio.fail_after(2):
+        await create_app(handler)(http_scope([(b"content-type", b"application/json")]), receive, send)
+
+    assert handler.received == []
 
 
 @pytest.mark.parametrize("version", ["2.0", "0.9", "10.1"])
@@ -373,7 +430,15 @@ async def test_run_route_only_accepts_post(client: httpx.AsyncClient) -> None:
     assert response.status_code == 405
 
 
-@pytest.mark.parametrize("options", [{"max_body_bytes": 0}, {"keepalive_interval": 0}, {"keepalive_interval": -1.0}])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_body_bytes": 0},
+        {"keepalive_interval": 0},
+        {"keepalive_interval": -1.0},
+        {"keepalive_interval": float("nan")},
+    ],
+)
 def test_options_must_be_positive(handler: RecordingHandler, options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="positive"):
         create_app(handler, **options)
