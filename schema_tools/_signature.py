@@ -107,8 +107,9 @@ class CallableSignature:
             if _is_injected(hint, injected):
                 found[param.name] = _strip_annotated(hint)
                 continue
-            names[f"p{len(names)}"] = param.name
-            fields[f"p{len(names) - 1}"] = _field(param, hint, doc.params.get(param.name))
+            key = f"p{len(names)}"  # safe field names; the parameter name is the alias
+            names[key] = param.name
+            fields[key] = _field(param, hint, doc.params.get(param.name))
         model, schema = _arguments_model(_name(fn), fields)
         return cls(_name(fn), doc.description, schema, found, _is_async(fn), model, names)
 
