@@ -49,6 +49,10 @@ class RunHandler(Protocol):
         """Declare what the agent does (CAP-1)."""
         ...
 
+    async def thread(self, thread_id: str) -> JSON:
+        """The thread's stored messages and open interrupts, or None for an unknown thread."""
+        ...
+
 
 def create_app(
     handler: RunHandler,
@@ -64,6 +68,9 @@ def create_app(
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
     - `GET /capabilities`: `handler.capabilities()` as JSON.
     - `GET /health`: `{"status": "ok"}`.
+    - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
+      current status) and its open interrupts, so a page can restore itself after a reload; 404
+      for an unknown thread.
 
     Args:
         handler: Runs the agent and declares its capabilities.
@@ -86,11 +93,18 @@ def create_app(
     async def health(request: Request) -> Response:
         return _json_response(200, {"status": "ok"})
 
+    async def thread(request: Request) -> Response:
+        found = await handler.thread(request.path_params["thread_id"])
+        if found is None:
+            return _json_response(404, {"error": {"code": "THREAD_NOT_FOUND", "message": "No such thread."}})
+        return _json_response(200, found)
+
     return Starlette(
         routes=[
             Route("/", run, methods=["POST"]),
             Route("/capabilities", capabilities, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
+            Route("/threads/{thread_id}", thread, methods=["GET"]),
         ]
     )
 

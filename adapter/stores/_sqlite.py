@@ -7,7 +7,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from adapter.stores._protocol import StoreConflict, Versioned
 
@@ -41,11 +41,19 @@ class SQLiteStore:
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
 
+    - `synchronous="NORMAL"` (the default) makes a commit durable against a crash or restart of the
+      program, which is what a suspended turn needs; in WAL mode only a power loss or an OS crash can
+      lose the last commits. Pass `"FULL"` to wait for the disk on every commit (several ms each).
+
     Args:
         path: The database file. Created if missing; its directory must exist.
+        synchronous: SQLite's `synchronous` setting: "NORMAL" or "FULL".
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        self._synchronous = synchronous
         self._path = os.fspath(path)
         self._connection: sqlite3.Connection | None = None
         # One thread owns the connection: sqlite3 connections are bound to their creating thread.
@@ -91,6 +99,7 @@ class SQLiteStore:
             try:
                 connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 _enable_wal(connection)
+                connection.execute(f"PRAGMA synchronous = {self._synchronous}")
                 connection.execute(_SCHEMA)
             except BaseException:
                 connection.close()
