@@ -57,7 +57,7 @@ RULES = [
         r"refund (?:order )?(\w+)",
         steps=[
             [Call("lookup_order", {"order_id": "{1}"})],
-            [Call("refund_order", lambda m: {"order_id": m[1].upper(), "amount": _amount(m[1])})],
+            [Call("refund_order", lambda p: {"order_id": p.match[1].upper(), "amount": _amount(p.match[1])})],
         ],
         reply=_refund_reply,
         say="Let me look that order up first. ",

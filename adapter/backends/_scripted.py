@@ -13,19 +13,24 @@ from ag_ui.core import AssistantMessage, Message, ToolMessage, UserMessage
 
 from adapter._types import BackendItem, ModelRequest, TextDelta, ToolCall
 
-Arguments: TypeAlias = Mapping[str, Any] | Callable[["re.Match[str]"], Mapping[str, Any]]
+Arguments: TypeAlias = Mapping[str, Any] | Callable[["Progress"], Mapping[str, Any]]
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    """A tool call a rule makes; string argument values may name the pattern's groups: "{1}", "{order}"."""
+    """A tool call a rule makes.
+
+    String argument values may name the pattern's groups: "{1}", "{order}". A callable computes the
+    arguments from the rule's progress: its match and the answers of the steps before.
+    """
 
     name: str
     arguments: Arguments = field(default_factory=dict)
 
-    def render(self, match: re.Match[str]) -> ToolCall:
-        """The call with its arguments filled in from the match, under a fresh id."""
-        raw = self.arguments(match) if callable(self.arguments) else self.arguments
+    def render(self, progress: Progress) -> ToolCall:
+        """The call with its arguments filled in, under a fresh id."""
+        match = progress.match
+        raw = self.arguments(progress) if callable(self.arguments) else self.arguments
         groups = {str(i): g or "" for i, g in enumerate((match.group(0), *match.groups()))}
         groups.update({k: v or "" for k, v in match.groupdict().items()})
         filled = {k: _fill(v, groups) if isinstance(v, str) else v for k, v in raw.items()}
@@ -58,6 +63,16 @@ class Progress:
     def failed(self) -> bool:
         """True when any call was declined, cancelled or failed."""
         return any(not outcome.ok for outcome in self.outcomes)
+
+    def result(self, name: str) -> Any:
+        """The latest answer of the tool called `name`, parsed as JSON when it is JSON; None if none."""
+        outcome = next((o for o in reversed(self.outcomes) if o.name == name), None)
+        if outcome is None:
+            return None
+        try:
+            return json.loads(outcome.content)
+        except ValueError:
+            return outcome.content
 
 
 Reply: TypeAlias = str | Callable[[Progress], str]
@@ -113,7 +128,7 @@ class ScriptedBackend:
             progress = Progress(match, _outcomes(since))
             rounds = sum(1 for m in since if isinstance(m, AssistantMessage) and m.tool_calls)
             if rounds < len(rule.steps) and not progress.failed:
-                return (rule.say if rounds == 0 else ""), [c.render(match) for c in rule.steps[rounds]]
+                return (rule.say if rounds == 0 else ""), [c.render(progress) for c in rule.steps[rounds]]
             return _render(rule.reply, progress), []
         if self.fallback is None:
             return (f"You said: {user_text}" if user_text else "Hello! How can I help?"), []
