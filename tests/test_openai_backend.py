@@ -551,6 +551,7 @@ async def test_a_query_in_the_base_url_is_kept() -> None:
     [
         pytest.param({"base_url": "llm.test/v1"}, id="no-scheme"),
         pytest.param({"base_url": "ftp://llm.test/v1"}, id="not-http"),
+        pytest.param({"base_url": "http://[::1"}, id="invalid"),
         pytest.param({"extra_body": {"stream": False}}, id="extra-body-overrides-stream"),
         pytest.param({"max_retries": -1}, id="negative-retries"),
     ],
@@ -876,6 +877,30 @@ async def test_a_short_retry_after_is_honoured(router: respx.MockRouter, make_ba
     assert len(route.calls) == 2
 
 
+@pytest.mark.parametrize(
+    "retry_after",
+    [
+        pytest.param("Wed, 21 Oct 2015 07:28:00 GMT", id="http-date-in-the-past"),
+        pytest.param("0.0", id="seconds"),
+    ],
+)
+async def test_retry_after_may_be_a_date(router: respx.MockRouter, make_backend: MakeBackend, retry_after: str) -> None:
+    route = completions(router, httpx.Response(503, headers={"retry-after": retry_after}), ok(text("Hi"), finish()))
+
+    result = await asyncio.wait_for(items(make_backend(retry_backoff=60)), timeout=5)
+
+    assert (result, len(route.calls)) == ([TextDelta("Hi")], 2)
+
+
+async def test_an_unreadable_retry_after_falls_back_to_the_backoff(
+    router: respx.MockRouter, make_backend: MakeBackend
+) -> None:
+    route = completions(router, httpx.Response(429, headers={"retry-after": "soon"}), ok(text("Hi"), finish()))
+
+    assert await items(make_backend()) == [TextDelta("Hi")]
+    assert len(route.calls) == 2
+
+
 async def test_a_long_retry_after_ends_the_retries(router: respx.MockRouter, make_backend: MakeBackend) -> None:
     route = completions(router, httpx.Response(429, headers={"retry-after": "3600"}), ok(text("Hi"), finish()))
 
@@ -938,6 +963,30 @@ async def test_the_api_key_is_never_shown_or_logged(
     owned = OpenAIChatBackend("https://user:pass@llm.test/v1?api-key=secret", "m", api_key=KEY)
     assert repr(owned) == "OpenAIChatBackend(base_url='https://llm.test/v1', model='m')"
     await owned.aclose()
+
+
+async def test_a_long_provider_message_is_cut_short(router: respx.MockRouter, make_backend: MakeBackend) -> None:
+    completions(router, httpx.Response(400, json=provider_error("context too long: " + "x" * 200_000)))
+
+    error = await failure(make_backend())
+
+    assert error.message.startswith("The model server rejected the request (HTTP 400): context too long: xxx")
+    assert error.message.endswith("…")
+    assert len(error.message) < 400
+
+
+@pytest.mark.parametrize(
+    ("base_url", "provider"),
+    [
+        pytest.param("https://api.openai.com/v1", "openai", id="openai"),
+        pytest.param("https://my-resource.openai.azure.com/openai/v1", "azure", id="azure"),
+        pytest.param("https://api.deepseek.com", "deepseek", id="deepseek"),
+        pytest.param("http://localhost:11434/v1", None, id="local-server"),
+    ],
+)
+async def test_the_usage_provider_is_guessed_from_the_host(base_url: str, provider: str | None) -> None:
+    async with OpenAIChatBackend(base_url, "m", api_key="") as backend:
+        assert backend.provider == provider
 
 
 async def test_a_per_request_timeout_is_sent(router: respx.MockRouter, make_backend: MakeBackend) -> None:

@@ -45,6 +45,7 @@ _SECRET_PATTERNS = re.compile(
     re.IGNORECASE,
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]+")
+_MESSAGE = re.compile(r'"message"\s*:\s*"((?:[^"\\]|\\.)*)')
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +126,8 @@ def provider_message(body: bytes) -> str:
     try:
         document = json.loads(body)
     except ValueError:
-        return ""
+        found = _MESSAGE.search(body.decode("utf-8", errors="replace"))  # a body cut at MAX_ERROR_BODY
+        return found.group(1) if found else ""
     return error_text(document)
 
 
