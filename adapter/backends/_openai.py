@@ -95,7 +95,10 @@ class OpenAIChatBackend:
         stream_usage: bool = True,
         provider: str | None = None,
     ) -> None:
+        if max_retries < 0 or retry_backoff < 0:
+            raise ConfigurationError("max_retries and retry_backoff must not be negative")
         self._url = _endpoint(base_url)
+        self.extra_body = _extra_body(extra_body or {})
         self.model = model
         self.provider = provider if provider is not None else _provider(self._url.host)
         key = os.environ.get("OPENAI_API_KEY", "") if api_key is None else api_key
@@ -106,14 +109,11 @@ class OpenAIChatBackend:
             client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT if isinstance(timeout, UseDefault) else timeout)
         self._client = client
         self._timeout = httpx.USE_CLIENT_DEFAULT if isinstance(timeout, UseDefault) else timeout
-        if max_retries < 0 or retry_backoff < 0:
-            raise ConfigurationError("max_retries and retry_backoff must not be negative")
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
         self.strict_tools = strict_tools
         self.parallel_tool_calls = parallel_tool_calls
         self.temperature = temperature
-        self.extra_body = _extra_body(extra_body or {})
         self.developer_role: DeveloperRole = developer_role
         self.stream_usage = stream_usage
 

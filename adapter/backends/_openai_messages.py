@@ -3,7 +3,10 @@
     SystemMessage                -> {"role": "system"}
     DeveloperMessage             -> {"role": "system"} by default, or {"role": "developer"}
     UserMessage (text)           -> {"role": "user", "content": "..."}
-    UserMessage (parts)          -> text and image parts; other parts are skipped with a warning (AGUI-RULES IN-5)
+    UserMessage (parts)          -> text and image_url parts (a data source as a data: URL); other parts
+                                    (audio, video, documents, provider file handles) are skipped with a
+                                    warning, never failing the run (AGUI-RULES IN-5); all-text parts are
+                                    joined into one string, which text-only servers accept
     AssistantMessage             -> {"role": "assistant", "content": ... | null, "tool_calls": [...]}
     ToolMessage                  -> {"role": "tool", "tool_call_id", "content"}; an error is rendered
                                     into the content: "Error: {error}", then the content on the next line
