@@ -58,6 +58,8 @@ class Progress:
 
     match: re.Match[str]
     outcomes: list[ToolOutcome]
+    request: ModelRequest | None = None
+    """The request being answered: its context and state, for rules that read them."""
 
     @property
     def failed(self) -> bool:
@@ -113,19 +115,20 @@ class ScriptedBackend:
     async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         """Produce the next step of whichever rule the latest user message matches."""
         self.requests.append(request)
-        text, calls = self._next_step(request.messages)
+        text, calls = self._next_step(request)
         for delta in split_deltas(text):
             yield TextDelta(delta)
         for call in calls:
             yield call
 
-    def _next_step(self, messages: Sequence[Message]) -> tuple[str, list[ToolCall]]:
+    def _next_step(self, request: ModelRequest) -> tuple[str, list[ToolCall]]:
+        messages = request.messages
         user_text, since = _latest_user_turn(messages)
         for rule in self.rules:
             match = rule.match(user_text)
             if match is None:
                 continue
-            progress = Progress(match, _outcomes(since))
+            progress = Progress(match, _outcomes(since), request)
             rounds = sum(1 for m in since if isinstance(m, AssistantMessage) and m.tool_calls)
             if rounds < len(rule.steps) and not progress.failed:
                 return (rule.say if rounds == 0 else ""), [c.render(progress) for c in rule.steps[rounds]]
@@ -134,7 +137,7 @@ class ScriptedBackend:
             return (f"You said: {user_text}" if user_text else "Hello! How can I help?"), []
         everything = re.match(r".*", user_text, re.DOTALL)
         assert everything is not None  # ".*" matches any text
-        return _render(self.fallback, Progress(everything, _outcomes(since))), []
+        return _render(self.fallback, Progress(everything, _outcomes(since), request)), []
 
 
 def _fill(template: str, groups: Mapping[str, str]) -> str:
