@@ -2,7 +2,9 @@
 
 from adapter._adapter import Adapter
 from adapter._errors import AdapterError, ConfigurationError
+from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
+from adapter._lifecycle import TurnEvent, TurnEventType
 from adapter._tools import InputRequired, ToolContext, ToolError, tool
 from adapter._types import Backend, ModelRequest, TextDelta, ToolCall, Usage
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -14,6 +16,8 @@ __all__ = [
     "Backend",
     "Call",
     "ConfigurationError",
+    "FormDefinition",
+    "FormRequired",
     "InputRequired",
     "MemoryStore",
     "ModelRequest",
@@ -24,8 +28,11 @@ __all__ = [
     "ToolCall",
     "ToolContext",
     "ToolError",
+    "TurnEvent",
+    "TurnEventType",
     "TurnStore",
     "Usage",
+    "UserInputTool",
     "create_app",
     "tool",
 ]

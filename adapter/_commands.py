@@ -14,7 +14,7 @@ from adapter._forms import ActivityConflict, activity_id, transition
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, check_resume
 from adapter._thread import ThreadHandle
-from adapter._turns import OpenTurn, ThreadRecord
+from adapter._turns import ThreadRecord
 
 if TYPE_CHECKING:
     from adapter._adapter import Adapter
@@ -29,7 +29,6 @@ def resume_entries(
 
     `metadata` (audit fields such as `submittedBy` and `requestId`) is added to every entry.
     """
-    turn = record.open_turn if record else None
     resolved = []
     for entry in entries:
         raw = entry.model_dump(by_alias=True, exclude_none=True) if isinstance(entry, ResumeEntry) else dict(entry)
@@ -38,17 +37,22 @@ def resume_entries(
         if action_id is not None:
             extra["actionId"] = action_id
             if "interruptId" not in raw:
-                raw["interruptId"] = _interrupt_for(turn, str(action_id))
+                raw["interruptId"] = _interrupt_for(record, str(action_id))
         raw["metadata"] = extra or None
         resolved.append(ResumeEntry.model_validate({k: v for k, v in raw.items() if v is not None}))
     return resolved
 
 
-def _interrupt_for(turn: OpenTurn | None, action_id: str) -> str:
+def _interrupt_for(record: ThreadRecord | None, action_id: str) -> str:
+    """The interrupt of the open request with this action id, or of the last applied one (a replay)."""
+    turn = record.open_turn if record else None
     call = next((c for c in turn.pending if c.tool_call_id == action_id), None) if turn else None
-    if call is None:
-        raise ResumeError(f"no open request has action id {action_id}", code=codes.RESUME_UNKNOWN_INTERRUPT)
-    return call.interrupt_id
+    if call is not None:
+        return call.interrupt_id
+    applied = record.applied if record else None
+    if applied is not None and action_id in applied.action_ids:
+        return applied.action_ids[action_id]
+    raise ResumeError(f"no open request has action id {action_id}", code=codes.RESUME_UNKNOWN_INTERRUPT)
 
 
 async def submit_resume(

@@ -43,13 +43,15 @@ def _answers_for(message: AssistantMessage, answers: dict[str, ToolMessage]) -> 
 
 
 def keep_server_activity(client: Sequence[Message], stored: Sequence[Message]) -> list[Message]:
-    """The client's history, plus the server's activity messages it did not send back.
+    """The client's history, with the server's activity messages as the server stored them.
 
-    Each kept activity message goes right after the message it followed on the server, so a form's
+    A card the client sent back is replaced by the stored one, so a client can never move a form's
+    status. Each card it left out goes right after the message it followed on the server, so a form's
     card stays where it was asked for.
     """
-    present = {message.id for message in client}
-    merged = list(client)
+    cards = {message.id: message for message in stored if isinstance(message, ActivityMessage)}
+    merged = [cards.get(m.id, m) if isinstance(m, ActivityMessage) else m for m in client]
+    present = {message.id for message in merged}
     previous: str | None = None
     for message in stored:
         if isinstance(message, ActivityMessage) and message.id not in present:

@@ -44,6 +44,7 @@ class ThreadHandle:
             run_id=run_id,
             fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
             request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
+            action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
         )
         record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
         try:

@@ -81,6 +81,8 @@ class AppliedResume(BaseModel):
     """interrupt id -> digest of the answer (status and payload)."""
     request_ids: dict[str, str] = Field(default_factory=dict)
     """interrupt id -> the `requestId` its answer carried in metadata: the same request applies once."""
+    action_ids: dict[str, str] = Field(default_factory=dict)
+    """tool call id -> interrupt id: a late submission addressed by action id (a form card's) finds its replay."""
     outcome: dict[str, Any] | None = None
     """The RUN_FINISHED outcome of the resumed run, once it finished."""
 

@@ -15,12 +15,12 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from adapter import Adapter, SQLiteStore, create_app
-from examples.demo_agent import HELP, backend, tools
+from examples.demo_agent import HELP, backend, forms, tools
 
 
 def build_app(db_path: str = "demo.db") -> Starlette:
     """The demo app: the adapter mounted at /agui, and a small index at /."""
-    adapter = Adapter(backend, tools=tools, store=SQLiteStore(db_path))
+    adapter = Adapter(backend, tools=tools, forms=forms, store=SQLiteStore(db_path))
 
     async def index(request: Request) -> JSONResponse:
         return JSONResponse({"agui": str(request.url_for("agui", path="/")), "try": HELP})

@@ -1,4 +1,4 @@
-"""The demo's agent: a ScriptedBackend whose rules walk through seed 002's five scenarios.
+"""The demo's agent: a ScriptedBackend whose rules walk through seed 002's five scenarios and seed 000's forms.
 
 No model and no key: each rule matches the latest user message and makes the tool calls a model
 would make, then answers from the tool results it was given.
@@ -6,8 +6,14 @@ would make, then answers from the tool results it was given.
 
 from __future__ import annotations
 
-from adapter import Call, Rule, ScriptedBackend, ToolContext, tool
+import re
+
+from adapter import Call, InputRequired, Rule, ScriptedBackend, ToolContext, tool
 from adapter.backends import Progress
+from examples.meeting_room import MEETING_FORM, reserve_meeting_room
+from examples.meeting_room import RULES as MEETING_RULES
+from examples.support_ticket import RULES as TICKET_RULES
+from examples.support_ticket import create_support_ticket
 
 ORDERS = {
     "A100": {"orderId": "A100", "item": "keyboard", "amount": 59.0, "status": "delivered"},
@@ -36,6 +42,16 @@ def refund_order(order_id: str, amount: float, ctx: ToolContext) -> dict[str, ob
     return {"orderId": order_id, "refunded": amount, "reference": f"RF-{ctx.idempotency_key[:8]}"}
 
 
+@tool
+def track_parcel(ctx: ToolContext) -> dict[str, object]:
+    """Track a parcel. Asks for the order number, as one line of text, before looking anything up."""
+    if not ctx.answered:
+        raise InputRequired("请提供订单号 (What is the order number?)")
+    found = re.search(r"[A-Za-z]+-?\d+", str(ctx.answer))
+    order_id = found[0].upper() if found else str(ctx.answer).strip()
+    return {"orderId": order_id, "parcel": "in transit", "eta": "tomorrow"}
+
+
 def _refund_reply(progress: Progress) -> str:
     refund = next((o for o in progress.outcomes if o.name == "refund_order"), None)
     if refund is None or not refund.ok:
@@ -46,7 +62,8 @@ def _refund_reply(progress: Progress) -> str:
 
 def _confirm_reply(progress: Progress) -> str:
     answer = progress.outcomes[0] if progress.outcomes else None
-    if answer is None or not answer.ok or '"confirmed": false' in answer.content:
+    declined = isinstance(result := progress.result("confirm_action"), dict) and result.get("confirmed") is False
+    if answer is None or not answer.ok or declined:
         return f"Understood, I will not {progress.match[1]}."
     return f"Confirmed: I will {progress.match[1]} now."
 
@@ -77,6 +94,10 @@ RULES = [
         steps=[[Call("confirm_action", {"action": "{1}"})]],
         reply=_confirm_reply,
     ),
+    # Seed 000: a form the model asks for, a form a tool asks for, and one line of text a tool asks for.
+    *MEETING_RULES,
+    *TICKET_RULES,
+    Rule(r"track my parcel|查询包裹", steps=[[Call("track_parcel")]]),
 ]
 
 
@@ -87,8 +108,11 @@ def _amount(order_id: str) -> float:
 
 HELP = (
     "Try: 'look up order A100' (a backend tool), 'go to settings' or 'toast: hello' (client tools), "
-    "'confirm delete report.pdf' (a confirmation), 'refund order A100' (lookup, then an approval)."
+    "'confirm delete report.pdf' (a confirmation), 'refund order A100' (lookup, then an approval), "
+    "'book a meeting room' (a form, then the booking), 'create a high priority login incident ticket' "
+    "(a tool asks for a form) or 'track my parcel' (a tool asks for one line of text)."
 )
 
 backend = ScriptedBackend(RULES, fallback=HELP)
-tools = [lookup_order, refund_order]
+tools = [lookup_order, refund_order, reserve_meeting_room, create_support_ticket, track_parcel]
+forms = [MEETING_FORM]

@@ -1,0 +1,69 @@
+"""Seed 000's first flow: the model asks for a form, then books the room itself.
+
+`python -m examples.meeting_room` serves it at http://127.0.0.1:8000/agui; say "book a meeting room"
+(or "预定会议室"), then resume with the form's data.
+"""
+
+from __future__ import annotations
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from adapter import Adapter, Call, FormDefinition, Rule, ScriptedBackend, ToolContext, TurnStore, create_app, tool
+from adapter.backends import Progress
+
+MEETING_FORM = FormDefinition(
+    "meeting_room_booking",
+    "Collect the meeting's topic, time and number of attendees before a room is booked.",
+    {
+        "type": "object",
+        "title": "Book a meeting room",
+        "properties": {
+            "topic": {"type": "string", "title": "Topic", "minLength": 1},
+            "time": {"type": "string", "format": "date-time", "title": "Start time"},
+            "attendees": {"type": "integer", "minimum": 1, "title": "Attendees"},
+        },
+        "required": ["topic", "time", "attendees"],
+    },
+)
+
+
+@tool
+def reserve_meeting_room(topic: str, time: str, attendees: int, ctx: ToolContext) -> dict[str, object]:
+    """Book a meeting room once the topic, the start time and the number of attendees are known."""
+    room = "Kilimanjaro (4 seats)" if attendees <= 4 else "Everest (12 seats)"
+    return {"reservationId": f"MR-{ctx.idempotency_key[:8]}", "room": room, "topic": topic, "time": time}
+
+
+def _booked(progress: Progress) -> str:
+    booking = progress.result("reserve_meeting_room")
+    if not isinstance(booking, dict):
+        return "OK, no room was booked."
+    return (
+        f"Booked {booking['room']} for {booking['topic']!r} at {booking['time']}, reference {booking['reservationId']}."
+    )
+
+
+RULES = [
+    Rule(
+        r"book a meeting room|预定会议室",
+        steps=[
+            [Call("request_user_input", {"formKey": MEETING_FORM.form_key})],
+            [Call("reserve_meeting_room", lambda progress: progress.result("request_user_input")["data"])],
+        ],
+        reply=_booked,
+    ),
+]
+
+
+def build_adapter(store: TurnStore | None = None) -> Adapter:
+    """The form is registered with `forms=`; the model picks `reserve_meeting_room` after the submission."""
+    return Adapter(ScriptedBackend(RULES), tools=[reserve_meeting_room], forms=[MEETING_FORM], store=store)
+
+
+app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
+
+if __name__ == "__main__":
+    import uvicorn
+
+    uvicorn.run(app, host="127.0.0.1", port=8000)

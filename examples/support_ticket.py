@@ -1,0 +1,89 @@
+"""Seed 000's second flow: a business tool finds details missing and raises `FormRequired`.
+
+`python -m examples.support_ticket` serves it at http://127.0.0.1:8000/agui; say "create a high
+priority login incident ticket" (or "创建一个高优先级的登录故障工单"), then resume with the form's data.
+The tool runs again from the start with the data, under the same idempotency key.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, TypeAlias
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from adapter import (
+    Adapter,
+    Call,
+    FormDefinition,
+    FormRequired,
+    Rule,
+    ScriptedBackend,
+    ToolContext,
+    TurnStore,
+    create_app,
+    tool,
+)
+from adapter.backends import Progress
+
+Priority: TypeAlias = Literal["LOW", "MEDIUM", "HIGH"]
+
+SUPPORT_TICKET_FORM = FormDefinition(
+    "support_ticket_details",
+    "Asked for when an incident ticket lacks the affected system or the impact scope.",
+    {
+        "type": "object",
+        "title": "补充故障信息",
+        "properties": {
+            "affectedSystem": {"type": "string", "title": "受影响系统", "minLength": 1},
+            "impactScope": {"type": "string", "title": "影响范围", "enum": ["ONE_USER", "PARTIAL_USERS", "ALL_USERS"]},
+        },
+        "required": ["affectedSystem", "impactScope"],
+    },
+)
+
+
+@tool
+def create_support_ticket(
+    title: str, priority: Literal["LOW", "MEDIUM", "HIGH"], ctx: ToolContext
+) -> dict[str, object]:
+    """Create an incident ticket. Asks for the affected system and the impact scope before anything is written."""
+    details = ctx.submitted_form_data
+    if details is None:
+        raise FormRequired(SUPPORT_TICKET_FORM)
+    return {
+        "ticketId": f"INC-{ctx.idempotency_key[:8]}",
+        "title": title,
+        "priority": priority,
+        "affectedSystem": details["affectedSystem"],
+        "impactScope": details["impactScope"],
+    }
+
+
+def _created(progress: Progress) -> str:
+    ticket = progress.result("create_support_ticket")
+    if not isinstance(ticket, dict):
+        return "OK, no ticket was created."
+    return f"Created {ticket['priority']} ticket {ticket['ticketId']} for {ticket['affectedSystem']}."
+
+
+RULES = [
+    Rule(
+        r"high[- ]priority login incident ticket|高优先级的?登录故障工单",
+        steps=[[Call("create_support_ticket", {"title": "Login failure", "priority": "HIGH"})]],
+        reply=_created,
+    ),
+]
+
+
+def build_adapter(store: TurnStore | None = None) -> Adapter:
+    """No `forms=` needed: the form travels with the `FormRequired` the tool raises."""
+    return Adapter(ScriptedBackend(RULES), tools=[create_support_ticket], store=store)
+
+
+app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
+
+if __name__ == "__main__":
+    import uvicorn
+
+    uvicorn.run(app, host="127.0.0.1", port=8000)

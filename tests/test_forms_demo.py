@@ -1,0 +1,67 @@
+"""The demo app (`python -m examples.demo`) serves seed 000's flows next to seed 002's scenarios."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agui import assert_clean_stream, resolved, run_input, user
+from formkit import BOOKING, DETAILS, TICKET_REQUEST, cards
+from starlette.testclient import TestClient
+
+from examples.demo import build_app
+from examples.meeting_room import MEETING_FORM
+from examples.support_ticket import SUPPORT_TICKET_FORM
+
+
+def post(http: TestClient, body: dict[str, Any], *, resumed: bool = False) -> list[dict[str, Any]]:
+    """One finite run; TestClient buffers the stream, which is all this needs."""
+    response = http.post("/agui/", json=body)
+    assert response.status_code == 200
+    return assert_clean_stream(response.content, resumed=resumed)
+
+
+def outcome(events: list[dict[str, Any]]) -> dict[str, Any]:
+    return dict(events[-1]["outcome"])
+
+
+@pytest.mark.parametrize(
+    ("text", "schema", "answer", "has_card", "expect"),
+    [
+        pytest.param("book a meeting room", MEETING_FORM.schema, BOOKING, True, "Everest", id="meeting-room"),
+        pytest.param(TICKET_REQUEST, SUPPORT_TICKET_FORM.schema, DETAILS, True, "统一登录系统", id="support-ticket"),
+        pytest.param("track my parcel", {"type": "string"}, "订单号是 O-1001", False, "O-1001", id="plain-text"),
+    ],
+)
+def test_the_demo_asks_and_continues(
+    tmp_path: Path, text: str, schema: dict[str, Any], answer: Any, has_card: bool, expect: str
+) -> None:
+    with TestClient(build_app(str(tmp_path / "demo.db"))) as http:
+        asked = post(http, run_input("t-demo", [user(text)]))
+        (interrupt,) = outcome(asked)["interrupts"]
+        waiting = http.get("/agui/threads/t-demo").json()
+
+        done = post(http, run_input("t-demo", [], resume=[resolved(interrupt["id"], answer)]), resumed=True)
+        restored = http.get("/agui/threads/t-demo").json()
+
+    assert (interrupt["reason"], interrupt["responseSchema"]) == ("input_required", schema)
+    assert waiting["interrupts"] == [interrupt]
+    assert [c["content"]["status"] for c in cards(waiting["messages"])] == (["PENDING"] if has_card else [])
+    assert outcome(done) == {"type": "success"}
+    assert expect in "".join(e["content"] for e in done if e["type"] == "TOOL_CALL_RESULT")
+    assert restored["interrupts"] == []
+    assert [c["content"]["status"] for c in cards(restored["messages"])] == (["SUBMITTED"] if has_card else [])
+
+
+def test_the_demo_keeps_its_other_scenarios_and_lists_the_new_phrases(tmp_path: Path) -> None:
+    with TestClient(build_app(str(tmp_path / "demo.db"))) as http:
+        looked_up = post(http, run_input("t-lookup", [user("look up order A100")]))
+        index = http.get("/").json()
+
+    assert outcome(looked_up) == {"type": "success"}
+    result = next(e for e in looked_up if e["type"] == "TOOL_CALL_RESULT")
+    assert json.loads(result["content"])["orderId"] == "A100"
+    for phrase in ("book a meeting room", "create a high priority login incident ticket", "track my parcel"):
+        assert phrase in index["try"]
