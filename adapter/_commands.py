@@ -105,6 +105,8 @@ async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
         return False
     history: list[Message] = record.conversation()
     for call in turn.pending:
+        if call.tool_call_id is None:
+            continue  # a backend's own interrupt: no call to answer
         history.append(
             ToolMessage(
                 id=new_id("msg"),
@@ -113,7 +115,7 @@ async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
                 error="cancelled",
             )
         )
-        _cancel_card(history, activity_id(turn.turn_id, call.tool_call_id), adapter)
+        _cancel_card(history, activity_id(turn.turn_id, call.call_id), adapter)
     await thread.close_turn(history)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(

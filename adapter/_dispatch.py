@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ag_ui.core import Interrupt
+
 from adapter._forms import FormRequired, UserInputTool
 from adapter._resume import approval_schema
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolResult
@@ -111,6 +113,22 @@ def suspend(
         response_schema=approval_schema(with_edits=policy.approve_with_edits),
         expires_at=expires_at,
         metadata={"toolName": call.name},
+    )
+    return Suspension(pending, "interrupt")
+
+
+def backend_suspension(interrupt: Interrupt) -> Suspension:
+    """A backend's own interrupt, kept as it came: its answer goes back to the backend unchanged."""
+    pending = PendingCall(
+        interrupt_id=interrupt.id,
+        tool_call_id=interrupt.tool_call_id,
+        tool_name="",
+        arguments="",
+        kind="backend",
+        reason=interrupt.reason,
+        response_schema=interrupt.response_schema or {},
+        message=interrupt.message,
+        original=interrupt.model_dump(mode="json", by_alias=True, exclude_none=True),
     )
     return Suspension(pending, "interrupt")
 

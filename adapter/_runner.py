@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
@@ -19,6 +19,7 @@ from ag_ui.core import (
     BaseEvent,
     Message,
     MessagesSnapshotEvent,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
     RunFinishedCancelledOutcome,
@@ -34,7 +35,7 @@ from ag_ui.core import (
 from pydantic import TypeAdapter
 
 from adapter._conversation import keep_server_activity, model_view
-from adapter._dispatch import Suspension, new_id
+from adapter._dispatch import Suspension, backend_suspension, new_id
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._forms import pending_form
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
@@ -131,7 +132,7 @@ class Run:
         if settled.suspensions:
             stream = self._suspend(history, gate.turn.state, settled.suspensions, [])
         else:
-            stream = self._model_loop(history, gate.turn.state, toolset)
+            stream = self._model_loop(history, gate.turn.state, toolset, settled.forward)
         async for event in stream:
             yield event
 
@@ -157,20 +158,24 @@ class Run:
         await self.thread.close_turn(history)
         return settled
 
-    async def _model_loop(self, history: list[Message], state: Any, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+    async def _model_loop(
+        self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
+    ) -> AsyncIterator[BaseEvent]:
         for _ in range(self.adapter.max_steps):
             step = Step(message_id=new_id("msg"))
             self.open_step = step
-            async for event in self._stream_step(step, history, state, toolset):
+            async for event in self._stream_step(step, history, state, toolset, resume):
                 yield event
+            resume = ()  # answers for the backend's own interrupts go with the first request only
             self.open_step = None
             self.usage.extend(step.usage)
-            history.append(step.message())
-            if not step.calls:
+            history.extend(step.messages())
+            if not step.calls and not step.interrupts:
                 await self._finish(RunFinishedSuccessOutcome(), history)
                 yield self._finished(RunFinishedSuccessOutcome())
                 return
             results, suspensions = await step_calls(step.calls, toolset, self.input, self.adapter, self.counted)
+            suspensions += [backend_suspension(interrupt) for interrupt in step.interrupts]
             for message in results:
                 history.append(message)
                 yield _result_event(message)
@@ -183,9 +188,10 @@ class Run:
         yield self._finished(RunFinishedCancelledOutcome())
 
     async def _stream_step(
-        self, step: Step, history: list[Message], state: Any, toolset: Toolset
+        self, step: Step, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry]
     ) -> AsyncIterator[BaseEvent]:
         request = ModelRequest(
+            resume=resume,
             messages=model_view(history),
             tools=toolset.specs(),
             context=self.input.context or [],
@@ -220,9 +226,7 @@ class Run:
             state=state,
             counted_calls=sorted(self.counted),
         )
-        forms = [
-            pending_form(self.turn_id, p.tool_call_id, p.form_key, p.response_schema) for p in pending if p.form_key
-        ]
+        forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
         await self.thread.open_turn(turn, history, self._outcome_json(outcome) if self.resuming else None)
@@ -285,7 +289,7 @@ class Run:
 
     def _close_open(self) -> list[BaseEvent]:
         step, self.open_step = self.open_step, None
-        return step.close_text() if step else []
+        return step.close_all() if step else []
 
     @staticmethod
     def _outcome_json(outcome: Outcome) -> dict[str, Any]:

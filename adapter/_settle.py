@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ag_ui.core import ActivityMessage, Message, RunAgentInput, ToolMessage
+from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter._dispatch import Suspension, execute, gather_in_order, idempotency_key, new_id, parse_arguments, suspend
 from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, transition
@@ -35,6 +35,8 @@ class Settled:
     client_message_ids: set[str] = field(default_factory=set)
     """Messages the client sent itself: already on its side, so not streamed back."""
     suspensions: list[Suspension] = field(default_factory=list)
+    forward: list[ResumeEntry] = field(default_factory=list)
+    """Answers to the backend's own interrupts, for its next request, unchanged."""
     activities: list[ActivityMessage] = field(default_factory=list)
     """Form cards that moved to SUBMITTED or CANCELLED."""
 
@@ -43,7 +45,7 @@ class Settled:
         for answer in self.answers:
             if answer.call.form_key is None:
                 continue
-            moved = _move_form(history, activity_id(turn_id, answer.call.tool_call_id), answer, now)
+            moved = _move_form(history, activity_id(turn_id, answer.call.call_id), answer, now)
             if moved is not None:
                 self.activities.append(moved)
         history.extend(self.messages)
@@ -130,7 +132,7 @@ async def step_calls(
         else:
             results[call.id] = outcome
     order = {call.id: index for index, call in enumerate(calls)}
-    suspensions.sort(key=lambda s: order[s.pending.tool_call_id])
+    suspensions.sort(key=lambda s: order[s.pending.call_id])
     return [_message(call.id, results[call.id]) for call in calls if call.id in results], suspensions
 
 
@@ -151,18 +153,27 @@ async def settle_answers(
     """Turn each answer into the ToolMessage for its call, running the tools an answer allows."""
     settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
+        if answer.call.kind == "backend":
+            entry = ResumeEntry(
+                interrupt_id=answer.call.interrupt_id,
+                status=answer.status,
+                payload=answer.payload,
+                metadata=dict(answer.metadata) if answer.metadata is not None else None,
+            )
+            settled.forward.append(entry)
+            continue
         if answer.message is not None and answer.call.kind == "frontend":
             settled.messages.append(answer.message)
             settled.client_message_ids.add(answer.message.id)
             continue
         outcome = await _settle_one(answer, toolset, run_input)
         if isinstance(outcome, InputRequired):
-            call = ToolCall(answer.call.tool_call_id, answer.call.tool_name, _executed_arguments(answer))
+            call = ToolCall(answer.call.call_id, answer.call.tool_name, _executed_arguments(answer))
             tool = toolset.get(call.name)
             assert tool is not None
             settled.suspensions.append(suspend(call, tool, adapter.policy, adapter.now(), signal=outcome))
             continue
-        settled.messages.append(_message(answer.call.tool_call_id, outcome))
+        settled.messages.append(_message(answer.call.call_id, outcome))
     return settled
 
 
@@ -185,10 +196,10 @@ async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput
     tool = toolset.get(name)
     if not isinstance(tool, FunctionTool) or tool.external:
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
-    as_call = ToolCall(call.tool_call_id, name, call.arguments)
+    as_call = ToolCall(call.call_id, name, call.arguments)
     if call.kind == "approval":
         return await _approved(answer, as_call, tool, run_input)
-    outcome = await execute(as_call, tool, _context(run_input, call.tool_call_id, answer=answer.payload, answered=True))
+    outcome = await execute(as_call, tool, _context(run_input, call.call_id, answer=answer.payload, answered=True))
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)
         return ToolResult(

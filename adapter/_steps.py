@@ -8,74 +8,169 @@ from dataclasses import dataclass, field
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
+    EventType,
     FunctionCall,
+    Interrupt,
+    Message,
+    ReasoningEndEvent,
+    ReasoningMessageEndEvent,
+    StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
+    ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter._types import BackendItem, TextDelta, ToolCall, Usage
+from adapter._dispatch import new_id
+from adapter._types import (
+    BackendInterrupt,
+    BackendItem,
+    ExecutedToolCall,
+    Passthrough,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+
+
+@dataclass(slots=True)
+class Segment:
+    """One assistant message of a step: text, then the calls made after it."""
+
+    message_id: str
+    text: list[str] = field(default_factory=list)
+    calls: list[WireToolCall] = field(default_factory=list)
+    answers: list[ToolMessage] = field(default_factory=list)
+    """Results of the calls the backend ran itself."""
+
+    def messages(self) -> list[Message]:
+        """The assistant message, followed by the answers the backend gave its own calls."""
+        assistant = AssistantMessage(
+            id=self.message_id, content="".join(self.text) or None, tool_calls=self.calls or None
+        )
+        return [assistant, *self.answers]
 
 
 @dataclass(slots=True)
 class Step:
-    """What one assistant step said and called, collected while it streams."""
+    """What one assistant step said and called, collected while it streams.
+
+    A step is usually one assistant message. A backend that runs tools itself may speak again after
+    them; that text starts a new assistant message, so no message is ever reopened (TXT-3).
+    """
 
     message_id: str
-    text: list[str] = field(default_factory=list)
+    segments: list[Segment] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
+    """Calls for the engine to dispatch."""
+    interrupts: list[Interrupt] = field(default_factory=list)
     usage: list[Usage] = field(default_factory=list)
     text_open: bool = False
+    closers: dict[str, BaseEvent] = field(default_factory=dict)
+    """What ends each step or reasoning span a passthrough event opened, by its key."""
 
-    def message(self) -> AssistantMessage:
-        """The step as the assistant message it adds to the conversation."""
-        return AssistantMessage(
-            id=self.message_id,
-            content="".join(self.text) or None,
-            tool_calls=[
-                WireToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=call.arguments))
-                for call in self.calls
-            ]
-            or None,
-        )
+    def __post_init__(self) -> None:
+        self.segments.append(Segment(self.message_id))
+
+    @property
+    def current(self) -> Segment:
+        """The assistant message being written."""
+        return self.segments[-1]
+
+    def messages(self) -> list[Message]:
+        """The step's messages, in order, as they join the conversation."""
+        return [message for segment in self.segments for message in segment.messages()]
 
     def close_text(self) -> list[BaseEvent]:
         """End the step's text message if it is open."""
         if not self.text_open:
             return []
         self.text_open = False
-        return [TextMessageEndEvent(message_id=self.message_id)]
+        return [TextMessageEndEvent(message_id=self.current.message_id)]
+
+    def close_all(self) -> list[BaseEvent]:
+        """End everything the step left open, innermost first: for a run that fails mid-step."""
+        closing = self.close_text() + list(reversed(self.closers.values()))
+        self.closers.clear()
+        return closing
+
+    def track(self, event: BaseEvent) -> None:
+        """Remember what a passthrough event opened, or forget what it closed."""
+        kind = event.type
+        if kind == EventType.STEP_STARTED:
+            name = getattr(event, "step_name", "")
+            self.closers[f"step:{name}"] = StepFinishedEvent(step_name=name)
+        elif kind == EventType.STEP_FINISHED:
+            self.closers.pop(f"step:{getattr(event, 'step_name', '')}", None)
+        elif kind == EventType.REASONING_START:
+            message_id = getattr(event, "message_id", "")
+            self.closers[f"reasoning:{message_id}"] = ReasoningEndEvent(message_id=message_id)
+        elif kind == EventType.REASONING_END:
+            self.closers.pop(f"reasoning:{getattr(event, 'message_id', '')}", None)
+        elif kind == EventType.REASONING_MESSAGE_START:
+            message_id = getattr(event, "message_id", "")
+            self.closers[f"reasoning-message:{message_id}"] = ReasoningMessageEndEvent(message_id=message_id)
+        elif kind == EventType.REASONING_MESSAGE_END:
+            self.closers.pop(f"reasoning-message:{getattr(event, 'message_id', '')}", None)
 
 
 async def stream_step(items: AsyncIterator[BackendItem], step: Step) -> AsyncIterator[BaseEvent]:
-    """Stream a backend step as text and tool-call events, collecting it into `step`.
+    """Stream a backend step as AG-UI events, collecting it into `step`.
 
     A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, so no call
     is ever left open across an await.
     """
     async for item in items:
         if isinstance(item, TextDelta):
-            if not item.text:
-                continue  # an empty delta is legal but noisy (TXT-4)
-            if not step.text_open:
-                step.text_open = True
-                yield TextMessageStartEvent(message_id=step.message_id, role="assistant")
-            step.text.append(item.text)
-            yield TextMessageContentEvent(message_id=step.message_id, delta=item.text)
-        elif isinstance(item, ToolCall):
+            for event in _text(item, step):
+                yield event
+        elif isinstance(item, ToolCall | ExecutedToolCall):
             for event in step.close_text():
                 yield event
-            step.calls.append(item)
-            for event in tool_call_events(item, step.message_id):
+            for event in _call(item, step):
                 yield event
+        elif isinstance(item, Passthrough):
+            step.track(item.event)
+            yield item.event
+        elif isinstance(item, BackendInterrupt):
+            step.interrupts.extend(item.interrupts)
         elif isinstance(item, Usage):
             step.usage.append(item)
     for event in step.close_text():
         yield event
+
+
+def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
+    if not delta.text:
+        return []  # an empty delta is legal but noisy (TXT-4)
+    events: list[BaseEvent] = []
+    if not step.text_open:
+        if step.current.calls:
+            step.segments.append(Segment(new_id("msg")))
+        step.text_open = True
+        events.append(TextMessageStartEvent(message_id=step.current.message_id, role="assistant"))
+    step.current.text.append(delta.text)
+    events.append(TextMessageContentEvent(message_id=step.current.message_id, delta=delta.text))
+    return events
+
+
+def _call(item: ToolCall | ExecutedToolCall, step: Step) -> list[BaseEvent]:
+    call = ToolCall(item.id, item.name, item.arguments)
+    segment = step.current
+    segment.calls.append(WireToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=call.arguments)))
+    events = tool_call_events(call, segment.message_id)
+    if isinstance(item, ToolCall):
+        step.calls.append(item)
+        return events
+    answer = ToolMessage(id=new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error)
+    segment.answers.append(answer)
+    events.append(ToolCallResultEvent(message_id=answer.id, tool_call_id=item.id, content=item.content, role="tool"))
+    return events
 
 
 def tool_call_events(call: ToolCall, parent_message_id: str) -> list[BaseEvent]:

@@ -17,9 +17,9 @@ from pydantic import BaseModel, Field, TypeAdapter
 
 from adapter._types import JSON
 
-SuspensionKind = Literal["frontend", "approval", "input", "form"]
+SuspensionKind = Literal["frontend", "approval", "input", "form", "backend"]
 """Why a call waits: a client tool, an approval before a server tool runs, a tool that asked for input
-(replayed once answered), or the `request_user_input` control tool."""
+(replayed once answered), the `request_user_input` control tool, or the backend's own interrupt."""
 
 _messages = TypeAdapter(list[Message])
 
@@ -28,7 +28,8 @@ class PendingCall(BaseModel):
     """One tool call that waits for an answer, and the interrupt that asks for it."""
 
     interrupt_id: str
-    tool_call_id: str
+    tool_call_id: str | None
+    """None only for a backend's own interrupt that is not about a tool call."""
     tool_name: str
     arguments: str
     """The arguments as the server proposed them: an approval applies to these and nothing else."""
@@ -41,9 +42,20 @@ class PendingCall(BaseModel):
     metadata: dict[str, Any] | None = None
     form_key: str | None = None
     """Set when the call waits for a form, which the page sees as an `agent_form` activity message."""
+    original: dict[str, Any] | None = None
+    """A backend's own interrupt as it sent it: passed to the client unchanged."""
+
+    @property
+    def call_id(self) -> str:
+        """The tool call this waits for; every kind but a backend's own interrupt has one."""
+        if self.tool_call_id is None:
+            raise ValueError(f"interrupt {self.interrupt_id} is not about a tool call")
+        return self.tool_call_id
 
     def interrupt(self) -> Interrupt:
         """The interrupt as a client sees it."""
+        if self.original is not None:
+            return Interrupt.model_validate(self.original)
         return Interrupt(
             id=self.interrupt_id,
             reason=self.reason,

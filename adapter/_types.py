@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from ag_ui.core import Context, Message, Tool
+from ag_ui.core import BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
 
 JSON: TypeAlias = Any
 """Any JSON value, as `json.loads` returns it."""
@@ -24,6 +24,8 @@ class ModelRequest:
     state: JSON = None
     thread_id: str = ""
     run_id: str = ""
+    resume: Sequence[ResumeEntry] = ()
+    """Answers to interrupts the backend raised itself (`BackendInterrupt`), passed on unchanged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,39 @@ class Usage:
     model: str | None = None
 
 
-BackendItem: TypeAlias = TextDelta | ToolCall | Usage
+@dataclass(frozen=True, slots=True)
+class ExecutedToolCall:
+    """A tool call the backend ran itself, with its result (an agent that owns some of its tools)."""
+
+    id: str
+    name: str
+    arguments: str
+    content: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Passthrough:
+    """An AG-UI event the backend produced that has no engine meaning: state, steps, reasoning.
+
+    The engine forwards it as it is, and closes any step or reasoning it left open if the run fails.
+    """
+
+    event: BaseEvent
+
+
+@dataclass(frozen=True, slots=True)
+class BackendInterrupt:
+    """The backend itself stopped for outside input (an upstream agent's own interrupts).
+
+    The run ends with these interrupts, ids unchanged; their resume entries are handed back to the
+    backend in the next `ModelRequest.resume`, unchanged.
+    """
+
+    interrupts: Sequence[Interrupt]
+
+
+BackendItem: TypeAlias = TextDelta | ToolCall | Usage | ExecutedToolCall | Passthrough | BackendInterrupt
 
 
 @runtime_checkable
