@@ -85,7 +85,8 @@ class Run:
             for event in self._close_open():
                 yield event
             await self._failed(exc)
-            yield RunErrorEvent(message=exc.message, code=exc.code)
+            details = {"details": exc.details} if exc.details is not None else None
+            yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
         except Exception:
             log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
             for event in self._close_open():

@@ -205,6 +205,17 @@ async def test_payload_that_fails_its_schema_is_refused(suspend: Suspend, kit: K
     await assert_still_resumable(suspended, kit, before)
 
 
+async def test_a_refused_payload_carries_its_json_pointers_in_metadata(suspend: Suspend) -> None:
+    suspended = await suspend()
+
+    reply = await suspended.thread.resume(resolved(suspended.interrupt["id"], {"approved": "yes"}))
+
+    assert_refused(reply, "RESUME_PAYLOAD_INVALID")
+    (detail,) = reply.error["metadata"]["details"]
+    assert detail["pointer"] == "/approved"
+    assert detail["keyword"] == "type"
+
+
 async def test_edited_args_replace_the_proposal_whole(suspend: Suspend, kit: Kit, backend: ScriptedBackend) -> None:
     suspended = await suspend()
     call_id = suspended.interrupt["toolCallId"]
