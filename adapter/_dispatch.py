@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import uuid
@@ -71,47 +72,39 @@ def suspend(
     signal: InputRequired | None = None,
 ) -> Suspension:
     """Build the pending call, and its interrupt, for a call that cannot finish in this run."""
-    expires_at = now + policy.interrupt_ttl if policy.interrupt_ttl else None
+    waiting = functools.partial(
+        PendingCall,
+        interrupt_id=new_id("int"),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        expires_at=now + policy.interrupt_ttl if policy.interrupt_ttl else None,
+    )
     if signal is not None:
         form_key = signal.form.form_key if isinstance(signal, FormRequired) else None
-        pending = PendingCall(
-            interrupt_id=new_id("int"),
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
+        pending = waiting(
             kind="form" if isinstance(tool, UserInputTool) else "input",
             reason=signal.reason,
             message=signal.message,
             response_schema=signal.response_schema,
-            expires_at=expires_at,
             metadata={"formKey": form_key} if form_key else None,
             form_key=form_key,
         )
         return Suspension(pending, "interrupt")
     if tool.external:
         result_schema = tool.result_schema if isinstance(tool, ClientTool) else {}
-        pending = PendingCall(
-            interrupt_id=new_id("int"),
-            tool_call_id=call.id,
-            tool_name=call.name,
-            arguments=call.arguments,
+        pending = waiting(
             kind="frontend",
             reason="tool_call",
             message=f"Run the client tool {call.name} and send back its result.",
             response_schema=dict(result_schema),
-            expires_at=expires_at,
         )
         return Suspension(pending, policy.outcome_for(tool))
-    pending = PendingCall(
-        interrupt_id=new_id("int"),
-        tool_call_id=call.id,
-        tool_name=call.name,
-        arguments=call.arguments,
+    pending = waiting(
         kind="approval",
         reason="tool_call",
         message=f"Approve the call to {call.name}?",
         response_schema=approval_schema(with_edits=policy.approve_with_edits),
-        expires_at=expires_at,
         metadata={"toolName": call.name},
     )
     return Suspension(pending, "interrupt")
