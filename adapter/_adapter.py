@@ -19,6 +19,7 @@ from ag_ui.core.capabilities import (
 
 from adapter import _commands
 from adapter._commands import EntryLike
+from adapter._compat import for_unversioned_peer
 from adapter._dispatch import DispatchPolicy, new_id
 from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
@@ -90,8 +91,13 @@ class Adapter:
         self._background: set[asyncio.Future[Any]] = set()
 
     def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        """Run the agent for one input: RUN_STARTED, the run's events, one terminal event."""
-        return Run(self, run_input).events()
+        """Run the agent for one input: RUN_STARTED, the run's events, one terminal event.
+
+        An input without `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade
+        of `adapter._compat`.
+        """
+        events = Run(self, run_input).events()
+        return events if run_input.protocol_version is not None else for_unversioned_peer(events)
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""

@@ -26,6 +26,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter._input import InputRejected, parse_run_input
+from adapter._inspector import inspector_routes
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 
@@ -59,6 +60,7 @@ def create_app(
     *,
     max_body_bytes: int = 1_048_576,
     keepalive_interval: float = 15.0,
+    inspector: bool = False,
 ) -> Starlette:
     """Build the AG-UI sub-app. Mount it anywhere: `Mount("/agui", app=create_app(adapter))`.
 
@@ -71,14 +73,18 @@ def create_app(
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
       for an unknown thread.
+    - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
     Args:
         handler: Runs the agent and declares its capabilities.
         max_body_bytes: Largest accepted request body; larger ones get 413 without being read whole.
         keepalive_interval: Seconds of silence after which the stream sends `: keep-alive`.
+        inspector: Serve the agui-inspector page (the optional `inspector` extra). For development only:
+            it adds no authentication.
 
     Raises:
         ValueError: An option is not positive.
+        ImportError: `inspector=True` without the agui-inspector package.
     """
     if not (max_body_bytes > 0 and keepalive_interval > 0):  # also refuses NaN
         raise ValueError("max_body_bytes and keepalive_interval must be positive")
@@ -105,6 +111,7 @@ def create_app(
             Route("/capabilities", capabilities, methods=["GET"]),
             Route("/health", health, methods=["GET"]),
             Route("/threads/{thread_id}", thread, methods=["GET"]),
+            *(inspector_routes() if inspector else []),
         ]
     )
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Literal, TypeAlias
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -17,10 +18,18 @@ from starlette.routing import Mount, Route
 from adapter import Adapter, SQLiteStore, create_app
 from examples.demo_agent import HELP, backend, forms, tools
 
+FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
 
-def build_app(db_path: str = "demo.db") -> Starlette:
-    """The demo app: the adapter mounted at /agui, and a small index at /."""
-    adapter = Adapter(backend, tools=tools, forms=forms, store=SQLiteStore(db_path))
+
+def build_app(
+    db_path: str = "demo.db", *, frontend_outcome: FrontendOutcome = "interrupt", inspector: bool = False
+) -> Starlette:
+    """The demo app: the adapter mounted at /agui, and a small index at /.
+
+    `frontend_outcome="pending"` serves clients older than AG-UI 1.0 (see the README's Interop section);
+    `inspector=True` serves the agui-inspector page at /agui/inspector/.
+    """
+    adapter = Adapter(backend, tools=tools, forms=forms, store=SQLiteStore(db_path), frontend_outcome=frontend_outcome)
 
     async def index(request: Request) -> JSONResponse:
         return JSONResponse({"agui": str(request.url_for("agui", path="/")), "try": HELP})
@@ -31,7 +40,7 @@ def build_app(db_path: str = "demo.db") -> Starlette:
         await adapter.aclose()
 
     return Starlette(
-        routes=[Route("/", index), Mount("/agui", app=create_app(adapter), name="agui")],
+        routes=[Route("/", index), Mount("/agui", app=create_app(adapter, inspector=inspector), name="agui")],
         lifespan=lifespan,
     )
 
@@ -42,13 +51,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns")
+    parser.add_argument(
+        "--frontend-outcome",
+        choices=["interrupt", "pending"],
+        default="interrupt",
+        help="how a client-tool call ends the run; 'pending' for clients older than AG-UI 1.0",
+    )
+    parser.add_argument("--inspector", action="store_true", help="serve the agui-inspector page at /agui/inspector/")
     args = parser.parse_args(argv)
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit("The demo needs uvicorn: pip install -e '.[demo]'") from exc
     print(f"AG-UI endpoint: http://{args.host}:{args.port}/agui")
-    uvicorn.run(build_app(args.db), host=args.host, port=args.port)
+    if args.inspector:
+        print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
+    app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector)
+    uvicorn.run(app, host=args.host, port=args.port)
 
 
 if __name__ == "__main__":

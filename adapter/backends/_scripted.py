@@ -29,10 +29,8 @@ class Call:
 
     def render(self, progress: Progress) -> ToolCall:
         """The call with its arguments filled in, under a fresh id."""
-        match = progress.match
         raw = self.arguments(progress) if callable(self.arguments) else self.arguments
-        groups = {str(i): g or "" for i, g in enumerate((match.group(0), *match.groups()))}
-        groups.update({k: v or "" for k, v in match.groupdict().items()})
+        groups = _groups(progress.match)
         filled = {k: _fill(v, groups) if isinstance(v, str) else v for k, v in raw.items()}
         return ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=self.name, arguments=json.dumps(filled))
 
@@ -85,7 +83,8 @@ class Rule:
     """When the latest user message matches `pattern`, make `steps` of calls, then say `reply`.
 
     Each step's calls are made together (in parallel); the next step comes once they are all
-    answered. A declined, cancelled or failed call skips the remaining steps.
+    answered. A declined, cancelled or failed call skips the remaining steps. A string reply may
+    name the pattern's groups, like a call's arguments: "{1}", "{order}".
     """
 
     pattern: str
@@ -140,6 +139,12 @@ class ScriptedBackend:
         return _render(self.fallback, Progress(everything, _outcomes(since), request)), []
 
 
+def _groups(match: re.Match[str]) -> dict[str, str]:
+    groups = {str(i): g or "" for i, g in enumerate((match.group(0), *match.groups()))}
+    groups.update({k: v or "" for k, v in match.groupdict().items()})
+    return groups
+
+
 def _fill(template: str, groups: Mapping[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: groups.get(m[1], m[0]), template)
 
@@ -167,7 +172,7 @@ def _render(reply: Reply | None, progress: Progress) -> str:
         return summarize(progress)
     if callable(reply):
         return reply(progress)
-    return reply
+    return _fill(reply, _groups(progress.match))
 
 
 def _latest_user_turn(messages: Sequence[Message]) -> tuple[str, list[Message]]:

@@ -1,0 +1,45 @@
+"""The demo app (`examples.demo.build_app`) served by uvicorn on 127.0.0.1, for tests that drive it from outside.
+
+Unlike conftest's `serve`, the app runs its lifespan, so the demo's adapter and store close as in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from examples.demo import build_app
+
+_BOUND = 10.0  # seconds a start or a stop may take
+
+
+@contextlib.contextmanager
+def serve_demo(db_path: Path, **options: Any) -> Iterator[str]:
+    """Serve `build_app(db_path, **options)` on a free port; yields the base URL, e.g. http://127.0.0.1:PORT."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(build_app(str(db_path), **options), log_level="warning", ws="none", http="h11")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"demo-{port}")
+    thread.start()
+    try:
+        deadline = time.monotonic() + _BOUND
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise RuntimeError("the demo server did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(_BOUND)
+        sock.close()
+        assert not thread.is_alive(), "the demo server did not stop"

@@ -1,0 +1,88 @@
+"""What a backend may yield beyond text and tool calls: its own tool calls, passthrough events, its own interrupts."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from ag_ui.core import Interrupt, ResumeEntry, StateSnapshotEvent, StepStartedEvent, ToolMessage
+from agui import new_id, resolved, run_input, user
+
+from adapter import Adapter, ModelRequest, TextDelta
+from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough
+
+if TYPE_CHECKING:
+    from conftest import Serve
+
+
+class SelfServingAgent:
+    """Runs its own `search` tool, speaks after it, then stops on an interrupt of its own until answered."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        self.requests.append(request)
+        if request.resume:
+            (entry,) = request.resume
+            yield TextDelta(f"You chose {entry.payload['plan']}.")
+            return
+        yield Passthrough(StateSnapshotEvent(snapshot={"phase": "searching"}))
+        yield TextDelta("Searching. ")
+        yield ExecutedToolCall("call_search", "search", '{"q": "plans"}', '["basic", "pro"]')
+        yield TextDelta("Two plans found.")
+        choose = Interrupt(id="up-int-1", reason="acme:choose_plan", response_schema={"type": "object"})
+        yield BackendInterrupt([choose])
+
+
+class BreaksInsideAStep:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield Passthrough(StepStartedEvent(step_name="plan"))
+        yield TextDelta("Thinking")
+        raise ConnectionError("upstream went away")
+
+
+async def test_a_backends_own_tools_and_interrupts_round_trip(serve: Serve) -> None:
+    agent = SelfServingAgent()
+    served = await serve(Adapter(agent))
+    thread = served.client.thread()
+
+    first = await thread.say("pick a plan")
+
+    assert first.types[:3] == ["RUN_STARTED", "STATE_SNAPSHOT", "TEXT_MESSAGE_START"]
+    (result,) = first.of("TOOL_CALL_RESULT")
+    assert result["toolCallId"] == "call_search"
+    starts = first.of("TEXT_MESSAGE_START")
+    assert len(starts) == 2 and starts[0]["messageId"] != starts[1]["messageId"]  # never reopened
+    assert first.outcome == {
+        "type": "interrupt",
+        "interrupts": [{"id": "up-int-1", "reason": "acme:choose_plan", "responseSchema": {"type": "object"}}],
+    }
+
+    second = await thread.resume({**resolved("up-int-1", {"plan": "pro"}), "metadata": {"by": "me"}})
+
+    assert second.outcome == {"type": "success"}
+    assert "You chose pro." in second.text
+    forwarded = agent.requests[-1].resume
+    assert list(forwarded) == [
+        ResumeEntry(interrupt_id="up-int-1", status="resolved", payload={"plan": "pro"}, metadata={"by": "me"})
+    ]
+    answers = [m for m in agent.requests[-1].messages if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.content) for m in answers] == [("call_search", '["basic", "pro"]')]
+
+
+async def test_a_failing_backend_closes_what_its_passthrough_events_opened(serve: Serve) -> None:
+    served = await serve(Adapter(BreaksInsideAStep()))
+
+    reply = await served.client.post(run_input(new_id("thread"), [user("go")]))
+
+    assert reply.types == [
+        "RUN_STARTED",
+        "STEP_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "STEP_FINISHED",
+        "RUN_ERROR",
+    ]
+    assert reply.error["code"] == "BACKEND_ERROR"
