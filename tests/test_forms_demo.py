@@ -6,19 +6,26 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from agui import assert_clean_stream, resolved, run_input, user
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, cards
-from starlette.testclient import TestClient
 
 from examples.demo import build_app
+from examples.demo_agent import HELP
 from examples.meeting_room import MEETING_FORM
 from examples.support_ticket import SUPPORT_TICKET_FORM
 
 
-def post(http: TestClient, body: dict[str, Any], *, resumed: bool = False) -> list[dict[str, Any]]:
-    """One finite run; TestClient buffers the stream, which is all this needs."""
-    response = http.post("/agui/", json=body)
+def demo(tmp_path: Path) -> httpx.AsyncClient:
+    """The demo app in process; ASGITransport buffers each stream, which is all a finite run needs."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=build_app(str(tmp_path / "demo.db"))), base_url="http://demo"
+    )
+
+
+async def post(http: httpx.AsyncClient, body: dict[str, Any], *, resumed: bool = False) -> list[dict[str, Any]]:
+    response = await http.post("/agui/", json=body)
     assert response.status_code == 200
     return assert_clean_stream(response.content, resumed=resumed)
 
@@ -35,16 +42,16 @@ def outcome(events: list[dict[str, Any]]) -> dict[str, Any]:
         pytest.param("track my parcel", {"type": "string"}, "订单号是 O-1001", False, "O-1001", id="plain-text"),
     ],
 )
-def test_the_demo_asks_and_continues(
+async def test_the_demo_asks_and_continues(
     tmp_path: Path, text: str, schema: dict[str, Any], answer: Any, has_card: bool, expect: str
 ) -> None:
-    with TestClient(build_app(str(tmp_path / "demo.db"))) as http:
-        asked = post(http, run_input("t-demo", [user(text)]))
+    async with demo(tmp_path) as http:
+        asked = await post(http, run_input("t-demo", [user(text)]))
         (interrupt,) = outcome(asked)["interrupts"]
-        waiting = http.get("/agui/threads/t-demo").json()
+        waiting = (await http.get("/agui/threads/t-demo")).json()
 
-        done = post(http, run_input("t-demo", [], resume=[resolved(interrupt["id"], answer)]), resumed=True)
-        restored = http.get("/agui/threads/t-demo").json()
+        done = await post(http, run_input("t-demo", [], resume=[resolved(interrupt["id"], answer)]), resumed=True)
+        restored = (await http.get("/agui/threads/t-demo")).json()
 
     assert (interrupt["reason"], interrupt["responseSchema"]) == ("input_required", schema)
     assert waiting["interrupts"] == [interrupt]
@@ -55,13 +62,12 @@ def test_the_demo_asks_and_continues(
     assert [c["content"]["status"] for c in cards(restored["messages"])] == (["SUBMITTED"] if has_card else [])
 
 
-def test_the_demo_keeps_its_other_scenarios_and_lists_the_new_phrases(tmp_path: Path) -> None:
-    with TestClient(build_app(str(tmp_path / "demo.db"))) as http:
-        looked_up = post(http, run_input("t-lookup", [user("look up order A100")]))
-        index = http.get("/").json()
+async def test_the_demo_keeps_its_other_scenarios_and_lists_the_new_phrases(tmp_path: Path) -> None:
+    async with demo(tmp_path) as http:
+        looked_up = await post(http, run_input("t-lookup", [user("look up order A100")]))
 
     assert outcome(looked_up) == {"type": "success"}
     result = next(e for e in looked_up if e["type"] == "TOOL_CALL_RESULT")
     assert json.loads(result["content"])["orderId"] == "A100"
     for phrase in ("book a meeting room", "create a high priority login incident ticket", "track my parcel"):
-        assert phrase in index["try"]
+        assert phrase in HELP
