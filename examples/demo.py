@@ -1,13 +1,15 @@
 """Run the demo server: `python -m examples.demo` serves the adapter at http://127.0.0.1:8000/agui.
 
 A ScriptedBackend plays the model and SQLite keeps suspended turns, so no key and no service is needed.
+OPENAI_BASE_URL or AGUI_UPSTREAM_URL puts a real agent behind it instead (see `examples/backend_choice.py`).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from typing import Literal, TypeAlias
 
 from starlette.applications import Starlette
@@ -16,19 +18,26 @@ from starlette.responses import JSONResponse
 from starlette.routing import Mount, Route
 
 from adapter import Adapter, SQLiteStore, create_app
-from examples.demo_agent import HELP, backend, forms, tools
+from examples.backend_choice import choose_backend, close_backend
+from examples.demo_agent import HELP, forms, tools
 
 FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
 
 
 def build_app(
-    db_path: str = "demo.db", *, frontend_outcome: FrontendOutcome = "interrupt", inspector: bool = False
+    db_path: str = "demo.db",
+    *,
+    frontend_outcome: FrontendOutcome = "interrupt",
+    inspector: bool = False,
+    environ: Mapping[str, str] | None = None,
 ) -> Starlette:
     """The demo app: the adapter mounted at /agui, and a small index at /.
 
     `frontend_outcome="pending"` serves clients older than AG-UI 1.0 (see the README's Interop section);
-    `inspector=True` serves the agui-inspector page at /agui/inspector/.
+    `inspector=True` serves the agui-inspector page at /agui/inspector/;
+    `environ` may put a real agent behind it (`examples/backend_choice.py`).
     """
+    backend = choose_backend(environ or {})
     adapter = Adapter(backend, tools=tools, forms=forms, store=SQLiteStore(db_path), frontend_outcome=frontend_outcome)
 
     async def index(request: Request) -> JSONResponse:
@@ -38,6 +47,7 @@ def build_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
         await adapter.aclose()
+        await close_backend(backend)
 
     return Starlette(
         routes=[Route("/", index), Mount("/agui", app=create_app(adapter, inspector=inspector), name="agui")],
@@ -66,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"AG-UI endpoint: http://{args.host}:{args.port}/agui")
     if args.inspector:
         print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
-    app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector)
+    app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector, environ=os.environ)
     uvicorn.run(app, host=args.host, port=args.port)
 
 

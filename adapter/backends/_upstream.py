@@ -1,0 +1,165 @@
+"""`AGUIUpstream`: an agent that already speaks AG-UI (LangGraph, Pydantic AI, CrewAI ...), wrapped.
+
+Each step is one upstream run. The upstream gets the conversation and every tool of the request as
+client tools: it calls them and ends its run leaving them pending, and the engine then runs the
+server tools or suspends on the client ones. Its answer comes back as a ToolMessage in the next
+upstream run's `messages`. The upstream's own tools run upstream; their calls and results are recorded.
+How its events become items is described in `_upstream_events`.
+
+    HTTP status other than 2xx, a body that is not an event stream,
+    a broken connection, a timeout, an invalid event, no terminal event,
+    the upstream's RUN_ERROR or a cancelled outcome                        -> UPSTREAM_ERROR
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Final
+
+import httpx
+from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+
+from adapter._errors import ConfigurationError
+from adapter._types import BackendItem, ModelRequest
+from adapter.backends._openai import DEFAULT, UseDefault
+from adapter.backends._openai_errors import Redactor, read_bounded
+from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
+from adapter.backends._upstream_events import EventReader, read_items, upstream_error
+
+log = logging.getLogger("adapter.backends.upstream")
+
+DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
+"""For a client the backend owns: 10 s to connect, 120 s between two reads (a keep-alive comment counts)."""
+
+_APP_URL = "http://upstream/"
+
+
+class AGUIUpstream:
+    """A backend that forwards each step to an AG-UI agent and streams its events back.
+
+    Args:
+        target: The agent's run endpoint, e.g. "https://agents.internal/support", or an ASGI app in this
+            process (run at its root path, `/`; its response streams as it is sent).
+        client: An `httpx.AsyncClient` the caller owns and closes; only with a URL target. Not given: the
+            backend makes one and closes it in `aclose()`.
+        headers: Extra headers for every request (credentials for the upstream); their values are redacted
+            from error messages.
+        timeout: Per-request timeout. Not given: the client's own, or `DEFAULT_TIMEOUT` for an owned one.
+    """
+
+    def __init__(
+        self,
+        target: str | ASGIApp,
+        *,
+        client: httpx.AsyncClient | UseDefault = DEFAULT,
+        headers: Mapping[str, str] | None = None,
+        timeout: float | httpx.Timeout | None | UseDefault = DEFAULT,
+    ) -> None:
+        self._headers = {"accept": "text/event-stream", "content-type": "application/json"} | dict(headers or {})
+        self._redact = Redactor.of(_secrets(headers or {}))
+        self._app = None if isinstance(target, str) else target
+        if isinstance(target, str):
+            self._url = _endpoint(target)
+        elif not isinstance(client, UseDefault):
+            raise ConfigurationError("an injected client needs a URL target; an ASGI app target gets its own client")
+        else:
+            self._url = httpx.URL(_APP_URL)
+        self._owns_client = isinstance(client, UseDefault)
+        if isinstance(client, UseDefault):
+            transport = StreamingASGITransport(self._app) if self._app is not None else None
+            owned_timeout = DEFAULT_TIMEOUT if isinstance(timeout, UseDefault) else timeout
+            client = httpx.AsyncClient(transport=transport, timeout=owned_timeout)
+        self._client = client
+        self._timeout = httpx.USE_CLIENT_DEFAULT if isinstance(timeout, UseDefault) else timeout
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client requests go through: the injected one, or the one the backend owns."""
+        return self._client
+
+    def __repr__(self) -> str:
+        if self._app is not None:
+            return f"AGUIUpstream(app={self._app!r})"
+        return f"AGUIUpstream(url={_shown(self._url)!r})"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        """Run the upstream agent once and stream its step: text, calls, passthrough events, interrupts."""
+        body = self.run_input(request).model_dump_json(by_alias=True, exclude_none=True)
+        reader = EventReader(frozenset(tool.name for tool in request.tools), self._redact)
+        try:
+            async with self._client.stream(
+                "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
+            ) as response:
+                await self._check(response)
+                async for item in read_items(response.aiter_lines(), reader):
+                    yield item
+        except httpx.TimeoutException as exc:
+            raise upstream_error("The upstream agent did not answer in time.") from exc
+        except httpx.HTTPError as exc:
+            raise upstream_error("The connection to the upstream agent failed.") from exc
+
+    def run_input(self, request: ModelRequest) -> RunAgentInput:
+        """The input of the upstream run for one step, under a fresh run id of its own."""
+        suffix = uuid.uuid4().hex[:16]
+        return RunAgentInput(
+            thread_id=request.thread_id,
+            run_id=f"{request.run_id}.{suffix}" if request.run_id else f"run.{suffix}",
+            parent_run_id=request.run_id or None,
+            protocol_version=PROTOCOL_VERSION,
+            messages=list(request.messages),
+            tools=list(request.tools),
+            context=list(request.context),
+            state=request.state,
+            resume=list(request.resume) or None,
+        )
+
+    async def _check(self, response: httpx.Response) -> None:
+        status = response.status_code
+        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+        if response.is_success and media_type == "text/event-stream":
+            return
+        detail = self._redact((await read_bounded(response)).decode("utf-8", errors="replace"))
+        log.warning("the upstream agent answered HTTP %d (%s): %s", status, media_type or "no content type", detail)
+        if status in (401, 403):
+            raise upstream_error(f"The upstream agent refused the credentials (HTTP {status}).")
+        if 400 <= status < 500:
+            raise upstream_error(f"The upstream agent rejected the request (HTTP {status}).")
+        if not response.is_success:
+            raise upstream_error(f"The upstream agent failed (HTTP {status}).")
+        raise upstream_error("The upstream agent did not answer with an event stream.")
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if the backend made it; an injected client is left to its owner."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> AGUIUpstream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+def _secrets(headers: Mapping[str, str]) -> list[str]:
+    """Each header value, and its credential alone ("Bearer tok" -> "tok"), as the upstream might echo it."""
+    return [part for value in headers.values() for part in (value, *value.split()[1:])]
+
+
+def _endpoint(target: str) -> httpx.URL:
+    try:
+        url = httpx.URL(target)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError("target is not a valid URL") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError("target must be an http:// or https:// URL, or an ASGI app")
+    return url
+
+
+def _shown(url: httpx.URL) -> str:
+    """The endpoint without credentials or query, for repr."""
+    return f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{url.path}"

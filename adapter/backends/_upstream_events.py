@@ -1,0 +1,287 @@
+"""An upstream AG-UI agent's event stream as backend items, read as it arrives.
+
+    RUN_STARTED, TEXT_MESSAGE_START/END      consumed
+    TEXT_MESSAGE_CONTENT, TEXT_MESSAGE_CHUNK  TextDelta for assistant text (the engine mints its own message ids)
+    TOOL_CALL_START/ARGS/END, TOOL_CALL_CHUNK buffered by toolCallId; when the call ends:
+        a tool named in the request           -> ToolCall: the engine runs it or suspends on it
+        any other tool (the upstream's own)    -> ExecutedToolCall, once its TOOL_CALL_RESULT arrives
+    STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
+    REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
+    MESSAGES_SNAPSHOT                         dropped: the engine's conversation is the truth
+    SUBAGENT_*, any event a subagent made     dropped
+    RUN_FINISHED                              the end: an own call still without a result gets an error
+                                              result ("interrupted" when an interrupt names it, "no result"
+                                              otherwise); an interrupt outcome -> BackendInterrupt; usage -> Usage
+    RUN_ERROR, a cancelled outcome            BackendError
+
+Every failure is a `BackendError` with code `UPSTREAM_ERROR` and a message that is safe to show.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from ag_ui.core import (
+    BaseEvent,
+    Event,
+    EventType,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
+    TextMessageChunkEvent,
+    TextMessageContentEvent,
+    TextMessageStartEvent,
+    ToolCallArgsEvent,
+    ToolCallChunkEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ToolCallStartEvent,
+)
+from pydantic import TypeAdapter, ValidationError
+
+from adapter._errors import BackendError
+from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough, TextDelta, ToolCall, Usage
+from adapter.backends._openai_errors import Redactor
+
+log = logging.getLogger("adapter.backends.upstream")
+
+UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
+NO_RESULT: Final = "The upstream agent returned no result for this call."
+ASKED: Final = "The upstream agent stopped to ask about this call before running it."
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+_PASSTHROUGH = frozenset(
+    {
+        EventType.STATE_SNAPSHOT,
+        EventType.STATE_DELTA,
+        EventType.STEP_STARTED,
+        EventType.STEP_FINISHED,
+        EventType.REASONING_START,
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_CONTENT,
+        EventType.REASONING_MESSAGE_END,
+        EventType.REASONING_MESSAGE_CHUNK,
+        EventType.REASONING_END,
+        EventType.ACTIVITY_SNAPSHOT,
+        EventType.ACTIVITY_DELTA,
+        EventType.CUSTOM,
+        EventType.RAW,
+    }
+)
+_SUBAGENT = frozenset({EventType.SUBAGENT_STARTED, EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR})
+_SHOWN_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+
+
+def upstream_error(message: str) -> BackendError:
+    """A failure of the upstream agent, as the engine reports it."""
+    return BackendError(message, code=UPSTREAM_ERROR)
+
+
+@dataclass(slots=True)
+class _Call:
+    id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    result: str | None = None
+
+    def executed(self, content: str, error: str | None = None) -> ExecutedToolCall:
+        return ExecutedToolCall(self.id, self.name, "".join(self.arguments), content, error)
+
+
+@dataclass(slots=True)
+class EventReader:
+    """Turns one upstream run's events into the items of one step."""
+
+    engine_tools: frozenset[str]
+    """The tools the request named: calls to them are the engine's to dispatch."""
+    redact: Redactor = field(default_factory=Redactor)
+    finished: bool = False
+    open_calls: dict[str, _Call] = field(default_factory=dict)
+    """Calls started and not yet ended."""
+    awaiting: dict[str, _Call] = field(default_factory=dict)
+    """The upstream's own calls that ended and wait for their result."""
+    chunked: str | None = None
+    """The call that TOOL_CALL_CHUNK events are building, ended by any other event."""
+    text_roles: dict[str, str] = field(default_factory=dict)
+
+    def feed(self, event: BaseEvent) -> list[BackendItem]:
+        """The items one event completes."""
+        items: list[BackendItem] = []
+        if self.chunked is not None and event.type != EventType.TOOL_CALL_CHUNK:
+            items += self._end(self.chunked)
+        if event.type in _SUBAGENT or getattr(event, "subagent_run_id", None) is not None:
+            return items
+        if event.type in _PASSTHROUGH:
+            return [*items, Passthrough(event)]
+        handler = _HANDLERS.get(event.type)
+        return items + handler(self, event) if handler else items
+
+    def handle_text_start(self, event: TextMessageStartEvent) -> list[BackendItem]:
+        self.text_roles[event.message_id] = event.role or "assistant"
+        return []
+
+    def handle_text_content(self, event: TextMessageContentEvent) -> list[BackendItem]:
+        return self._text(event.message_id, event.delta)
+
+    def handle_text_chunk(self, event: TextMessageChunkEvent) -> list[BackendItem]:
+        if event.message_id is not None and event.role is not None:
+            self.text_roles.setdefault(event.message_id, event.role)
+        return self._text(event.message_id, event.delta or "")
+
+    def handle_call_start(self, event: ToolCallStartEvent) -> list[BackendItem]:
+        self.open_calls[event.tool_call_id] = _Call(event.tool_call_id, event.tool_call_name)
+        return []
+
+    def handle_call_args(self, event: ToolCallArgsEvent) -> list[BackendItem]:
+        self._open(event.tool_call_id).arguments.append(event.delta)
+        return []
+
+    def handle_call_end(self, event: ToolCallEndEvent) -> list[BackendItem]:
+        return self._end(event.tool_call_id)
+
+    def handle_call_chunk(self, event: ToolCallChunkEvent) -> list[BackendItem]:
+        items: list[BackendItem] = []
+        call_id = event.tool_call_id or self.chunked
+        if call_id is None:
+            raise upstream_error("The upstream agent sent a tool-call chunk that names no call.")
+        if self.chunked is not None and call_id != self.chunked:
+            items += self._end(self.chunked)
+        if call_id not in self.open_calls:
+            if not event.tool_call_name:
+                raise upstream_error("The upstream agent started a tool call without a name.")
+            self.open_calls[call_id] = _Call(call_id, event.tool_call_name)
+        self.chunked = call_id
+        self.open_calls[call_id].arguments.append(event.delta or "")
+        return items
+
+    def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
+        content = _content(event.content)
+        if event.tool_call_id in self.awaiting:
+            return [self.awaiting.pop(event.tool_call_id).executed(content)]
+        if event.tool_call_id in self.open_calls:
+            self.open_calls[event.tool_call_id].result = content  # a result before its call's END
+        else:
+            log.debug("ignored the upstream's result for call %s, not its own call of this run", event.tool_call_id)
+        return []
+
+    def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
+        self.finished = True
+        if self.open_calls:
+            raise upstream_error("The upstream agent finished its run with a tool call still open.")
+        outcome = event.outcome or RunFinishedSuccessOutcome()
+        if outcome.type == "cancelled":
+            raise upstream_error("The upstream agent cancelled its run.")
+        interrupts = list(outcome.interrupts) if isinstance(outcome, RunFinishedInterruptOutcome) else []
+        asked_about = {interrupt.tool_call_id for interrupt in interrupts}
+        items: list[BackendItem] = [
+            call.executed(ASKED, "interrupted") if call.id in asked_about else call.executed(NO_RESULT, "no result")
+            for call in self.awaiting.values()
+        ]
+        self.awaiting.clear()
+        if interrupts:
+            items.append(BackendInterrupt(interrupts))
+        for usage in event.usage or []:
+            if usage.input_tokens is not None and usage.output_tokens is not None:
+                items.append(Usage(usage.input_tokens, usage.output_tokens, usage.provider, usage.model))
+        return items
+
+    def handle_run_error(self, event: RunErrorEvent) -> list[BackendItem]:
+        self.finished = True
+        detail = self.redact(event.message.strip().splitlines()[0] if event.message.strip() else "")
+        raise upstream_error(f"The upstream agent failed: {detail or 'no details'}")
+
+    def _text(self, message_id: str | None, delta: str) -> list[BackendItem]:
+        role = self.text_roles.get(message_id or "", "assistant")
+        return [TextDelta(delta)] if delta and role == "assistant" else []
+
+    def _open(self, call_id: str) -> _Call:
+        call = self.open_calls.get(call_id)
+        if call is None:
+            raise upstream_error("The upstream agent sent tool-call arguments for a call it never started.")
+        return call
+
+    def _end(self, call_id: str) -> list[BackendItem]:
+        if self.chunked == call_id:
+            self.chunked = None
+        call = self.open_calls.pop(call_id, None)
+        if call is None:
+            raise upstream_error("The upstream agent ended a tool call it never started.")
+        if call.name in self.engine_tools:
+            return [ToolCall(call.id, call.name, "".join(call.arguments) or "{}")]
+        if call.result is not None:
+            return [call.executed(call.result)]
+        self.awaiting[call.id] = call
+        return []
+
+
+_HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
+    EventType.TEXT_MESSAGE_START: EventReader.handle_text_start,
+    EventType.TEXT_MESSAGE_CONTENT: EventReader.handle_text_content,
+    EventType.TEXT_MESSAGE_CHUNK: EventReader.handle_text_chunk,
+    EventType.TOOL_CALL_START: EventReader.handle_call_start,
+    EventType.TOOL_CALL_ARGS: EventReader.handle_call_args,
+    EventType.TOOL_CALL_END: EventReader.handle_call_end,
+    EventType.TOOL_CALL_CHUNK: EventReader.handle_call_chunk,
+    EventType.TOOL_CALL_RESULT: EventReader.handle_call_result,
+    EventType.RUN_FINISHED: EventReader.handle_run_finished,
+    EventType.RUN_ERROR: EventReader.handle_run_error,
+}
+
+
+async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
+    """Stream the items of one upstream run from the lines of its SSE body, up to its terminal event."""
+    async with aclosing(sse_data(lines)) as frames:
+        async for data in frames:
+            for item in reader.feed(parse_event(data)):
+                yield item
+            if reader.finished:
+                return
+    raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
+
+
+async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """The data of each server-sent event; comments and other fields are skipped, as the SSE spec says."""
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        name, _, value = line.partition(":")
+        if name == "data":
+            data.append(value.removeprefix(" "))
+    if data:
+        yield "\n".join(data)
+
+
+def parse_event(data: str) -> BaseEvent:
+    """One AG-UI event, validated against the protocol's models."""
+    try:
+        document = json.loads(data)
+    except ValueError:
+        raise upstream_error("The upstream agent sent an event that is not JSON.") from None
+    try:
+        event: BaseEvent = _EVENT.validate_python(document)
+    except ValidationError:
+        raise upstream_error(f"The upstream agent sent an invalid {_shown_type(document)}.") from None
+    return event
+
+
+def _shown_type(document: Any) -> str:
+    kind = document.get("type") if isinstance(document, dict) else None
+    if isinstance(kind, str) and 0 < len(kind) <= 40 and set(kind) <= _SHOWN_TYPE_CHARS:
+        return f"{kind} event"
+    return "event"
+
+
+def _content(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return json.dumps([part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in content])
