@@ -1,4 +1,4 @@
-"""Run the demo server: `python -m examples.demo` serves the adapter at http://127.0.0.1:8000/agui.
+"""Run the demo server: `python -m examples.demo` serves the page at http://127.0.0.1:8000/ and the adapter at /agui.
 
 A ScriptedBackend plays the model and SQLite keeps suspended turns, so no key and no service is needed.
 OPENAI_BASE_URL or AGUI_UPSTREAM_URL puts a real agent behind it instead (see `examples/backend_choice.py`).
@@ -10,16 +10,22 @@ import argparse
 import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
 from typing import Literal, TypeAlias
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
-from adapter import Adapter, SQLiteStore, create_app
+from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app
+from examples import form_assist
 from examples.backend_choice import choose_backend, close_backend
-from examples.demo_agent import HELP, forms, tools
+from examples.demo_agent import HELP, RULES, forms, tools
+
+WEB = Path(__file__).parent / "web"
+"""The demo page: plain HTML, CSS and ES modules, served as they are."""
 
 FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
 
@@ -31,17 +37,26 @@ def build_app(
     inspector: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Starlette:
-    """The demo app: the adapter mounted at /agui, and a small index at /.
+    """The demo app: the page at / (a JSON hint for non-browsers), its files under /static, the adapter at /agui.
 
     `frontend_outcome="pending"` serves clients older than AG-UI 1.0 (see the README's Interop section);
     `inspector=True` serves the agui-inspector page at /agui/inspector/;
     `environ` may put a real agent behind it (`examples/backend_choice.py`).
     """
-    backend = choose_backend(environ or {})
-    adapter = Adapter(backend, tools=tools, forms=forms, store=SQLiteStore(db_path), frontend_outcome=frontend_outcome)
+    scripted = ScriptedBackend([*form_assist.RULES, *RULES], fallback=f"{HELP} {form_assist.HELP}")
+    backend = choose_backend(environ or {}, scripted=scripted)
+    adapter = Adapter(
+        backend,
+        tools=[*tools, *form_assist.TOOLS],
+        forms=forms,
+        store=SQLiteStore(db_path),
+        frontend_outcome=frontend_outcome,
+    )
 
-    async def index(request: Request) -> JSONResponse:
-        return JSONResponse({"agui": str(request.url_for("agui", path="/")), "try": HELP})
+    async def index(request: Request) -> Response:
+        if "text/html" in request.headers.get("accept", ""):  # a browser gets the page, an API client the hint
+            return FileResponse(WEB / "index.html", headers={"Cache-Control": "no-cache"})
+        return JSONResponse({"agui": str(request.url_for("agui", path="/")), "page": "/", "try": HELP})
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -50,7 +65,11 @@ def build_app(
         await close_backend(backend)
 
     return Starlette(
-        routes=[Route("/", index), Mount("/agui", app=create_app(adapter, inspector=inspector), name="agui")],
+        routes=[
+            Route("/", index),
+            Mount("/static", app=StaticFiles(directory=WEB), name="static"),
+            Mount("/agui", app=create_app(adapter, inspector=inspector), name="agui"),
+        ],
         lifespan=lifespan,
     )
 
@@ -73,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit("The demo needs uvicorn: pip install -e '.[demo]'") from exc
-    print(f"AG-UI endpoint: http://{args.host}:{args.port}/agui")
+    print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
     if args.inspector:
         print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
     app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector, environ=os.environ)

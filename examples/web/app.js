@@ -1,0 +1,272 @@
+// The demo page: a chat with the agent on the left, the app (form draft, orders, settings) on the right.
+//
+//   send message -> run -> events update the conversation -> RUN_FINISHED
+//     outcome "interrupt": one card per interrupt; the page runs its own tools at once, a person
+//     answers the rest; once every interrupt has an answer, ONE resume run carries them all.
+
+import { AguiHttpError, getCapabilities, getThread, newId, runAgent } from "./agui-client.js";
+import { applyEvent, callArguments, findCall, sendable } from "./messages.js";
+import { ChatView } from "./chat-view.js";
+import { InterruptCard, isExpired, kindOf } from "./interrupts.js";
+import { CLIENT_TOOLS, toolbox } from "./tools.js";
+import { Draft } from "./form-draft.js";
+import { draftPanel, setUpTabs, showPage, toast } from "./panel.js";
+
+const API = new URL("agui", document.baseURI).pathname;
+const KEY = "agui-demo";
+const $ = (selector) => document.querySelector(selector);
+
+const state = {
+  threadId: localStorage.getItem(`${KEY}:thread`) ?? newId("thread"),
+  messages: [],
+  notes: [],
+  cards: new Map(), // by tool call id (or interrupt id when there is no call)
+  pending: [], // the open interrupts of the last run: {interrupt, toolName, args, kind, card, entry}
+  running: false,
+  serverTools: new Map(),
+};
+localStorage.setItem(`${KEY}:thread`, state.threadId);
+
+const draft = new Draft(`${KEY}:draft:${state.threadId}`);
+const tools = toolbox({ showPage, toast, draft });
+const view = new ChatView($("#log"));
+
+// ---- rendering ----------------------------------------------------------------------------------
+
+let frame = 0;
+function render() {
+  if (!frame) frame = requestAnimationFrame(renderNow);
+}
+
+function renderNow() {
+  frame = 0;
+  view.render(state);
+  const waiting = state.pending.some((r) => !r.entry);
+  const busy = state.running || state.pending.length > 0;
+  $("#message").disabled = busy;
+  $("#send").disabled = busy;
+  $("#message").placeholder = waiting
+    ? "Answer the request above first (or cancel it)."
+    : state.running
+      ? "The agent is working…"
+      : "Message the agent…";
+  for (const chip of document.querySelectorAll(".suggestions button")) chip.disabled = busy;
+  $("#status").textContent = state.running ? "running" : waiting ? "waiting for you" : "idle";
+  $("#status").dataset.state = state.running ? "running" : waiting ? "waiting" : "idle";
+}
+
+function note(kind, text, code) {
+  const after = state.messages.at(-1)?.id ?? null;
+  state.notes.push({ id: newId("note"), after, kind, text, code });
+  render();
+}
+
+// ---- runs ---------------------------------------------------------------------------------------
+
+async function send(text) {
+  state.messages.push({ id: newId("user"), role: "user", content: text });
+  render();
+  const terminal = await run({});
+  await settle(terminal, { resuming: false });
+}
+
+/** One run: stream its events into the conversation; returns the terminal event (or null). */
+async function run(extra) {
+  const input = {
+    threadId: state.threadId,
+    runId: newId("run"),
+    state: {},
+    messages: sendable(state.messages),
+    tools: CLIENT_TOOLS,
+    context: [draft.context()],
+    forwardedProps: {},
+    ...extra,
+  };
+  state.running = true;
+  render();
+  let terminal = null;
+  try {
+    for await (const event of runAgent(`${API}/`, input)) {
+      if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") terminal = event;
+      else applyEvent(state.messages, event);
+      render();
+    }
+    if (terminal?.type === "RUN_ERROR") note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
+    if (!terminal) note("error", "The stream ended before the run finished.", "STREAM_ENDED");
+  } catch (error) {
+    if (error instanceof AguiHttpError) note("error", `${error.message} (HTTP ${error.status})`, error.code);
+    else note("error", `Could not reach the agent: ${error.message}`, "NETWORK_ERROR");
+  } finally {
+    state.running = false;
+    render();
+  }
+  return terminal;
+}
+
+async function settle(terminal, { resuming }) {
+  if (terminal?.type !== "RUN_FINISHED") {
+    if (resuming) await afterRefusedResume();
+    return;
+  }
+  if (resuming) closeBatch();
+  const outcome = terminal.outcome ?? { type: "success" };
+  if (outcome.type === "interrupt") openBatch(outcome.interrupts ?? []);
+  else if (outcome.pendingToolCallIds?.length) note("info", "The run left tool calls pending; this page answers interrupts only.");
+  else if (outcome.type === "cancelled") note("info", "The agent stopped before it finished (cancelled).");
+}
+
+// ---- interrupts ---------------------------------------------------------------------------------
+
+function openBatch(interrupts) {
+  const saved = loadAnswers();
+  state.pending = interrupts.map((interrupt) => {
+    const call = findCall(state.messages, interrupt.toolCallId);
+    const callName = call?.function?.name;
+    const record = {
+      interrupt,
+      toolName: interrupt.metadata?.toolName ?? callName,
+      args: callArguments(call),
+      kind: kindOf(interrupt, callName),
+      entry: null,
+    };
+    record.card = new InterruptCard(record, {
+      toolParameters: (name) => state.serverTools.get(name),
+      onAnswer: (entry, summary) => answered(record, entry, summary),
+    });
+    state.cards.set(interrupt.toolCallId ?? interrupt.id, record.card);
+    return record;
+  });
+  for (const record of state.pending) {
+    const previous = saved[record.interrupt.id];
+    if (previous) record.card.answered(previous.entry, previous.summary); // never run a tool twice
+    else if (record.kind === "automatic" && !isExpired(record.interrupt)) runPageTool(record);
+  }
+  render();
+}
+
+function runPageTool(record) {
+  let result;
+  try {
+    result = tools.run(record.toolName, record.args);
+  } catch (error) {
+    result = { error: String(error.message ?? error) };
+  }
+  record.card.resolve(result, `Done in this page; the result goes back to the agent.`);
+}
+
+function answered(record, entry, summary) {
+  record.entry = entry;
+  saveAnswers({ ...loadAnswers(), [entry.interruptId]: { entry, summary } });
+  const waiting = state.pending.filter((r) => !r.entry).length;
+  for (const r of state.pending) if (r.entry) r.card.waiting(waiting);
+  render();
+  if (waiting === 0 && !state.running) resume();
+}
+
+async function resume() {
+  const entries = state.pending.map((record) => record.entry);
+  const terminal = await run({ resume: entries });
+  await settle(terminal, { resuming: true });
+}
+
+function closeBatch() {
+  for (const record of state.pending) {
+    record.card.done();
+    // the call's result row says it all once the agent has it; other cards stay as a record of the answer
+    if (record.kind === "automatic") state.cards.delete(record.interrupt.toolCallId ?? record.interrupt.id);
+  }
+  state.pending = [];
+  saveAnswers({});
+}
+
+/** A resume failed: the stored thread says whether the interrupts still wait (then ask again). */
+async function afterRefusedResume() {
+  let thread = null;
+  try {
+    thread = await getThread(API, state.threadId);
+  } catch (error) {
+    note("error", `Could not reload the thread: ${error.message}`, error.code);
+  }
+  const open = new Set((thread?.interrupts ?? []).map((i) => i.id));
+  if (thread && !state.pending.some((r) => open.has(r.interrupt.id))) {
+    closeBatch();
+    state.messages = thread.messages;
+    render();
+    return;
+  }
+  saveAnswers({});
+  for (const record of state.pending) {
+    record.entry = null;
+    record.card.open("The server did not accept these answers (see the error below). Answer again or cancel.");
+  }
+  render();
+}
+
+function loadAnswers() {
+  try {
+    return JSON.parse(localStorage.getItem(`${KEY}:answers:${state.threadId}`) ?? "{}");
+  } catch {
+    return {};
+  }
+}
+
+function saveAnswers(answers) {
+  localStorage.setItem(`${KEY}:answers:${state.threadId}`, JSON.stringify(answers));
+}
+
+// ---- start-up -----------------------------------------------------------------------------------
+
+async function restore() {
+  try {
+    const capabilities = await getCapabilities(API);
+    for (const spec of capabilities.tools?.items ?? []) state.serverTools.set(spec.name, spec.parameters);
+  } catch {
+    // editing falls back to a JSON textarea
+  }
+  let thread = null;
+  try {
+    thread = await getThread(API, state.threadId);
+  } catch (error) {
+    note("error", `Could not load the conversation: ${error.message}`, error.code ?? "NETWORK_ERROR");
+  }
+  if (thread) {
+    state.messages = thread.messages ?? [];
+    if (thread.interrupts?.length) openBatch(thread.interrupts);
+  }
+  render();
+}
+
+function submitted({ values, version }) {
+  const region = { Beijing: "北京", Shanghai: "上海", Guangzhou: "广州" }[values.region] ?? values.region;
+  send(`确认提交：数量 ${values.quantity}，地域 ${region}，用途 ${values.purpose}（第 ${version} 版）`);
+}
+
+function setUp() {
+  setUpTabs();
+  draftPanel($("#draft"), draft, { onSubmit: submitted, canSubmit: () => !state.running && !state.pending.length });
+  $("#thread").textContent = state.threadId;
+  $("#composer").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const text = $("#message").value.trim();
+    if (!text || state.running || state.pending.length) return;
+    $("#message").value = "";
+    send(text);
+  });
+  $("#message").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("#composer").requestSubmit();
+    }
+  });
+  for (const chip of document.querySelectorAll(".suggestions button")) {
+    chip.addEventListener("click", () => !state.running && !state.pending.length && send(chip.textContent.trim()));
+  }
+  $("#new-thread").addEventListener("click", () => {
+    localStorage.removeItem(`${KEY}:thread`);
+    location.reload();
+  });
+  showPage("form");
+  restore();
+}
+
+setUp();

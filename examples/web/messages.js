@@ -1,0 +1,88 @@
+// The conversation as AG-UI messages, kept up to date from a run's events.
+
+/** Apply one event to the message list (in place) and return the list. Unknown events change nothing. */
+export function applyEvent(messages, event) {
+  const handler = HANDLERS[event.type];
+  if (handler) handler(messages, event);
+  return messages;
+}
+
+const HANDLERS = {
+  MESSAGES_SNAPSHOT(messages, event) {
+    messages.splice(0, messages.length, ...structuredClone(event.messages ?? []));
+  },
+  TEXT_MESSAGE_START(messages, event) {
+    ensure(messages, event.messageId, event.role ?? "assistant");
+  },
+  TEXT_MESSAGE_CONTENT(messages, event) {
+    const message = ensure(messages, event.messageId, "assistant");
+    message.content = (message.content ?? "") + (event.delta ?? "");
+  },
+  TEXT_MESSAGE_CHUNK(messages, event) {
+    if (!event.messageId) return;
+    const message = ensure(messages, event.messageId, event.role ?? "assistant");
+    message.content = (message.content ?? "") + (event.delta ?? "");
+  },
+  TOOL_CALL_START(messages, event) {
+    const parentId = event.parentMessageId ?? `parent_${event.toolCallId}`;
+    const parent = ensure(messages, parentId, "assistant");
+    parent.toolCalls ??= [];
+    if (!parent.toolCalls.some((call) => call.id === event.toolCallId)) {
+      parent.toolCalls.push({ id: event.toolCallId, type: "function", function: { name: event.toolCallName, arguments: "" } });
+    }
+  },
+  TOOL_CALL_ARGS(messages, event) {
+    const call = findCall(messages, event.toolCallId);
+    if (call) call.function.arguments += event.delta ?? "";
+  },
+  TOOL_CALL_CHUNK(messages, event) {
+    if (event.toolCallName && !findCall(messages, event.toolCallId)) HANDLERS.TOOL_CALL_START(messages, event);
+    HANDLERS.TOOL_CALL_ARGS(messages, event);
+  },
+  TOOL_CALL_RESULT(messages, event) {
+    if (messages.some((m) => m.id === event.messageId)) return;
+    messages.push({ id: event.messageId, role: "tool", toolCallId: event.toolCallId, content: event.content });
+  },
+  ACTIVITY_SNAPSHOT(messages, event) {
+    const existing = messages.find((m) => m.id === event.messageId);
+    if (existing && event.replace === false) return;
+    const message = { id: event.messageId, role: "activity", activityType: event.activityType, content: event.content };
+    if (existing) Object.assign(existing, message);
+    else messages.push(message);
+  },
+};
+
+function ensure(messages, id, role) {
+  let message = messages.find((m) => m.id === id);
+  if (!message) {
+    message = { id, role };
+    messages.push(message);
+  }
+  return message;
+}
+
+/** The tool call with this id, wherever it is in the conversation. */
+export function findCall(messages, toolCallId) {
+  for (const message of messages) {
+    const call = message.toolCalls?.find((c) => c.id === toolCallId);
+    if (call) return call;
+  }
+  return null;
+}
+
+/** A call's arguments as an object ({} when they are not a JSON object). */
+export function callArguments(call) {
+  try {
+    const parsed = JSON.parse(call?.function?.arguments || "{}");
+    return parsed && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
+/** What to send back to the server: activity cards are the server's own, so they stay out. */
+export function sendable(messages) {
+  return messages
+    .filter((m) => ["user", "assistant", "tool", "system", "developer"].includes(m.role))
+    .map((m) => structuredClone(m));
+}

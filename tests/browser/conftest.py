@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from browserkit import CHROMIUM, CHROMIUM_ARGS, MISSING_BROWSER, MISSING_PLAYWRIGHT, DemoServer
+
+try:
+    from playwright.sync_api import Browser, Page, sync_playwright
+except ImportError:  # a failure below, never a skip
+    sync_playwright = None
+
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
+FAILED = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    if report.when == "call" and report.failed:
+        item.stash[FAILED] = True
+    return report
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
+    """The demo app on a free port, with its own SQLite file; one per test module."""
+    server = DemoServer(tmp_path_factory.mktemp("demo") / "demo.db")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    """Debian's Chromium, headless. Missing Chromium or Playwright fails the tests with how to install it."""
+    if sync_playwright is None:
+        pytest.fail(MISSING_PLAYWRIGHT, pytrace=False)
+    if not CHROMIUM.exists():
+        pytest.fail(MISSING_BROWSER, pytrace=False)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser: Browser, demo: DemoServer, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A fresh page on the demo (its own localStorage, so its own thread); a screenshot if the test fails."""
+    context = browser.new_context(base_url=demo.url, viewport={"width": 1280, "height": 900}, locale="en-US")
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto("/")
+    yield page
+    if request.node.stash.get(FAILED, False):
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=ARTIFACTS / f"{request.node.name}.png", full_page=True)
+    context.close()
+    assert not errors, f"the page threw: {errors}"

@@ -1,0 +1,303 @@
+"""The demo page in Chromium: seed 002's scenarios, forms, reload, errors, narrow screens."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from browserkit import DemoServer
+from playwright.sync_api import Page, Route, expect
+
+ARTIFACTS = Path(__file__).parents[1] / "artifacts"
+
+
+def say(page: Page, text: str) -> None:
+    page.fill("#message", text)
+    page.click("#send")
+
+
+def replies(page: Page) -> Any:
+    return page.locator(".msg.assistant .bubble")
+
+
+def card(page: Page, tool_call_of: str) -> Any:
+    return page.locator(f'.tool-call[data-tool-name="{tool_call_of}"] [data-interrupt]')
+
+
+def thread_id(page: Page) -> str:
+    return page.inner_text("#thread")
+
+
+def test_a_page_tool_runs_in_the_page_and_the_run_resumes(page: Page) -> None:
+    say(page, "go to settings")
+
+    expect(replies(page).last).to_have_text("I opened the settings page for you.")
+    expect(page.locator(".panel")).to_have_attribute("data-current", "settings")
+    expect(page.locator('[data-page="settings"]')).to_be_visible()
+    expect(page.locator('[data-page="form"]')).to_be_hidden()
+    expect(page.locator('.tool-call[data-tool-name="navigate"] .tool-result')).to_contain_text('"opened": "settings"')
+
+    say(page, "toast: hello there")
+
+    expect(page.locator(".toast")).to_have_text("hello there")
+    expect(replies(page).last).to_have_text("Done.")
+
+
+def test_a_confirmation_dialog_answers_the_agent(page: Page) -> None:
+    say(page, "confirm delete report.pdf")
+    dialog = card(page, "confirm_action")
+    expect(dialog).to_contain_text("delete report.pdf")
+    expect(page.locator("#message")).to_be_disabled()
+
+    dialog.get_by_role("button", name="Reject").click()
+
+    expect(replies(page).last).to_have_text("Understood, I will not delete report.pdf.")
+    expect(page.locator(".tool-call[data-tool-name=confirm_action] .tool-result")).to_contain_text('"confirmed": false')
+    expect(page.locator("#message")).to_be_enabled()
+
+
+def test_an_approved_refund_runs_on_the_server(page: Page) -> None:
+    say(page, "refund order A100")
+    approval = card(page, "refund_order")
+    expect(approval).to_contain_text("Approve the call to refund_order?")
+    expect(page.locator(".tool-call[data-tool-name=lookup_order] .tool-result")).to_contain_text(
+        '"status": "delivered"'
+    )
+
+    approval.get_by_role("button", name="Approve").click()
+
+    expect(replies(page).last).to_contain_text("Done: order A100 was refunded.")
+    expect(page.locator(".tool-call[data-tool-name=refund_order] .tool-result")).to_contain_text('"refunded": 59')
+
+
+def test_an_approval_with_edits_runs_with_the_edited_arguments(page: Page) -> None:
+    say(page, "refund order A100")
+    approval = card(page, "refund_order")
+    approval.get_by_role("button", name="Edit").click()
+    amount = approval.locator("input[name=amount]")
+    expect(amount).to_have_value("59")
+
+    amount.fill("")
+    approval.get_by_role("button", name="Approve with edits").click()
+    expect(approval.locator(".field-error")).to_contain_text(["This field is required."])
+    amount.fill("20")
+    approval.get_by_role("button", name="Approve with edits").click()
+
+    expect(replies(page).last).to_contain_text('"refunded": 20.0')
+
+
+def test_a_rejected_refund_never_runs(page: Page, demo: DemoServer) -> None:
+    say(page, "refund order A100")
+    card(page, "refund_order").get_by_role("button", name="Reject").click()
+
+    expect(replies(page).last).to_have_text(re.compile(r"OK, I did not refund order A100 .*Nothing was changed\."))
+    expect(page.locator(".tool-call[data-tool-name=refund_order] .tool-result")).to_contain_text("declined")
+    stored = demo.thread_record(thread_id(page))
+    refund_call = next(
+        call["id"]
+        for m in stored["messages"]
+        for call in m.get("toolCalls") or []
+        if call["function"]["name"] == "refund_order"
+    )
+    (answer,) = [m for m in stored["messages"] if m.get("toolCallId") == refund_call]
+    assert answer["error"] == "declined"
+    assert "refunded" not in answer["content"]
+    assert stored["interrupts"] == []
+
+
+def test_a_form_is_validated_filled_and_submitted(page: Page) -> None:
+    sent: list[dict[str, Any]] = []
+    page.on("request", lambda r: sent.append(r.post_data_json) if r.method == "POST" else None)
+    say(page, "create a high priority login incident ticket")
+    form = page.locator('.form-card[data-form-key="support_ticket_details"]')
+    expect(form).to_have_attribute("data-status", "PENDING")
+
+    form.get_by_role("button", name="Submit").click()
+    expect(form.locator(".field-error")).to_have_text(["This field is required.", "This field is required."])
+    form.get_by_label("受影响系统").fill("统一登录系统")
+    form.get_by_label("影响范围").select_option(label="ALL_USERS")
+    form.get_by_role("button", name="Submit").click()
+
+    expect(form).to_have_attribute("data-status", "SUBMITTED")
+    expect(form.locator("dl.values")).to_contain_text("统一登录系统")
+    expect(replies(page).last).to_contain_text("Created HIGH ticket INC-")
+    (entry,) = sent[-1]["resume"]
+    assert entry["status"] == "resolved"
+    assert entry["payload"] == {"affectedSystem": "统一登录系统", "impactScope": "ALL_USERS"}
+    assert entry["metadata"]["submittedBy"] == "demo-user"
+    assert re.fullmatch(r"[0-9a-f-]{36}", entry["metadata"]["requestId"])
+
+
+def test_a_meeting_room_form_sends_a_date_time(page: Page) -> None:
+    say(page, "book a meeting room")
+    form = page.locator('.form-card[data-form-key="meeting_room_booking"]')
+    form.get_by_label("Topic").fill("Planning")
+    form.get_by_label("Start time").fill("2030-05-04T10:30")
+    form.get_by_label("Attendees").fill("0")
+    form.get_by_role("button", name="Submit").click()
+    expect(form.locator(".field-error")).to_contain_text(["Must be at least 1."])
+
+    form.get_by_label("Attendees").fill("6")
+    form.get_by_role("button", name="Submit").click()
+
+    expect(form).to_have_attribute("data-status", "SUBMITTED")
+    expect(replies(page).last).to_contain_text("Booked Everest (12 seats) for 'Planning'")
+
+
+def test_a_plain_text_question_gets_one_text_box(page: Page) -> None:
+    say(page, "track my parcel")
+    question = card(page, "track_parcel")
+    expect(question).to_contain_text("请提供订单号")
+
+    question.locator("input").fill("订单号是 O-1001")
+    question.get_by_role("button", name="Submit").click()
+
+    expect(page.locator(".tool-call[data-tool-name=track_parcel] .tool-result")).to_contain_text('"orderId": "O-1001"')
+
+
+def test_a_cancelled_form_moves_to_cancelled_and_nothing_runs(page: Page) -> None:
+    say(page, "create a high priority login incident ticket")
+    form = page.locator('.form-card[data-form-key="support_ticket_details"]')
+    form.get_by_role("button", name="Cancel").click()
+
+    expect(replies(page).last).to_have_text("OK, no ticket was created.")
+
+
+def test_a_reload_restores_the_conversation_and_what_still_waits(page: Page) -> None:
+    say(page, "look up order B200")
+    expect(replies(page).last).to_contain_text("lookup_order returned")
+    say(page, "refund order A100")
+    expect(card(page, "refund_order")).to_be_visible()
+
+    page.reload()
+
+    expect(page.locator(".msg.user .bubble")).to_have_text(["look up order B200", "refund order A100"])
+    expect(page.locator(".tool-call[data-tool-name=lookup_order] .tool-result").first).to_contain_text("monitor")
+    expect(page.locator("#status")).to_have_text("waiting for you")
+    card(page, "refund_order").get_by_role("button", name="Approve").click()
+    expect(replies(page).last).to_contain_text("Done: order A100 was refunded.")
+
+    say(page, "book a meeting room")
+    expect(page.locator(".form-card")).to_have_attribute("data-status", "PENDING")
+    page.reload()
+
+    form = page.locator('.form-card[data-form-key="meeting_room_booking"]')
+    expect(form).to_have_attribute("data-status", "PENDING")
+    form.get_by_label("Topic").fill("Retro")
+    form.get_by_label("Start time").fill("2030-05-04T15:00")
+    form.get_by_label("Attendees").fill("3")
+    form.get_by_role("button", name="Submit").click()
+    expect(form).to_have_attribute("data-status", "SUBMITTED")
+    expect(replies(page).last).to_contain_text("Booked Kilimanjaro (4 seats) for 'Retro'")
+    page.reload()
+    expect(page.locator(".form-card")).to_have_attribute("data-status", "SUBMITTED")
+    expect(replies(page).last).to_contain_text("Booked Kilimanjaro")
+
+
+def sse(*events: dict[str, Any]) -> str:
+    return "".join(f"data: {json.dumps(event)}\n\n" for event in events)
+
+
+def test_errors_show_their_code_and_message(page: Page) -> None:
+    def refuse(route: Route) -> None:
+        body = {"error": {"code": "INVALID_INPUT", "message": "The run input is not valid."}}
+        route.fulfill(status=422, content_type="application/json", body=json.dumps(body))
+
+    page.route("**/agui/", refuse)
+    say(page, "hello")
+    expect(page.locator(".note-error").last).to_contain_text("INVALID_INPUT The run input is not valid. (HTTP 422)")
+    page.unroute("**/agui/")
+
+    def fail(route: Route) -> None:
+        body = sse(
+            {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+            {"type": "RUN_ERROR", "code": "BACKEND_ERROR", "message": "The agent backend failed."},
+        )
+        route.fulfill(status=200, content_type="text/event-stream", body=": keep-alive\n\n" + body)
+
+    page.route("**/agui/", fail)
+    say(page, "hello again")
+    expect(page.locator(".note-error").last).to_contain_text("BACKEND_ERROR The agent backend failed.")
+    expect(page.locator("#message")).to_be_enabled()
+
+
+def test_several_interrupts_are_answered_then_resumed_once_and_expired_ones_only_cancel(page: Page) -> None:
+    calls = [("c1", "navigate", {"page": "orders"}), ("c2", "confirm_action", {"action": "archive logs"})]
+    calls.append(("c3", "refund_order", {"order_id": "A100", "amount": 59}))
+    approval = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
+    interrupts = [
+        {"id": "i1", "reason": "tool_call", "toolCallId": "c1", "responseSchema": {}},
+        {"id": "i2", "reason": "tool_call", "toolCallId": "c2", "responseSchema": {}},
+        {"id": "i3", "reason": "tool_call", "toolCallId": "c3", "responseSchema": approval,
+         "expiresAt": "2000-01-01T00:00:00Z", "metadata": {"toolName": "refund_order"}},
+    ]  # fmt: skip
+    started = [{"type": "RUN_STARTED", "threadId": "t", "runId": "r1"}]
+    streamed = [
+        event
+        for call_id, name, args in calls
+        for event in (
+            {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name, "parentMessageId": "m1"},
+            {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": json.dumps(args)},
+            {"type": "TOOL_CALL_END", "toolCallId": call_id},
+        )
+    ]
+    finished = [
+        {
+            "type": "RUN_FINISHED",
+            "threadId": "t",
+            "runId": "r1",
+            "outcome": {"type": "interrupt", "interrupts": interrupts},
+        }
+    ]
+    resumed: list[dict[str, Any]] = []
+
+    def agent(route: Route) -> None:
+        body = route.request.post_data_json
+        if body.get("resume"):
+            resumed.append(body)
+            reply = [
+                {"type": "RUN_STARTED", "threadId": "t", "runId": "r2"},
+                {"type": "RUN_FINISHED", "threadId": "t", "runId": "r2"},
+            ]
+            route.fulfill(status=200, content_type="text/event-stream", body=sse(*reply))
+        else:
+            route.fulfill(status=200, content_type="text/event-stream", body=sse(*started, *streamed, *finished))
+
+    page.route("**/agui/", agent)
+    say(page, "do three things")
+
+    expect(page.locator(".panel")).to_have_attribute("data-current", "orders")
+    expired = card(page, "refund_order")
+    expect(expired).to_contain_text("expired")
+    expect(expired.get_by_role("button")).to_have_text(["Cancel"])
+    card(page, "confirm_action").get_by_role("button", name="Approve").click()
+    expect(card(page, "confirm_action")).to_contain_text("Waiting for 1 more answer")
+    assert resumed == []
+    expired.get_by_role("button", name="Cancel").click()
+
+    expect(page.locator("#status")).to_have_text("idle")
+    (body,) = resumed
+    assert body["resume"] == [
+        {"interruptId": "i1", "status": "resolved", "payload": {"opened": "orders"}},
+        {"interruptId": "i2", "status": "resolved", "payload": {"confirmed": True}},
+        {"interruptId": "i3", "status": "cancelled"},
+    ]
+    assert [tool["name"] for tool in body["tools"]] == ["navigate", "show_toast", "confirm_action", "update_form_draft"]
+
+
+def test_a_narrow_screen_stacks_the_chat_above_the_panel(page: Page) -> None:
+    page.set_viewport_size({"width": 390, "height": 844})
+    say(page, "refund order A100")
+    expect(card(page, "refund_order")).to_be_visible()
+
+    chat = page.locator(".chat").bounding_box()
+    panel = page.locator(".panel").bounding_box()
+    assert chat is not None and panel is not None
+    assert panel["y"] >= chat["y"] + chat["height"] - 1, "the panel should sit below the chat"
+    assert abs(panel["x"] - chat["x"]) < 2 and panel["width"] > 300
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, "nothing should overflow sideways"
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = page.screenshot(path=ARTIFACTS / "narrow.png", full_page=True)
+    assert len(shot) > 10_000
