@@ -41,7 +41,7 @@ from adapter._forms import pending_form
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, Resume, check_resume
 from adapter._settle import Settled, settle_answers, step_calls
-from adapter._steps import Step, stream_step
+from adapter._steps import Step, advance_state, stream_step
 from adapter._thread import ThreadHandle
 from adapter._tools import Toolset
 from adapter._turns import OpenTurn
@@ -168,6 +168,7 @@ class Run:
             async for event in self._stream_step(step, history, state, toolset, resume):
                 yield event
             resume = ()  # answers for the backend's own interrupts go with the first request only
+            state = advance_state(state, step.state_events)
             self.open_step = None
             self.usage.extend(step.usage)
             history.extend(step.messages())
@@ -298,8 +299,14 @@ class Run:
 
 
 def _result_event(message: ToolMessage) -> ToolCallResultEvent:
+    # The event has no error field; metadata carries it, so a client sees a declined call as declined.
+    metadata = {"error": message.error} if message.error is not None else None
     return ToolCallResultEvent(
-        message_id=message.id, tool_call_id=message.tool_call_id, content=message.content, role="tool"
+        message_id=message.id,
+        tool_call_id=message.tool_call_id,
+        content=message.content,
+        role="tool",
+        metadata=metadata,
     )
 
 

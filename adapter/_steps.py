@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import logging
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ag_ui.core import (
     AssistantMessage,
@@ -14,6 +16,8 @@ from ag_ui.core import (
     Message,
     ReasoningEndEvent,
     ReasoningMessageEndEvent,
+    StateDeltaEvent,
+    StateSnapshotEvent,
     StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -27,6 +31,7 @@ from ag_ui.core import (
 from ag_ui.core import ToolCall as WireToolCall
 
 from adapter._dispatch import new_id
+from adapter._jsonpatch import PatchError, apply_patch
 from adapter._types import (
     BackendInterrupt,
     BackendItem,
@@ -36,6 +41,8 @@ from adapter._types import (
     ToolCall,
     Usage,
 )
+
+log = logging.getLogger("adapter.steps")
 
 
 @dataclass(slots=True)
@@ -73,6 +80,8 @@ class Step:
     text_open: bool = False
     closers: dict[str, BaseEvent] = field(default_factory=dict)
     """What ends each step or reasoning span a passthrough event opened, by its key."""
+    state_events: list[BaseEvent] = field(default_factory=list)
+    """STATE_SNAPSHOT and STATE_DELTA events the backend streamed, in order: they move the run's state."""
 
     def __post_init__(self) -> None:
         self.segments.append(Segment(self.message_id))
@@ -102,7 +111,9 @@ class Step:
     def track(self, event: BaseEvent) -> None:
         """Remember what a passthrough event opened, or forget what it closed."""
         kind = event.type
-        if kind == EventType.STEP_STARTED:
+        if kind in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA):
+            self.state_events.append(event)
+        elif kind == EventType.STEP_STARTED:
             name = getattr(event, "step_name", "")
             self.closers[f"step:{name}"] = StepFinishedEvent(step_name=name)
         elif kind == EventType.STEP_FINISHED:
@@ -117,6 +128,20 @@ class Step:
             self.closers[f"reasoning-message:{message_id}"] = ReasoningMessageEndEvent(message_id=message_id)
         elif kind == EventType.REASONING_MESSAGE_END:
             self.closers.pop(f"reasoning-message:{getattr(event, 'message_id', '')}", None)
+
+
+def advance_state(state: Any, events: Sequence[BaseEvent]) -> Any:
+    """The state after a backend's STATE_SNAPSHOT and STATE_DELTA events; a delta that fails to apply is skipped."""
+    for event in events:
+        if isinstance(event, StateSnapshotEvent):
+            state = event.snapshot
+        elif isinstance(event, StateDeltaEvent):
+            try:
+                delta = event.model_dump(mode="json", by_alias=True)["delta"]
+                state = apply_patch(state if state is not None else {}, delta)
+            except PatchError:
+                log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
+    return state
 
 
 async def stream_step(items: AsyncIterator[BackendItem], step: Step) -> AsyncIterator[BaseEvent]:
@@ -169,7 +194,11 @@ def _call(item: ToolCall | ExecutedToolCall, step: Step) -> list[BaseEvent]:
         return events
     answer = ToolMessage(id=new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error)
     segment.answers.append(answer)
-    events.append(ToolCallResultEvent(message_id=answer.id, tool_call_id=item.id, content=item.content, role="tool"))
+    metadata = {"error": item.error} if item.error is not None else None
+    result = ToolCallResultEvent(
+        message_id=answer.id, tool_call_id=item.id, content=item.content, role="tool", metadata=metadata
+    )
+    events.append(result)
     return events
 
 

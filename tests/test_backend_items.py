@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from ag_ui.core import Interrupt, ResumeEntry, StateSnapshotEvent, StepStartedEvent, ToolMessage
-from agui import new_id, resolved, run_input, user
+from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEvent, StepStartedEvent, ToolMessage
+from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
-from adapter import Adapter, ModelRequest, TextDelta
+from adapter import Adapter, ModelRequest, TextDelta, ToolCall
 from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough
 
 if TYPE_CHECKING:
@@ -86,3 +86,19 @@ async def test_a_failing_backend_closes_what_its_passthrough_events_opened(serve
         "RUN_ERROR",
     ]
     assert reply.error["code"] == "BACKEND_ERROR"
+
+
+class MovesState:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield Passthrough(StateDeltaEvent(delta=[{"op": "add", "path": "/cart/-", "value": "pen"}]))
+        yield ToolCall("call_nav", "navigate", '{"page": "cart"}')
+
+
+async def test_state_a_backend_streams_is_the_state_the_turn_keeps(serve: Serve) -> None:
+    served = await serve(Adapter(MovesState()))
+    thread = served.client.thread(tools=FRONTEND_TOOLS)
+
+    reply = await thread.say("add a pen", state={"cart": ["lamp"]})
+
+    assert reply.outcome["type"] == "interrupt"
+    assert reply.of("STATE_SNAPSHOT")[-1]["snapshot"] == {"cart": ["lamp", "pen"]}

@@ -216,6 +216,8 @@ async def test_declined_approval_never_runs_and_the_model_is_told(
     assert told.error == error
     assert error in told.content and "not executed" in told.content
     assert call_triad(second, call_id) == ["TOOL_CALL_RESULT"]
+    (result,) = [e for e in second.of("TOOL_CALL_RESULT") if e["toolCallId"] == call_id]
+    assert result["metadata"] == {"error": error}
     assert "RUN_ERROR" not in second.types
     assert second.outcome == {"type": "success"}
     assert "send_email was not completed" in second.text

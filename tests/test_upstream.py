@@ -533,13 +533,6 @@ async def test_an_own_call_an_interrupt_asks_about_is_recorded_as_interrupted(
     assert [i.tool_call_id for i in interrupt.interrupts] == ["up-own-1"]
 
 
-@pytest.mark.xfail(
-    reason=(
-        "engine gap: the engine keeps the input state through the turn, so its suspension STATE_SNAPSHOT undoes the "
-        "backend's passthrough state and the resumed step gets the old state (see the issue 5 report)"
-    ),
-    strict=True,
-)
 async def test_state_the_upstream_changed_survives_a_suspension(
     router: respx.MockRouter, make_upstream: MakeUpstream
 ) -> None:
