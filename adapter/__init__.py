@@ -6,21 +6,35 @@ from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import TurnEvent, TurnEventType
 from adapter._tools import InputRequired, ToolContext, ToolError, tool
-from adapter._types import Backend, ModelRequest, TextDelta, ToolCall, Usage
-from adapter.backends import Call, Rule, ScriptedBackend
+from adapter._types import (
+    Backend,
+    BackendInterrupt,
+    ExecutedToolCall,
+    ModelRequest,
+    Passthrough,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
+from adapter.backends import AGUIUpstream, Call, OpenAIChatBackend, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, SQLiteStore, TurnStore
 
 __all__ = [
+    "AGUIUpstream",
     "Adapter",
     "AdapterError",
     "Backend",
+    "BackendInterrupt",
     "Call",
     "ConfigurationError",
+    "ExecutedToolCall",
     "FormDefinition",
     "FormRequired",
     "InputRequired",
     "MemoryStore",
     "ModelRequest",
+    "OpenAIChatBackend",
+    "Passthrough",
     "Rule",
     "SQLiteStore",
     "ScriptedBackend",

@@ -173,7 +173,13 @@ class Adapter:
         task.add_done_callback(self._background.discard)
 
     async def aclose(self) -> None:
-        """Wait for shielded work to finish, then close the store."""
+        """Wait for shielded work to finish, then close the backend (if it can be closed) and the store.
+
+        A backend's `aclose` releases only what it owns: an injected `httpx.AsyncClient` stays open.
+        """
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        close_backend = getattr(self.backend, "aclose", None)
+        if close_backend is not None:
+            await close_backend()
         await self.store.close()

@@ -157,3 +157,24 @@ async def test_multibyte_text_survives_streaming(connect: Connect) -> None:
     assert reply.text == "héllo 👍🏽 👨‍👩‍👧"
     assert len(reply.of("TEXT_MESSAGE_CONTENT")) >= 2
     assert "héllo".encode() in reply.body
+
+
+class ClosableBackend(ScriptedBackend):
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_closing_the_adapter_closes_its_backend_and_store(tmp_path: Any) -> None:
+    from adapter import SQLiteStore
+
+    backend = ClosableBackend()
+    store = SQLiteStore(tmp_path / "t.db")
+    adapter = Adapter(backend, store=store)
+
+    await adapter.aclose()
+
+    assert backend.closed
+    with pytest.raises(RuntimeError):
+        await store.load("t")

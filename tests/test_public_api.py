@@ -5,16 +5,21 @@ import importlib
 import adapter
 
 PUBLIC = [
+    "AGUIUpstream",
     "Adapter",
     "AdapterError",
     "Backend",
+    "BackendInterrupt",
     "Call",
     "ConfigurationError",
+    "ExecutedToolCall",
     "FormDefinition",
     "FormRequired",
     "InputRequired",
     "MemoryStore",
     "ModelRequest",
+    "OpenAIChatBackend",
+    "Passthrough",
     "Rule",
     "SQLiteStore",
     "ScriptedBackend",
