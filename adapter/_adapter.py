@@ -29,6 +29,7 @@ from adapter._thread import ThreadHandle
 from adapter._tools import BaseTool, FrontendOutcome, check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
+from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 
 _OUTCOMES = ("interrupt", "pending")
 
@@ -52,6 +53,8 @@ class Adapter:
             suspended and ran again after its answer counts once.
         listeners: Called with a `TurnEvent` as turns start, suspend, resume and end.
         claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
+        client_tool_policy: What a client tool's parameter schema must meet (`schema_tools.check_schema`);
+            a run with a tool that fails it ends with `INVALID_TOOL_SCHEMA`. None accepts any schema.
         clock: The time source, for tests.
     """
 
@@ -70,6 +73,7 @@ class Adapter:
         max_tool_calls: int | None = 50,
         listeners: Iterable[Listener] = (),
         claim_lease: timedelta = timedelta(minutes=5),
+        client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
@@ -87,6 +91,7 @@ class Adapter:
         self.max_tool_calls = max_tool_calls
         self.listeners = list(listeners)
         self.claim_lease = claim_lease
+        self.client_tool_policy = client_tool_policy
         self._clock = clock or (lambda: datetime.now(UTC))
         self._background: set[asyncio.Future[Any]] = set()
 

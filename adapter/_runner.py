@@ -96,7 +96,7 @@ class Run:
 
     async def _run(self) -> AsyncIterator[BaseEvent]:
         record = await self.thread.load()
-        toolset = Toolset(self.adapter.tools, self.input.tools or [])
+        toolset = Toolset(self.adapter.tools, self.input.tools or [], client_policy=self.adapter.client_tool_policy)
         gate = check_resume(
             record,
             self.input,

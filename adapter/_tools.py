@@ -18,9 +18,17 @@ from typing import Any, Literal, TypeAlias, overload
 from ag_ui.core import Tool
 from pydantic import BaseModel
 
-from adapter._errors import ConfigurationError, ToolNameConflict
+from adapter._errors import ConfigurationError, InvalidClientTool, ToolNameConflict
 from adapter._types import JSON
-from schema_tools import CallableSignature, SchemaValidationError, validate
+from schema_tools import (
+    STRICT_TOOL_POLICY,
+    CallableSignature,
+    SchemaPolicy,
+    SchemaPolicyError,
+    SchemaValidationError,
+    check_schema,
+    validate,
+)
 
 log = logging.getLogger("adapter.tools")
 
@@ -126,11 +134,13 @@ class ClientTool(BaseTool):
     def from_wire(cls, declared: Tool) -> ClientTool:
         """Wrap a client's tool declaration as an external, schema-only tool."""
         metadata = declared.metadata or {}
+        parameters = declared.parameters if isinstance(declared.parameters, dict) else {"type": "object"}
         result_schema = metadata.get("resultSchema") if isinstance(metadata, dict) else None
         return cls(
             name=declared.name,
             description=declared.description,
-            parameters=declared.parameters if isinstance(declared.parameters, dict) else {"type": "object"},
+            # `$schema` dropped: clients generate draft-07 schemas, and the model reads the shape, not the dialect.
+            parameters={k: v for k, v in parameters.items() if k != "$schema"},
             external=True,
             result_schema=result_schema if isinstance(result_schema, dict) else {},
         )
@@ -237,15 +247,25 @@ def tool(
 class Toolset:
     """The tools one run may use: the server's, plus the client's schema-only ones."""
 
-    def __init__(self, server_tools: Iterable[BaseTool], client_tools: Sequence[Tool] = ()) -> None:
+    def __init__(
+        self,
+        server_tools: Iterable[BaseTool],
+        client_tools: Sequence[Tool] = (),
+        *,
+        client_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
+    ) -> None:
         self._tools: dict[str, BaseTool] = {}
         for server_tool in server_tools:
             self._tools[server_tool.name] = server_tool
-        clashes = [declared.name for declared in client_tools if declared.name in self._tools]
+        names = [declared.name for declared in client_tools]
+        clashes = sorted({name for name in names if name in self._tools or names.count(name) > 1})
         if clashes:
             raise ToolNameConflict(clashes)
         for declared in client_tools:
-            self._tools[declared.name] = ClientTool.from_wire(declared)
+            wrapped = ClientTool.from_wire(declared)
+            if client_policy is not None:
+                _check_client_schema(wrapped, client_policy)
+            self._tools[declared.name] = wrapped
 
     def get(self, name: str) -> BaseTool | None:
         """The tool called `name`, if this run has one."""
@@ -254,6 +274,16 @@ class Toolset:
     def specs(self) -> list[Tool]:
         """Every tool as the model sees it."""
         return [each.spec() for each in self._tools.values()]
+
+
+def _check_client_schema(tool: ClientTool, policy: SchemaPolicy) -> None:
+    """Refuse a client's parameter schema that is unsafe to hand a model or a page."""
+    try:
+        check_schema(dict(tool.parameters), policy=policy)
+    except SchemaPolicyError as exc:
+        details = [{"pointer": v.pointer, "rule": v.rule, "message": v.message} for v in exc.violations]
+        message = f"the client tool {tool.name!r} has an unacceptable parameter schema"
+        raise InvalidClientTool(message, details=details) from None
 
 
 def check_unique(tools: Iterable[BaseTool]) -> list[BaseTool]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from ag_ui.core import ToolMessage
@@ -234,3 +234,64 @@ async def test_edited_arguments_survive_an_input_required_replay(connect: Connec
     await thread.resume(resolved(question["id"], "compliance"))
 
     assert kit.calls["gated_audit"] == [{"note": "edited", "answer": "compliance"}]
+
+
+def client_tool(name: str, parameters: Any) -> dict[str, Any]:
+    return {"name": name, "description": "a client tool", "parameters": parameters}
+
+
+@pytest.mark.parametrize(
+    ("parameters", "pointer"),
+    [
+        pytest.param({"type": "object", "title": "<script>alert(1)</script>"}, "/title", id="markup"),
+        pytest.param(
+            {"type": "object", "properties": {"a": {"$ref": "https://evil.example/s.json"}}},
+            "/properties/a/$ref",
+            id="remote-ref",
+        ),
+        pytest.param({"type": "string"}, "", id="not-an-object"),
+    ],
+)
+async def test_a_client_tool_with_an_unsafe_schema_is_refused(
+    connect: Connect, kit: Kit, parameters: dict[str, Any], pointer: str
+) -> None:
+    client = await connect()
+    thread = client.thread(tools=[client_tool("render_widget", parameters)])
+
+    reply = await thread.say("where is order A17")
+
+    assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert reply.error["code"] == "INVALID_TOOL_SCHEMA"
+    assert pointer in [detail["pointer"] for detail in reply.error["metadata"]["details"]]
+    assert kit.count("lookup_order") == 0
+
+
+async def test_a_draft_07_client_schema_is_accepted_without_its_dialect(
+    connect: Connect, backend: ScriptedBackend
+) -> None:
+    client = await connect()
+    parameters = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "properties": {}}
+    thread = client.thread(tools=[client_tool("render_widget", parameters)])
+
+    reply = await thread.say("hello")
+
+    assert reply.outcome == {"type": "success"}
+    (seen,) = [t for t in backend.requests[-1].tools if t.name == "render_widget"]
+    assert seen.parameters == {"type": "object", "properties": {}}
+
+
+async def test_two_client_tools_with_one_name_are_refused(connect: Connect) -> None:
+    client = await connect()
+    twice = [client_tool("render_widget", {"type": "object"})] * 2
+
+    reply = await client.thread(tools=twice).say("hello")
+
+    assert reply.error["code"] == "TOOL_NAME_CONFLICT"
+
+
+async def test_the_client_tool_policy_can_be_turned_off(connect: Connect) -> None:
+    client = await connect(client_tool_policy=None)
+
+    reply = await client.thread(tools=[client_tool("render_widget", {"type": "string"})]).say("hello")
+
+    assert reply.outcome == {"type": "success"}
