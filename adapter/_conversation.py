@@ -8,15 +8,18 @@ missing, and answers to no call are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
 MISSING_RESULT = "No result was recorded for this tool call."
 
 
-def model_view(messages: Sequence[Message]) -> list[Message]:
-    """Return the messages a model may see, with every tool call answered exactly once."""
+def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) -> list[Message]:
+    """Return the messages a model may see, with every tool call answered exactly once.
+
+    `unanswered` names calls a backend deferred: they stay without an answer until it gives one.
+    """
     visible = [m for m in messages if not isinstance(m, ActivityMessage | ReasoningMessage)]
     answers: dict[str, ToolMessage] = {}
     for message in visible:
@@ -28,14 +31,18 @@ def model_view(messages: Sequence[Message]) -> list[Message]:
             continue  # placed after the call it answers, below
         view.append(message)
         if isinstance(message, AssistantMessage):
-            view.extend(_answers_for(message, answers))
+            view.extend(_answers_for(message, answers, unanswered))
     return view
 
 
-def _answers_for(message: AssistantMessage, answers: dict[str, ToolMessage]) -> list[ToolMessage]:
+def _answers_for(
+    message: AssistantMessage, answers: dict[str, ToolMessage], unanswered: Collection[str]
+) -> list[ToolMessage]:
     placed: list[ToolMessage] = []
     for call in message.tool_calls or []:
         answer = answers.pop(call.id, None)
+        if answer is None and call.id in unanswered:
+            continue
         if answer is None:
             answer = ToolMessage(id=f"{call.id}:missing", tool_call_id=call.id, content=MISSING_RESULT, error="missing")
         placed.append(answer)

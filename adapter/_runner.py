@@ -68,6 +68,8 @@ class Run:
         self.resuming = False
         self.turn_id = new_id("turn")
         self.counted: set[str] = set()
+        self.deferred: set[str] = set()
+        """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
         """Tool calls counted against `max_tool_calls` in this turn."""
 
     async def events(self) -> AsyncIterator[BaseEvent]:
@@ -122,6 +124,7 @@ class Run:
         self.resuming = True
         self.turn_id = gate.turn.turn_id
         self.counted = set(gate.turn.counted_calls)
+        self.deferred = set(gate.turn.deferred_calls)
         history = self.thread.record.conversation()
         yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
         settled = await self._apply(gate, toolset, history)
@@ -163,7 +166,7 @@ class Run:
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
     ) -> AsyncIterator[BaseEvent]:
         for _ in range(self.adapter.max_steps):
-            step = Step(message_id=new_id("msg"))
+            step = Step(message_id=new_id("msg"), deferred=self.deferred)
             self.open_step = step
             async for event in self._stream_step(step, history, state, toolset, resume):
                 yield event
@@ -194,7 +197,7 @@ class Run:
     ) -> AsyncIterator[BaseEvent]:
         request = ModelRequest(
             resume=resume,
-            messages=model_view(history),
+            messages=model_view(history, unanswered=self.deferred),
             tools=toolset.specs(),
             context=self.input.context or [],
             state=state,
@@ -227,6 +230,7 @@ class Run:
             pending=pending,
             state=state,
             counted_calls=sorted(self.counted),
+            deferred_calls=sorted(self.deferred),
         )
         forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)

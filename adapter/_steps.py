@@ -35,7 +35,9 @@ from adapter._jsonpatch import PatchError, apply_patch
 from adapter._types import (
     BackendInterrupt,
     BackendItem,
+    DeferredToolCall,
     ExecutedToolCall,
+    LateToolResult,
     Passthrough,
     TextDelta,
     ToolCall,
@@ -80,6 +82,10 @@ class Step:
     text_open: bool = False
     closers: dict[str, BaseEvent] = field(default_factory=dict)
     """What ends each step or reasoning span a passthrough event opened, by its key."""
+    deferred: set[str] = field(default_factory=set)
+    """Calls the backend deferred and has not answered yet, in this turn: shared with the run."""
+    late: list[ToolMessage] = field(default_factory=list)
+    """The backend's answers to calls it deferred in an earlier step."""
     state_events: list[BaseEvent] = field(default_factory=list)
     """STATE_SNAPSHOT and STATE_DELTA events the backend streamed, in order: they move the run's state."""
 
@@ -93,7 +99,7 @@ class Step:
 
     def messages(self) -> list[Message]:
         """The step's messages, in order, as they join the conversation."""
-        return [message for segment in self.segments for message in segment.messages()]
+        return [*self.late, *(message for segment in self.segments for message in segment.messages())]
 
     def close_text(self) -> list[BaseEvent]:
         """End the step's text message if it is open."""
@@ -154,10 +160,13 @@ async def stream_step(items: AsyncIterator[BackendItem], step: Step) -> AsyncIte
         if isinstance(item, TextDelta):
             for event in _text(item, step):
                 yield event
-        elif isinstance(item, ToolCall | ExecutedToolCall):
+        elif isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
             for event in step.close_text():
                 yield event
             for event in _call(item, step):
+                yield event
+        elif isinstance(item, LateToolResult):
+            for event in _late_result(item, step):
                 yield event
         elif isinstance(item, Passthrough):
             step.track(item.event)
@@ -184,13 +193,16 @@ def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
     return events
 
 
-def _call(item: ToolCall | ExecutedToolCall, step: Step) -> list[BaseEvent]:
+def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> list[BaseEvent]:
     call = ToolCall(item.id, item.name, item.arguments)
     segment = step.current
     segment.calls.append(WireToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=call.arguments)))
     events = tool_call_events(call, segment.message_id)
     if isinstance(item, ToolCall):
         step.calls.append(item)
+        return events
+    if isinstance(item, DeferredToolCall):
+        step.deferred.add(item.id)
         return events
     answer = ToolMessage(id=new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error)
     segment.answers.append(answer)
@@ -200,6 +212,22 @@ def _call(item: ToolCall | ExecutedToolCall, step: Step) -> list[BaseEvent]:
     )
     events.append(result)
     return events
+
+
+def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
+    """Answer a call the backend deferred in an earlier step; a result for any other call is ignored."""
+    if item.tool_call_id not in step.deferred:
+        log.warning("ignored the backend's result for call %s, which it did not defer", item.tool_call_id)
+        return []
+    step.deferred.discard(item.tool_call_id)
+    answer = ToolMessage(id=new_id("msg"), tool_call_id=item.tool_call_id, content=item.content, error=item.error)
+    step.late.append(answer)
+    metadata = {"error": item.error} if item.error is not None else None
+    return [
+        ToolCallResultEvent(
+            message_id=answer.id, tool_call_id=item.tool_call_id, content=item.content, role="tool", metadata=metadata
+        )
+    ]
 
 
 def tool_call_events(call: ToolCall, parent_message_id: str) -> list[BaseEvent]:

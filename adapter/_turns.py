@@ -74,6 +74,8 @@ class OpenTurn(BaseModel):
     run_id: str
     pending: list[PendingCall]
     state: JSON = None
+    deferred_calls: list[str] = Field(default_factory=list)
+    """Calls the backend made and will answer itself once its interrupt is answered."""
     counted_calls: list[str] = Field(default_factory=list)
     """Tool calls already counted against `max_tool_calls` in this turn: a replay is not a new call."""
     claimed_by: str | None = None

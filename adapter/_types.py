@@ -66,6 +66,27 @@ class ExecutedToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class DeferredToolCall:
+    """A call the backend made and will answer itself later, once a person answers its interrupt about it.
+
+    The engine streams the call and keeps it unanswered in the conversation while the turn waits.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class LateToolResult:
+    """The backend's answer to a call it deferred in an earlier step."""
+
+    tool_call_id: str
+    content: str
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Passthrough:
     """An AG-UI event the backend produced that has no engine meaning: state, steps, reasoning.
 
@@ -86,7 +107,9 @@ class BackendInterrupt:
     interrupts: Sequence[Interrupt]
 
 
-BackendItem: TypeAlias = TextDelta | ToolCall | Usage | ExecutedToolCall | Passthrough | BackendInterrupt
+BackendItem: TypeAlias = (
+    TextDelta | ToolCall | Usage | ExecutedToolCall | DeferredToolCall | LateToolResult | Passthrough | BackendInterrupt
+)
 
 
 @runtime_checkable

@@ -9,7 +9,14 @@ from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEve
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, ModelRequest, TextDelta, ToolCall
-from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough
+from adapter._types import (
+    BackendInterrupt,
+    BackendItem,
+    DeferredToolCall,
+    ExecutedToolCall,
+    LateToolResult,
+    Passthrough,
+)
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -102,3 +109,39 @@ async def test_state_a_backend_streams_is_the_state_the_turn_keeps(serve: Serve)
 
     assert reply.outcome["type"] == "interrupt"
     assert reply.of("STATE_SNAPSHOT")[-1]["snapshot"] == {"cart": ["lamp", "pen"]}
+
+
+class AsksBeforeItsOwnTool:
+    """Proposes its own `wipe` tool, stops on an approval interrupt about it, and runs it once approved."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        self.requests.append(request)
+        if not request.resume:
+            yield DeferredToolCall("call_wipe", "wipe", '{"disk": "d1"}')
+            yield BackendInterrupt([Interrupt(id="up-approve", reason="tool_call", tool_call_id="call_wipe")])
+            return
+        yield LateToolResult("call_wipe", "wiped d1")
+        yield LateToolResult("call_unknown", "not mine to answer")
+        yield TextDelta("Done.")
+
+
+async def test_a_call_the_backend_deferred_stays_open_until_it_answers_it(serve: Serve) -> None:
+    agent = AsksBeforeItsOwnTool()
+    served = await serve(Adapter(agent))
+    thread = served.client.thread()
+
+    first = await thread.say("wipe d1")
+    second = await thread.resume(resolved("up-approve", {"approved": True}))
+
+    assert first.outcome["interrupts"][0]["toolCallId"] == "call_wipe"
+    assert "TOOL_CALL_RESULT" not in first.types
+    sent_on_resume = agent.requests[-1].messages
+    assert not [m for m in sent_on_resume if isinstance(m, ToolMessage)]  # no invented answer for the deferred call
+    (result,) = second.of("TOOL_CALL_RESULT")
+    assert (result["toolCallId"], result["content"]) == ("call_wipe", "wiped d1")
+    assert second.outcome == {"type": "success"}
+    stored = (await served.client.get(f"/threads/{thread.id}")).json()["messages"]
+    assert [m["toolCallId"] for m in stored if m["role"] == "tool"] == ["call_wipe"]

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, Usage, tool
 from adapter._errors import BackendError
 from adapter._sse import encode_event
-from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough
+from adapter._types import BackendInterrupt, BackendItem, DeferredToolCall, ExecutedToolCall, Passthrough
 from adapter.backends import AGUIUpstream
 
 URL = "https://agent.test/run"
@@ -503,7 +503,7 @@ async def test_an_interrupt_outcome_is_a_backend_interrupt(
     assert [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in item.interrupts] == [CONFIRM]
 
 
-async def test_an_own_call_an_interrupt_asks_about_is_recorded_as_interrupted(
+async def test_an_own_call_an_interrupt_asks_about_is_deferred(
     router: respx.MockRouter, make_upstream: MakeUpstream
 ) -> None:
     approval = {"id": "up-int-2", "reason": "tool_call", "toolCallId": "up-own-1"}
@@ -519,13 +519,7 @@ async def test_an_own_call_an_interrupt_asks_about_is_recorded_as_interrupted(
 
     first, second, interrupt = await items(make_upstream())
 
-    assert first == ExecutedToolCall(
-        "up-own-1",
-        "delete_file",
-        '{"path": "/x"}',
-        "The upstream agent stopped to ask about this call before running it.",
-        "interrupted",
-    )
+    assert first == DeferredToolCall("up-own-1", "delete_file", '{"path": "/x"}')
     assert second == ExecutedToolCall(
         "up-own-2", "search_docs", "{}", "The upstream agent returned no result for this call.", "no result"
     )

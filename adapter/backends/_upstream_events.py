@@ -9,9 +9,11 @@
     REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
     MESSAGES_SNAPSHOT                         dropped: the engine's conversation is the truth
     SUBAGENT_*, any event a subagent made     dropped
-    RUN_FINISHED                              the end: an own call still without a result gets an error
-                                              result ("interrupted" when an interrupt names it, "no result"
-                                              otherwise); an interrupt outcome -> BackendInterrupt; usage -> Usage
+    TOOL_CALL_RESULT for an earlier run's call  LateToolResult: the answer to a call an interrupt deferred
+    RUN_FINISHED                              the end: an own call still without a result is deferred
+                                              (DeferredToolCall) when an interrupt names it, and gets a "no
+                                              result" error otherwise; an interrupt outcome -> BackendInterrupt;
+                                              usage -> Usage
     RUN_ERROR, a cancelled outcome            BackendError
 
 Every failure is a `BackendError` with code `UPSTREAM_ERROR` and a message that is safe to show.
@@ -46,14 +48,23 @@ from ag_ui.core import (
 from pydantic import TypeAdapter, ValidationError
 
 from adapter._errors import BackendError
-from adapter._types import BackendInterrupt, BackendItem, ExecutedToolCall, Passthrough, TextDelta, ToolCall, Usage
+from adapter._types import (
+    BackendInterrupt,
+    BackendItem,
+    DeferredToolCall,
+    ExecutedToolCall,
+    LateToolResult,
+    Passthrough,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
 
 UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
 NO_RESULT: Final = "The upstream agent returned no result for this call."
-ASKED: Final = "The upstream agent stopped to ask about this call before running it."
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _PASSTHROUGH = frozenset(
@@ -92,6 +103,9 @@ class _Call:
 
     def executed(self, content: str, error: str | None = None) -> ExecutedToolCall:
         return ExecutedToolCall(self.id, self.name, "".join(self.arguments), content, error)
+
+    def deferred(self) -> DeferredToolCall:
+        return DeferredToolCall(self.id, self.name, "".join(self.arguments))
 
 
 @dataclass(slots=True)
@@ -167,7 +181,8 @@ class EventReader:
         if event.tool_call_id in self.open_calls:
             self.open_calls[event.tool_call_id].result = content  # a result before its call's END
         else:
-            log.debug("ignored the upstream's result for call %s, not its own call of this run", event.tool_call_id)
+            # A call of an earlier run: the one its interrupt deferred. The engine checks that it was.
+            return [LateToolResult(event.tool_call_id, content)]
         return []
 
     def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
@@ -180,7 +195,7 @@ class EventReader:
         interrupts = list(outcome.interrupts) if isinstance(outcome, RunFinishedInterruptOutcome) else []
         asked_about = {interrupt.tool_call_id for interrupt in interrupts}
         items: list[BackendItem] = [
-            call.executed(ASKED, "interrupted") if call.id in asked_about else call.executed(NO_RESULT, "no result")
+            call.deferred() if call.id in asked_about else call.executed(NO_RESULT, "no result")
             for call in self.awaiting.values()
         ]
         self.awaiting.clear()
