@@ -14,8 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
-    ActivityMessage,
-    ActivitySnapshotEvent,
     BaseEvent,
     Message,
     MessagesSnapshotEvent,
@@ -28,15 +26,13 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
-    TokenUsage,
-    ToolCallResultEvent,
-    ToolMessage,
 )
 from pydantic import TypeAdapter
 
 from adapter._conversation import keep_server_activity, model_view
 from adapter._dispatch import Suspension, backend_suspension, new_id
 from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter._events import activity_event, result_event, token_usage
 from adapter._forms import pending_form
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, Resume, check_resume
@@ -52,6 +48,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("adapter.runner")
 
+RUN_INTERRUPTED = "RUN_INTERRUPTED"
+
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 _outcome = TypeAdapter[Outcome](Outcome)
 
@@ -66,6 +64,9 @@ class Run:
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False
+        self.ended = False
+        self.settling: asyncio.Future[Settled] | None = None
+        """True once the run's ending is stored: finished, failed or suspended again."""
         self.turn_id = new_id("turn")
         self.counted: set[str] = set()
         self.deferred: set[str] = set()
@@ -83,6 +84,12 @@ class Run:
         try:
             async for event in self._run():
                 yield event
+        except GeneratorExit:
+            self._left_unfinished()
+            raise
+        except asyncio.CancelledError:
+            self._left_unfinished()
+            raise
         except AdapterError as exc:
             for event in self._close_open():
                 yield event
@@ -129,10 +136,10 @@ class Run:
         yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
         settled = await self._apply(gate, toolset, history)
         for activity in settled.activities:
-            yield _activity_event(activity)
+            yield activity_event(activity)
         for message in settled.messages:
             if message.id not in settled.client_message_ids:
-                yield _result_event(message)
+                yield result_event(message)
         if settled.suspensions:
             stream = self._suspend(history, gate.turn.state, settled.suspensions, [])
         else:
@@ -150,6 +157,7 @@ class Run:
         await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.adapter.keep_alive(task)
+        self.settling = task
         return await asyncio.shield(task)
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
@@ -183,7 +191,7 @@ class Run:
             suspensions += [backend_suspension(interrupt) for interrupt in step.interrupts]
             for message in results:
                 history.append(message)
-                yield _result_event(message)
+                yield result_event(message)
             if suspensions:
                 async for event in self._suspend(history, state, suspensions, step.calls):
                     yield event
@@ -236,9 +244,10 @@ class Run:
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
         await self.thread.open_turn(turn, history, self._outcome_json(outcome) if self.resuming else None)
+        self.ended = True
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
-            yield _activity_event(form)
+            yield activity_event(form)
         yield MessagesSnapshotEvent(messages=history)
         if state is not None:
             yield StateSnapshotEvent(snapshot=state)
@@ -254,6 +263,7 @@ class Run:
     async def _finish(self, outcome: Outcome, history: list[Message]) -> None:
         resumed = self._outcome_json(outcome) if self.resuming else None
         await self.thread.finish(history, self.input.run_id, resumed)
+        self.ended = True
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)
 
@@ -266,7 +276,28 @@ class Run:
                 await self.thread.record_outcome(self.input.run_id, outcome)
             except Exception:
                 log.exception("could not record the failed outcome of run %s", self.input.run_id)
+        self.ended = True
         await self._notify(TurnEventType.TURN_FAILED, code=exc.code)
+
+    def _left_unfinished(self) -> None:
+        """The client went away mid-run: a resume records that, once its answers are applied.
+
+        Replaying that resume then says what happened, instead of waiting for an outcome that will never come.
+        """
+        if not self.resuming or self.ended:
+            return
+        outcome = {
+            "type": "error",
+            "code": RUN_INTERRUPTED,
+            "message": "The answers were applied, but the client left before the run finished. Send a new message.",
+        }
+
+        async def record_once_settled() -> None:
+            if self.settling is not None:
+                await asyncio.wait({self.settling})  # one writer at a time on this run's record
+            await self.thread.record_outcome(self.input.run_id, outcome)
+
+        self.adapter.keep_alive(asyncio.ensure_future(record_once_settled()))
 
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
@@ -276,22 +307,8 @@ class Run:
 
     def _finished(self, outcome: Outcome) -> RunFinishedEvent:
         return RunFinishedEvent(
-            thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=self._usage()
+            thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=token_usage(self.usage)
         )
-
-    def _usage(self) -> list[TokenUsage] | None:
-        if not self.usage:
-            return None
-        return [
-            TokenUsage(
-                provider=u.provider,
-                model=u.model,
-                input_tokens=u.input_tokens,
-                output_tokens=u.output_tokens,
-                total_tokens=u.input_tokens + u.output_tokens,
-            )
-            for u in self.usage
-        ]
 
     def _close_open(self) -> list[BaseEvent]:
         step, self.open_step = self.open_step, None
@@ -300,21 +317,3 @@ class Run:
     @staticmethod
     def _outcome_json(outcome: Outcome) -> dict[str, Any]:
         return outcome.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _result_event(message: ToolMessage) -> ToolCallResultEvent:
-    # The event has no error field; metadata carries it, so a client sees a declined call as declined.
-    metadata = {"error": message.error} if message.error is not None else None
-    return ToolCallResultEvent(
-        message_id=message.id,
-        tool_call_id=message.tool_call_id,
-        content=message.content,
-        role="tool",
-        metadata=metadata,
-    )
-
-
-def _activity_event(message: ActivityMessage) -> ActivitySnapshotEvent:
-    return ActivitySnapshotEvent(
-        message_id=message.id, activity_type=message.activity_type, content=message.content, replace=True
-    )

@@ -24,13 +24,13 @@ from ag_ui.core import (
     TextMessageStartEvent,
     ToolCallArgsEvent,
     ToolCallEndEvent,
-    ToolCallResultEvent,
     ToolCallStartEvent,
     ToolMessage,
 )
 from ag_ui.core import ToolCall as WireToolCall
 
 from adapter._dispatch import new_id
+from adapter._events import result_event
 from adapter._jsonpatch import PatchError, apply_patch
 from adapter._types import (
     BackendInterrupt,
@@ -206,11 +206,7 @@ def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> l
         return events
     answer = ToolMessage(id=new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error)
     segment.answers.append(answer)
-    metadata = {"error": item.error} if item.error is not None else None
-    result = ToolCallResultEvent(
-        message_id=answer.id, tool_call_id=item.id, content=item.content, role="tool", metadata=metadata
-    )
-    events.append(result)
+    events.append(result_event(answer))
     return events
 
 
@@ -222,12 +218,7 @@ def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
     step.deferred.discard(item.tool_call_id)
     answer = ToolMessage(id=new_id("msg"), tool_call_id=item.tool_call_id, content=item.content, error=item.error)
     step.late.append(answer)
-    metadata = {"error": item.error} if item.error is not None else None
-    return [
-        ToolCallResultEvent(
-            message_id=answer.id, tool_call_id=item.tool_call_id, content=item.content, role="tool", metadata=metadata
-        )
-    ]
+    return [result_event(answer)]
 
 
 def tool_call_events(call: ToolCall, parent_message_id: str) -> list[BaseEvent]:

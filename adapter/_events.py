@@ -1,0 +1,45 @@
+"""AG-UI events built from the engine's records, in one place so every path builds them alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ag_ui.core import ActivityMessage, ActivitySnapshotEvent, TokenUsage, ToolCallResultEvent, ToolMessage
+
+from adapter._types import Usage
+
+
+def result_event(message: ToolMessage) -> ToolCallResultEvent:
+    """The TOOL_CALL_RESULT that announces a ToolMessage."""
+    # The event has no error field; metadata carries it, so a client sees a declined call as declined.
+    metadata = {"error": message.error} if message.error is not None else None
+    return ToolCallResultEvent(
+        message_id=message.id,
+        tool_call_id=message.tool_call_id,
+        content=message.content,
+        role="tool",
+        metadata=metadata,
+    )
+
+
+def activity_event(message: ActivityMessage) -> ActivitySnapshotEvent:
+    """The ACTIVITY_SNAPSHOT that shows an activity message (a form card) as it now stands."""
+    return ActivitySnapshotEvent(
+        message_id=message.id, activity_type=message.activity_type, content=message.content, replace=True
+    )
+
+
+def token_usage(usage: Sequence[Usage]) -> list[TokenUsage] | None:
+    """`RUN_FINISHED.usage` in AG-UI's accounting; None when the backend reported nothing (LIFE-10)."""
+    if not usage:
+        return None
+    return [
+        TokenUsage(
+            provider=u.provider,
+            model=u.model,
+            input_tokens=u.input_tokens,
+            output_tokens=u.output_tokens,
+            total_tokens=u.input_tokens + u.output_tokens,
+        )
+        for u in usage
+    ]
