@@ -13,13 +13,13 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Mapping
-from types import TracebackType
 from typing import Any, Final
 
 import httpx
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault
 from adapter.backends._openai_errors import (
     Redactor,
     Retryable,
@@ -34,16 +34,6 @@ from adapter.backends._openai_stream import StepReader, read_items
 log = logging.getLogger("adapter.backends.openai")
 
 
-class UseDefault:
-    """The type of `DEFAULT`: an argument that was not given, so the backend's default applies."""
-
-    def __repr__(self) -> str:
-        return "DEFAULT"
-
-
-DEFAULT: Final = UseDefault()
-DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
-"""For a client the backend owns: 10 s to connect, 120 s for each read (a slow first token included)."""
 MAX_RETRY_AFTER: Final = 20.0
 """A `Retry-After` longer than this many seconds ends the retries: the caller is not kept waiting."""
 
@@ -52,7 +42,7 @@ _NOT_SSE = frozenset({"application/json", "text/html"})
 _PROVIDERS = {"api.openai.com": "openai", "api.deepseek.com": "deepseek", "openai.azure.com": "azure"}
 
 
-class OpenAIChatBackend:
+class OpenAIChatBackend(ClientOwner):
     """A backend that streams each step from an OpenAI-compatible `/chat/completions` endpoint.
 
     Args:
@@ -104,11 +94,7 @@ class OpenAIChatBackend:
         key = os.environ.get("OPENAI_API_KEY", "") if api_key is None else api_key
         self._headers = _headers(key, headers or {})
         self._redact = Redactor.of([key, *(headers or {}).values()])
-        self._owns_client = isinstance(client, UseDefault)
-        if isinstance(client, UseDefault):
-            client = httpx.AsyncClient(timeout=DEFAULT_TIMEOUT if isinstance(timeout, UseDefault) else timeout)
-        self._client = client
-        self._timeout = httpx.USE_CLIENT_DEFAULT if isinstance(timeout, UseDefault) else timeout
+        self._use_client(client, timeout)
         self.max_retries = max_retries
         self.retry_backoff = retry_backoff
         self.strict_tools = strict_tools
@@ -116,11 +102,6 @@ class OpenAIChatBackend:
         self.temperature = temperature
         self.developer_role: DeveloperRole = developer_role
         self.stream_usage = stream_usage
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The HTTP client requests go through: the injected one, or the one the backend owns."""
-        return self._client
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend(base_url={_shown(self._url)!r}, model={self.model!r})"
@@ -164,19 +145,6 @@ class OpenAIChatBackend:
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body | self.extra_body
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the backend made it; an injected client is left to its owner."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> OpenAIChatBackend:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
     async def _check(self, response: httpx.Response) -> None:
         if not response.is_success:

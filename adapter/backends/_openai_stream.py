@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,10 +27,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter._errors import BackendError
 from adapter._types import BackendItem, TextDelta, ToolCall, Usage
+from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import BACKEND_ERROR, Redactor, error_text, not_sse_error
 
 _MAX_COUNT = 2**53 - 1
-_SSE_FIELDS = frozenset({"event", "id", "retry"})
 
 
 class _Model(BaseModel):
@@ -145,7 +145,11 @@ class StepReader:
 async def read_items(lines: AsyncIterator[str], reader: StepReader, redact: Redactor) -> AsyncIterator[BackendItem]:
     """Stream the items of one step from the lines of an SSE body."""
     done = False
-    async with aclosing(sse_data(lines, redact)) as events:
+
+    def refuse(line: str) -> None:
+        raise not_sse_error(line.encode(), redact)
+
+    async with aclosing(sse_data(lines, on_other_line=refuse)) as events:
         async for data in events:
             if data.strip() == "[DONE]":
                 done = True
@@ -156,26 +160,6 @@ async def read_items(lines: AsyncIterator[str], reader: StepReader, redact: Reda
         raise BackendError("The model server's stream ended before the step was complete.", code=BACKEND_ERROR)
     for item in reader.end():
         yield item
-
-
-async def sse_data(lines: AsyncIterator[str], redact: Redactor) -> AsyncGenerator[str, None]:
-    """The data of each server-sent event; comments and the other SSE fields are skipped."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, colon, value = line.partition(":")
-        if name == "data" and colon:
-            data.append(value.removeprefix(" "))
-        elif name not in _SSE_FIELDS:
-            raise not_sse_error(line.encode(), redact)
-    if data:
-        yield "\n".join(data)
 
 
 def parse_chunk(data: str, redact: Redactor) -> Chunk:

@@ -16,28 +16,23 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncIterator, Mapping
-from types import TracebackType
-from typing import Final
 
 import httpx
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
-from adapter.backends._openai import DEFAULT, UseDefault
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault
 from adapter.backends._openai_errors import Redactor, read_bounded
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 from adapter.backends._upstream_events import EventReader, read_items, upstream_error
 
 log = logging.getLogger("adapter.backends.upstream")
 
-DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
-"""For a client the backend owns: 10 s to connect, 120 s between two reads (a keep-alive comment counts)."""
-
 _APP_URL = "http://upstream/"
 
 
-class AGUIUpstream:
+class AGUIUpstream(ClientOwner):
     """A backend that forwards each step to an AG-UI agent and streams its events back.
 
     Args:
@@ -67,18 +62,7 @@ class AGUIUpstream:
             raise ConfigurationError("an injected client needs a URL target; an ASGI app target gets its own client")
         else:
             self._url = httpx.URL(_APP_URL)
-        self._owns_client = isinstance(client, UseDefault)
-        if isinstance(client, UseDefault):
-            transport = StreamingASGITransport(self._app) if self._app is not None else None
-            owned_timeout = DEFAULT_TIMEOUT if isinstance(timeout, UseDefault) else timeout
-            client = httpx.AsyncClient(transport=transport, timeout=owned_timeout)
-        self._client = client
-        self._timeout = httpx.USE_CLIENT_DEFAULT if isinstance(timeout, UseDefault) else timeout
-
-    @property
-    def client(self) -> httpx.AsyncClient:
-        """The HTTP client requests go through: the injected one, or the one the backend owns."""
-        return self._client
+        self._use_client(client, timeout, transport=StreamingASGITransport(self._app) if self._app else None)
 
     def __repr__(self) -> str:
         if self._app is not None:
@@ -130,19 +114,6 @@ class AGUIUpstream:
         if not response.is_success:
             raise upstream_error(f"The upstream agent failed (HTTP {status}).")
         raise upstream_error("The upstream agent did not answer with an event stream.")
-
-    async def aclose(self) -> None:
-        """Close the HTTP client if the backend made it; an injected client is left to its owner."""
-        if self._owns_client:
-            await self._client.aclose()
-
-    async def __aenter__(self) -> AGUIUpstream:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
 
 
 def _secrets(headers: Mapping[str, str]) -> list[str]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -59,6 +59,7 @@ from adapter._types import (
     ToolCall,
     Usage,
 )
+from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
@@ -258,22 +259,6 @@ async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIte
             if reader.finished:
                 return
     raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
-
-
-async def sse_data(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
-    """The data of each server-sent event; comments and other fields are skipped, as the SSE spec says."""
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        name, _, value = line.partition(":")
-        if name == "data":
-            data.append(value.removeprefix(" "))
-    if data:
-        yield "\n".join(data)
 
 
 def parse_event(data: str) -> BaseEvent:

@@ -1,0 +1,90 @@
+"""What the HTTP backends share: their client's lifecycle, and reading server-sent events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from types import TracebackType
+from typing import Final, Self
+
+import httpx
+
+
+class UseDefault:
+    """The type of `DEFAULT`: an argument that was not given, so the backend's default applies."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT"
+
+
+DEFAULT: Final = UseDefault()
+DEFAULT_TIMEOUT: Final = httpx.Timeout(120.0, connect=10.0)
+"""For a client a backend owns: 10 s to connect, 120 s between two reads (a slow first token included)."""
+
+
+class ClientOwner:
+    """A backend's HTTP client: one it was given, left to its owner, or one it makes and closes."""
+
+    _client: httpx.AsyncClient
+    _owns_client: bool
+    _timeout: float | httpx.Timeout | None | httpx._client.UseClientDefault
+
+    def _use_client(
+        self,
+        client: httpx.AsyncClient | UseDefault,
+        timeout: float | httpx.Timeout | None | UseDefault,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._owns_client = isinstance(client, UseDefault)
+        if isinstance(client, UseDefault):
+            owned_timeout = DEFAULT_TIMEOUT if isinstance(timeout, UseDefault) else timeout
+            client = httpx.AsyncClient(transport=transport, timeout=owned_timeout)
+        self._client = client
+        self._timeout = httpx.USE_CLIENT_DEFAULT if isinstance(timeout, UseDefault) else timeout
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        """The HTTP client requests go through: the injected one, or the one the backend owns."""
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if the backend made it; an injected client is left to its owner."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+SSE_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
+
+
+async def sse_data(
+    lines: AsyncIterator[str], *, on_other_line: Callable[[str], None] | None = None
+) -> AsyncGenerator[str, None]:
+    """The data of each server-sent event; comments and the other SSE fields are skipped.
+
+    `on_other_line` sees any line that is neither a comment nor an SSE field, and may raise to refuse a
+    body that is not an event stream.
+    """
+    data: list[str] = []
+    async for line in lines:
+        if not line:
+            if data:
+                yield "\n".join(data)
+                data = []
+            continue
+        if line.startswith(":"):
+            continue
+        name, colon, value = line.partition(":")
+        if name == "data" and colon:
+            data.append(value.removeprefix(" "))
+        elif name not in SSE_FIELDS and on_other_line is not None:
+            on_other_line(line)
+    if data:
+        yield "\n".join(data)
