@@ -9,15 +9,15 @@ the order of events. A `cancelled` outcome cannot be downgraded and is sent as i
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from ag_ui.core import BaseEvent, RunFinishedEvent, RunFinishedSuccessOutcome
 
 
-async def for_unversioned_peer(events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
+async def for_unversioned_peer(events: AsyncGenerator[BaseEvent, None]) -> AsyncGenerator[BaseEvent, None]:
     """The run's events, with `pendingToolCallIds` left out of a success outcome."""
-    async with aclosing(events) as stream:  # type: ignore[type-var]  # a run's events are an async generator
+    async with aclosing(events) as stream:
         async for event in stream:
             if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedSuccessOutcome):
                 if event.outcome.pending_tool_call_ids is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import (
@@ -73,7 +73,7 @@ class Run:
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
         """Tool calls counted against `max_tool_calls` in this turn."""
 
-    async def events(self) -> AsyncIterator[BaseEvent]:
+    async def events(self) -> AsyncGenerator[BaseEvent, None]:
         """The run's events, from RUN_STARTED to exactly one terminal event."""
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
