@@ -1,0 +1,98 @@
+"""The engine's edges: a bug becomes a clean RUN_ERROR, a runaway model is stopped, a racing or crashed claim."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
+
+from adapter import Adapter, Call, MemoryStore, Rule, ScriptedBackend, tool
+from adapter.stores import StoreConflict, Versioned
+
+if TYPE_CHECKING:
+    from conftest import Clock, Kit, MakeAdapter, Serve
+
+
+class BrokenStore(MemoryStore):
+    async def load(self, thread_id: str) -> Versioned | None:
+        raise RuntimeError("disk on fire: /secret/path")
+
+
+async def test_an_unexpected_failure_is_a_clean_internal_error(serve: Serve) -> None:
+    served = await serve(Adapter(ScriptedBackend(), store=BrokenStore()))
+
+    reply = await served.client.post(run_input(new_id("thread"), [user("hello")]))
+
+    assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert reply.error["code"] == "INTERNAL_ERROR"
+    assert "secret" not in reply.error["message"] and "Traceback" not in reply.error["message"]
+
+
+async def test_a_model_that_never_stops_calling_tools_is_cancelled_at_max_steps(serve: Serve) -> None:
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    forever = Rule(r"loop", steps=[[Call("ping")]] * 50)
+    served = await serve(Adapter(ScriptedBackend([forever]), tools=[ping], max_steps=3))
+
+    reply = await served.client.post(run_input(new_id("thread"), [user("loop")]))
+
+    assert reply.outcome == {"type": "cancelled"}
+    assert len(reply.of("TOOL_CALL_RESULT")) == 3
+
+
+class RacingStore(MemoryStore):
+    """Another replica writes the thread between this run's read and its claim."""
+
+    race = False
+
+    async def save(self, thread_id: str, document: dict[str, Any], *, expected_version: int) -> int:
+        if self.race and document.get("open_turn", {}) and document["open_turn"].get("claimed_by"):
+            self.race = False
+            raise StoreConflict(thread_id, expected_version)
+        return await super().save(thread_id, document, expected_version=expected_version)
+
+
+async def test_a_claim_that_loses_a_race_changes_nothing(serve: Serve, make_adapter: MakeAdapter, kit: Kit) -> None:
+    store = RacingStore()
+    served = await serve(make_adapter(store=store))
+    thread = served.client.thread(tools=FRONTEND_TOOLS)
+    (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
+    store.race = True
+
+    lost = await thread.resume(resolved(interrupt["id"], {"approved": True}))
+    won = await thread.resume(resolved(interrupt["id"], {"approved": True}))
+
+    assert lost.error["code"] == "RESUME_CONFLICT"
+    assert won.outcome == {"type": "success"}
+    assert kit.count("send_email") == 1
+
+
+async def test_a_claim_left_by_a_crashed_replica_expires_with_its_lease(
+    serve: Serve, make_adapter: MakeAdapter, kit: Kit, clock: Clock
+) -> None:
+    store = MemoryStore()
+    served = await serve(make_adapter(store=store, clock=clock, claim_lease=timedelta(minutes=5)))
+    thread = served.client.thread(tools=FRONTEND_TOOLS)
+    (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
+    stored = await served.call(store.load(thread.id))
+    assert stored is not None
+    crashed = dict(stored.document)
+    crashed["open_turn"] = {
+        **crashed["open_turn"],
+        "claimed_by": "run-on-a-dead-replica",
+        "claimed_at": clock.now.isoformat(),
+    }
+    await served.call(store.save(thread.id, crashed, expected_version=stored.version))
+    entry = resolved(interrupt["id"], {"approved": True})
+
+    while_held = await thread.resume(entry)
+    clock.advance(timedelta(minutes=5, seconds=1))
+    after_lease = await thread.resume(entry)
+
+    assert while_held.error["code"] == "RESUME_CONFLICT"
+    assert after_lease.outcome == {"type": "success"}
+    assert kit.count("send_email") == 1
