@@ -15,6 +15,7 @@ from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, check_resume
 from adapter._thread import ThreadHandle
 from adapter._turns import ThreadRecord
+from adapter._types import wire_json
 
 if TYPE_CHECKING:
     from adapter._adapter import Adapter
@@ -68,7 +69,7 @@ async def submit_resume(
     )
     if isinstance(gate, Replay):
         return False
-    queued = [entry.model_dump(mode="json", by_alias=True, exclude_none=True) for entry in resolved]
+    queued = [wire_json(entry) for entry in resolved]
     assert record is not None  # a gate that passes has an open turn
     if record.queued is not None and record.queued != queued:
         raise ResumeError("other answers were already submitted for this turn", code=codes.RESUME_CONFLICT)
@@ -90,9 +91,7 @@ async def read_thread(adapter: Adapter, thread_id: str) -> dict[str, Any] | None
     if record is None:
         return None
     turn = record.open_turn
-    interrupts = (
-        [p.interrupt().model_dump(mode="json", by_alias=True, exclude_none=True) for p in turn.pending] if turn else []
-    )
+    interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
     return {"threadId": thread_id, "messages": record.messages, "interrupts": interrupts}
 
 

@@ -18,7 +18,7 @@ from adapter._forms import FormRequired, UserInputTool
 from adapter._resume import approval_schema
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._turns import PendingCall
-from adapter._types import ToolCall
+from adapter._types import ToolCall, wire_json
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +121,7 @@ def backend_suspension(interrupt: Interrupt) -> Suspension:
         reason=interrupt.reason,
         response_schema=interrupt.response_schema or {},
         message=interrupt.message,
-        original=interrupt.model_dump(mode="json", by_alias=True, exclude_none=True),
+        original=wire_json(interrupt),
     )
     return Suspension(pending, "interrupt")
 

@@ -17,7 +17,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._errors import ResumeError
 from adapter._turns import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
-from adapter._types import JSON
+from adapter._types import JSON, wire_json
 from schema_tools import validate
 
 
@@ -156,7 +156,7 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
 
 def _content_payload(message: ToolMessage) -> JSON:
     if not isinstance(message.content, str):
-        return [part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in message.content]
+        return [wire_json(part) for part in message.content]
     try:
         return json.loads(message.content)
     except ValueError:

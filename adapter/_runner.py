@@ -41,7 +41,7 @@ from adapter._steps import Step, advance_state, stream_step
 from adapter._thread import ThreadHandle
 from adapter._tools import Toolset
 from adapter._turns import OpenTurn
-from adapter._types import ModelRequest, ToolCall, Usage
+from adapter._types import ModelRequest, ToolCall, Usage, wire_json
 
 if TYPE_CHECKING:
     from adapter._adapter import Adapter
@@ -243,7 +243,7 @@ class Run:
         forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
-        await self.thread.open_turn(turn, history, self._outcome_json(outcome) if self.resuming else None)
+        await self.thread.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
         self.ended = True
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
@@ -261,7 +261,7 @@ class Run:
         yield self._finished(_outcome.validate_python(stored))
 
     async def _finish(self, outcome: Outcome, history: list[Message]) -> None:
-        resumed = self._outcome_json(outcome) if self.resuming else None
+        resumed = wire_json(outcome) if self.resuming else None
         await self.thread.finish(history, self.input.run_id, resumed)
         self.ended = True
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
@@ -313,7 +313,3 @@ class Run:
     def _close_open(self) -> list[BaseEvent]:
         step, self.open_step = self.open_step, None
         return step.close_all() if step else []
-
-    @staticmethod
-    def _outcome_json(outcome: Outcome) -> dict[str, Any]:
-        return outcome.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ag_ui.core import Interrupt, Message
 from pydantic import BaseModel, Field, TypeAdapter
 
-from adapter._types import JSON
+from adapter._types import JSON, wire_json
 
 SuspensionKind = Literal["frontend", "approval", "input", "form", "backend"]
 """Why a call waits: a client tool, an approval before a server tool runs, a tool that asked for input
@@ -125,4 +125,4 @@ def answer_fingerprint(status: str, payload: JSON) -> str:
 
 def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Messages as wire JSON, for storage."""
-    return [message.model_dump(mode="json", by_alias=True, exclude_none=True) for message in messages]
+    return [wire_json(message) for message in messages]

@@ -7,9 +7,15 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ag_ui.core import BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
+from pydantic import BaseModel
 
 JSON: TypeAlias = Any
 """Any JSON value, as `json.loads` returns it."""
+
+
+def wire_json(model: BaseModel) -> dict[str, Any]:
+    """A protocol model as the JSON object the wire carries: camelCase keys, unset optional fields left out."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,6 +58,7 @@ from adapter._types import (
     TextDelta,
     ToolCall,
     Usage,
+    wire_json,
 )
 from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import Redactor
@@ -284,4 +285,4 @@ def _shown_type(document: Any) -> str:
 def _content(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return json.dumps([part.model_dump(mode="json", by_alias=True, exclude_none=True) for part in content])
+    return json.dumps([wire_json(part) for part in content])
