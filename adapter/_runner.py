@@ -65,13 +65,13 @@ class Run:
         self.open_step: Step | None = None
         self.resuming = False
         self.ended = False
-        self.settling: asyncio.Future[Settled] | None = None
         """True once the run's ending is stored: finished, failed or suspended again."""
+        self.settling: asyncio.Future[Settled] | None = None
         self.turn_id = new_id("turn")
         self.counted: set[str] = set()
+        """Tool calls counted against `max_tool_calls` in this turn."""
         self.deferred: set[str] = set()
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
-        """Tool calls counted against `max_tool_calls` in this turn."""
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
         """The run's events, from RUN_STARTED to exactly one terminal event."""
@@ -84,24 +84,18 @@ class Run:
         try:
             async for event in self._run():
                 yield event
-        except GeneratorExit:
+        except (GeneratorExit, asyncio.CancelledError):
             self._left_unfinished()
             raise
-        except asyncio.CancelledError:
-            self._left_unfinished()
-            raise
-        except AdapterError as exc:
+        except Exception as exc:
+            if not isinstance(exc, AdapterError):
+                log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
+                exc = AdapterError("The run failed with an internal error.")  # internals never reach the client
             for event in self._close_open():
                 yield event
             await self._failed(exc)
             details = {"details": exc.details} if exc.details is not None else None
             yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
-        except Exception:
-            log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
-            for event in self._close_open():
-                yield event
-            await self._failed(AdapterError("The run failed with an internal error."))
-            yield RunErrorEvent(message="The run failed with an internal error.", code="INTERNAL_ERROR")
 
     async def _run(self) -> AsyncIterator[BaseEvent]:
         record = await self.thread.load()
