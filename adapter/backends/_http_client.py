@@ -61,6 +61,12 @@ class ClientOwner:
         await self.aclose()
 
 
+def media_type(response: httpx.Response) -> str:
+    """The response's media type in lower case, without parameters; "" when it declares none."""
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.split(";")[0].strip().lower()
+
+
 SSE_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
 
 

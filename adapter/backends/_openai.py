@@ -19,7 +19,7 @@ import httpx
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
-from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, media_type
 from adapter.backends._openai_errors import (
     Redactor,
     Retryable,
@@ -149,8 +149,7 @@ class OpenAIChatBackend(ClientOwner):
     async def _check(self, response: httpx.Response) -> None:
         if not response.is_success:
             raise await status_error(response, self._redact, self.model)
-        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if media_type in _NOT_SSE:
+        if media_type(response) in _NOT_SSE:
             raise not_sse_error(await read_bounded(response), self._redact)
 
     async def _backoff(self, failure: Retryable, attempt: int, cause: Exception) -> None:

@@ -90,16 +90,20 @@ async def status_error(response: httpx.Response, redact: Redactor, model: str) -
     if status >= 500:
         error = BackendError(f"The model server failed (HTTP {status}).", code=BACKEND_ERROR)
         return Retryable(error, retry_after(response.headers.get("retry-after")))
-    detail = provider_message(await read_bounded(response))
-    suffix = f": {redact(detail)}" if detail else "."
+    suffix = _detail_suffix(await read_bounded(response), redact)
     return BackendError(f"The model server rejected the request (HTTP {status}){suffix}", code=BACKEND_ERROR)
 
 
 def not_sse_error(body: bytes, redact: Redactor) -> BackendError:
     """The error for a 2xx response that is not an event stream (a JSON or HTML page)."""
-    detail = provider_message(body)
-    suffix = f": {redact(detail)}" if detail else "."
+    suffix = _detail_suffix(body, redact)
     return BackendError(f"The model server did not answer with an event stream{suffix}", code=BACKEND_ERROR)
+
+
+def _detail_suffix(body: bytes, redact: Redactor) -> str:
+    """The end of an error message: `: ` and the provider's own message, redacted; "." when it gave none."""
+    detail = provider_message(body)
+    return f": {redact(detail)}" if detail else "."
 
 
 def transport_error(exc: httpx.HTTPError) -> BackendError:

@@ -22,7 +22,7 @@ from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
-from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, media_type
 from adapter.backends._openai_errors import Redactor, read_bounded
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 from adapter.backends._upstream_events import EventReader, read_items, upstream_error
@@ -102,11 +102,11 @@ class AGUIUpstream(ClientOwner):
 
     async def _check(self, response: httpx.Response) -> None:
         status = response.status_code
-        media_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
-        if response.is_success and media_type == "text/event-stream":
+        received = media_type(response)
+        if response.is_success and received == "text/event-stream":
             return
         detail = self._redact((await read_bounded(response)).decode("utf-8", errors="replace"))
-        log.warning("the upstream agent answered HTTP %d (%s): %s", status, media_type or "no content type", detail)
+        log.warning("the upstream agent answered HTTP %d (%s): %s", status, received or "no content type", detail)
         if status in (401, 403):
             raise upstream_error(f"The upstream agent refused the credentials (HTTP {status}).")
         if 400 <= status < 500:
