@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
+from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
 from adapter._dispatch import new_id
 from adapter._errors import ResumeError
-from adapter._forms import ActivityConflict, activity_id, transition
+from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._resume import Replay, check_resume
 from adapter._thread import ThreadHandle
@@ -114,22 +115,11 @@ async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
                 error="cancelled",
             )
         )
-        _cancel_card(history, activity_id(turn.turn_id, call.call_id), adapter)
+        with contextlib.suppress(ActivityConflict):  # a card already settled has nothing to cancel
+            move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=adapter.now())
     await thread.close_turn(history)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(
         adapter.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)
     )
     return True
-
-
-def _cancel_card(history: list[Message], message_id: str, adapter: Adapter) -> None:
-    for index, message in enumerate(history):
-        if isinstance(message, ActivityMessage) and message.id == message_id:
-            version = message.content.get("version", 1)
-            try:
-                history[index] = transition(
-                    message, "CANCELLED", expected_version=version if isinstance(version, int) else 1, at=adapter.now()
-                )
-            except ActivityConflict:
-                pass  # already settled: nothing to cancel

@@ -13,12 +13,12 @@ schema, frozen into the stored turn, and the page sees an `agent_form` activity 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableSequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from ag_ui.core import ActivityMessage
+from ag_ui.core import ActivityMessage, Message
 
 from adapter._errors import ConfigurationError
 from adapter._tools import BaseTool, InputRequired
@@ -147,3 +147,35 @@ def transition(
     if at is not None:
         content["submittedAt" if status == "SUBMITTED" else "cancelledAt"] = at.isoformat()
     return message.model_copy(update={"content": content})
+
+
+def move_card(
+    history: MutableSequence[Message],
+    message_id: str,
+    status: FormStatus,
+    *,
+    at: datetime,
+    submitted_values: Any = None,
+    submitted_by: str | None = None,
+) -> ActivityMessage | None:
+    """Move the form card `message_id` of `history` on from the version it is at, in place.
+
+    Returns:
+        The moved card; None when `history` has no card with that id.
+
+    Raises:
+        ActivityConflict: The card was already moved on.
+    """
+    for index, card in enumerate(history):
+        if isinstance(card, ActivityMessage) and card.id == message_id:
+            version = card.content.get("version", 1)
+            history[index] = moved = transition(
+                card,
+                status,
+                expected_version=version if isinstance(version, int) else 1,
+                submitted_values=submitted_values,
+                submitted_by=submitted_by,
+                at=at,
+            )
+            return moved
+    return None

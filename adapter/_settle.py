@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter._dispatch import Suspension, execute, gather_in_order, idempotency_key, new_id, parse_arguments, suspend
-from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, transition
+from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, move_card
 from adapter._resume import Answer, Resume
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import ToolCall
@@ -52,26 +52,21 @@ class Settled:
 
 
 def _move_form(history: list[Message], message_id: str, answer: Answer, now: datetime) -> ActivityMessage | None:
-    index = next((i for i, m in enumerate(history) if m.id == message_id), None)
-    card = history[index] if index is not None else None
-    if not isinstance(card, ActivityMessage) or index is None:
-        log.warning("form card %s is missing from the stored conversation", message_id)
-        return None
-    version = card.content.get("version", 1)
     submitted_by = (answer.metadata or {}).get("submittedBy")
     try:
-        moved = transition(
-            card,
+        moved = move_card(
+            history,
+            message_id,
             "SUBMITTED" if answer.status == "resolved" else "CANCELLED",
-            expected_version=version if isinstance(version, int) else 1,
+            at=now,
             submitted_values=answer.payload,
             submitted_by=submitted_by if isinstance(submitted_by, str) else None,
-            at=now,
         )
     except ActivityConflict:
         log.warning("form card %s was already moved on", message_id)
         return None
-    history[index] = moved
+    if moved is None:
+        log.warning("form card %s is missing from the stored conversation", message_id)
     return moved
 
 
