@@ -173,10 +173,16 @@ async def settle_answers(
 
 
 def _executed_arguments(answer: Answer) -> str:
-    """The arguments the call ran with: an approval's `editedArgs` replaced the proposal whole (RES-3)."""
+    """The arguments the call ran with, as JSON text."""
+    edited = _edited_args(answer)
+    return json.dumps(edited) if edited is not None else answer.call.arguments
+
+
+def _edited_args(answer: Answer) -> dict[str, Any] | None:
+    """An approval's `editedArgs`, which replace the proposal whole (RES-3); the gate has validated them."""
     payload = answer.payload if isinstance(answer.payload, dict) else {}
     edited = payload.get("editedArgs") if answer.call.kind == "approval" else None
-    return json.dumps(edited) if isinstance(edited, dict) else answer.call.arguments
+    return edited if isinstance(edited, dict) else None
 
 
 async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput) -> ToolResult | InputRequired:
@@ -216,9 +222,8 @@ async def _approved(
     payload = answer.payload if isinstance(answer.payload, dict) else {}
     if payload.get("approved") is not True:
         return ToolResult(f"The user declined {call.name}; it was not executed.", error="declined")
-    edited = payload.get("editedArgs")
-    # editedArgs replaces the proposal whole (RES-3); the gate has validated it already.
-    arguments = edited if isinstance(edited, dict) else parse_arguments(call.arguments)
+    edited = _edited_args(answer)
+    arguments = edited if edited is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
     return await execute(call, tool, _context(run_input, call.id), arguments)
