@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -137,8 +136,3 @@ async def execute(
         return await tool.invoke(parsed, context)
     except InputRequired as signal:
         return signal
-
-
-async def gather_in_order(jobs: Sequence[Any]) -> list[Any]:
-    """Run independent tool calls concurrently, keeping their order."""
-    return list(await asyncio.gather(*jobs))

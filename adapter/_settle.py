@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
-from adapter._dispatch import Suspension, execute, gather_in_order, idempotency_key, new_id, parse_arguments, suspend
+from adapter._dispatch import Suspension, execute, idempotency_key, new_id, parse_arguments, suspend
 from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, move_card
 from adapter._resume import Answer, Resume
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
@@ -120,7 +121,7 @@ async def step_calls(
             suspensions.append(suspend(call, tool, adapter.policy, now))
         elif isinstance(tool, FunctionTool):
             runnable.append((call, tool))
-    outcomes = await gather_in_order([execute(call, tool, _context(run_input, call.id)) for call, tool in runnable])
+    outcomes = await asyncio.gather(*(execute(call, tool, _context(run_input, call.id)) for call, tool in runnable))
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
             suspensions.append(suspend(call, tool, adapter.policy, now, signal=outcome))

@@ -33,7 +33,6 @@ from schema_tools import (
 log = logging.getLogger("adapter.tools")
 
 FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
-ANY_VALUE_SCHEMA: dict[str, Any] = {}
 
 
 @dataclass(frozen=True, slots=True)
