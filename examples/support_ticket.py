@@ -44,9 +44,7 @@ SUPPORT_TICKET_FORM = FormDefinition(
 
 
 @tool
-def create_support_ticket(
-    title: str, priority: Literal["LOW", "MEDIUM", "HIGH"], ctx: ToolContext
-) -> dict[str, object]:
+def create_support_ticket(title: str, priority: Priority, ctx: ToolContext) -> dict[str, object]:
     """Create an incident ticket. Asks for the affected system and the impact scope before anything is written."""
     details = ctx.submitted_form_data
     if details is None:
