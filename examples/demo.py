@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app
 from examples import form_assist
-from examples.backend_choice import choose_backend, close_backend
+from examples.backend_choice import choose_backend
 from examples.demo_agent import HELP, RULES, forms, tools
 
 WEB = Path(__file__).parent / "web"
@@ -61,8 +61,7 @@ def build_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         yield
-        await adapter.aclose()
-        await close_backend(backend)
+        await adapter.aclose()  # closes the backend's HTTP client too
 
     return Starlette(
         routes=[
