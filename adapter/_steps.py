@@ -157,26 +157,28 @@ async def stream_step(items: AsyncIterator[BackendItem], step: Step) -> AsyncIte
     is ever left open across an await.
     """
     async for item in items:
-        if isinstance(item, TextDelta):
-            for event in _text(item, step):
-                yield event
-        elif isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
-            for event in step.close_text():
-                yield event
-            for event in _call(item, step):
-                yield event
-        elif isinstance(item, LateToolResult):
-            for event in _late_result(item, step):
-                yield event
-        elif isinstance(item, Passthrough):
-            step.track(item.event)
-            yield item.event
-        elif isinstance(item, BackendInterrupt):
-            step.interrupts.extend(item.interrupts)
-        elif isinstance(item, Usage):
-            step.usage.append(item)
+        for event in _item_events(item, step):
+            yield event
     for event in step.close_text():
         yield event
+
+
+def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
+    """Record one backend item in `step` and return the events it makes."""
+    if isinstance(item, TextDelta):
+        return _text(item, step)
+    if isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
+        return step.close_text() + _call(item, step)
+    if isinstance(item, LateToolResult):
+        return _late_result(item, step)
+    if isinstance(item, Passthrough):
+        step.track(item.event)
+        return [item.event]
+    if isinstance(item, BackendInterrupt):
+        step.interrupts.extend(item.interrupts)
+    elif isinstance(item, Usage):
+        step.usage.append(item)
+    return []
 
 
 def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
