@@ -16,6 +16,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
 from adapter._errors import ResumeError
+from adapter._tools import issues_text
 from adapter._turns import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._types import JSON, wire_json
 from schema_tools import validate
@@ -184,9 +185,8 @@ def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[
 def _require_valid(instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str) -> None:
     issues = validate(instance, dict(schema))
     if issues:
-        listed = "; ".join(f"{issue.pointer or '/'}: {issue.message}" for issue in issues)
         raise ResumeError(
-            f"the {what} for interrupt {interrupt_id} does not match its schema: {listed}",
+            f"the {what} for interrupt {interrupt_id} does not match its schema: {issues_text(issues)}",
             code=codes.RESUME_PAYLOAD_INVALID,
             details=[
                 {"pointer": issue.pointer, "keyword": issue.keyword, "message": issue.message} for issue in issues

@@ -23,6 +23,7 @@ from adapter._types import JSON
 from schema_tools import (
     STRICT_TOOL_POLICY,
     CallableSignature,
+    SchemaIssue,
     SchemaPolicy,
     SchemaPolicyError,
     SchemaValidationError,
@@ -99,6 +100,11 @@ class ToolResult:
         return cls(json.dumps(value, ensure_ascii=False, default=_json_default))
 
 
+def issues_text(issues: Iterable[SchemaIssue]) -> str:
+    """Schema issues as one line of text, each as `pointer: message`."""
+    return "; ".join(f"{issue.pointer or '/'}: {issue.message}" for issue in issues)
+
+
 def _json_default(value: Any) -> Any:
     if isinstance(value, BaseModel):
         return value.model_dump(mode="json")
@@ -160,8 +166,7 @@ class FunctionTool(BaseTool):
         assert self.signature is not None and self.fn is not None, "external tools are never invoked"
         issues = validate(dict(arguments), dict(self.parameters))
         if issues:
-            listed = "; ".join(f"{issue.pointer or '/'}: {issue.message}" for issue in issues)
-            return ToolResult(f"Invalid arguments for {self.name}: {listed}", error="invalid_arguments")
+            return ToolResult(f"Invalid arguments for {self.name}: {issues_text(issues)}", error="invalid_arguments")
         try:
             kwargs = self.signature.bind(dict(arguments))
         except SchemaValidationError as exc:
