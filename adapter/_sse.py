@@ -46,7 +46,7 @@ def encode_event(event: BaseEvent) -> str:
 
 
 _INTERNAL_ERROR_FRAME: Final = encode_event(
-    RunErrorEvent(message="The run failed because of an internal error.", code=INTERNAL_ERROR)
+    RunErrorEvent(message="The run failed with an internal error.", code=INTERNAL_ERROR)
 )
 
 
