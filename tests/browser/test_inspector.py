@@ -8,6 +8,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from browserkit import CHROMIUM, CHROMIUM_ARGS
 from playwright.sync_api import Page, expect, sync_playwright
 from served_demo import serve_demo
 from starlette.applications import Starlette
@@ -15,18 +16,7 @@ from starlette.routing import Mount
 
 from adapter import Adapter, ScriptedBackend, create_app
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).parent / "artifacts"
+ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 
 
 def app_at(mount: str, **options: bool) -> Starlette:
