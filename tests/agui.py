@@ -436,3 +436,21 @@ class Thread:
             self.messages = apply_events(self.messages, reply.events)
         self.replies.append(reply)
         return reply
+
+
+def http_scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
+    """An ASGI scope for `POST /`, for tests that drive the app with hand-written `receive` and `send`."""
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 1),
+        "server": ("127.0.0.1", 80),
+    }

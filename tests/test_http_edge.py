@@ -20,6 +20,7 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.core.capabilities import IdentityCapabilities, TransportCapabilities
+from agui import http_scope
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message
@@ -77,23 +78,6 @@ def events_of(response: httpx.Response) -> list[dict[str, Any]]:
 def body_with_user_text(escaped: str) -> str:
     """A run body whose one user message is the JSON string literal `"<escaped>"`, written verbatim."""
     return '{"threadId": "t1", "runId": "r1", "messages": [{"id": "m1", "role": "user", "content": "' + escaped + '"}]}'
-
-
-def http_scope(headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
 
 
 def assert_refused(response: httpx.Response, status: int, code: str) -> dict[str, Any]:

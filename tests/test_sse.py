@@ -24,6 +24,7 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
+from agui import http_scope
 from starlette.types import Message
 
 from adapter._http import create_app
@@ -223,21 +224,8 @@ class Endless:
         return AgentCapabilities()
 
 
-def http_scope(body: bytes) -> dict[str, Any]:
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        "client": ("127.0.0.1", 1),
-        "server": ("127.0.0.1", 80),
-    }
+def body_scope(body: bytes) -> dict[str, Any]:
+    return http_scope([(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())])
 
 
 @pytest.mark.parametrize("chatty", [False, True], ids=["waiting-on-backend", "suspended-at-yield"])
@@ -259,7 +247,7 @@ async def test_client_disconnect_closes_the_run(chatty: bool) -> None:
             first_event_sent.set()
 
     with anyio.fail_after(2):
-        await create_app(handler, keepalive_interval=0.05)(http_scope(BODY), receive, send)
+        await create_app(handler, keepalive_interval=0.05)(body_scope(BODY), receive, send)
 
     assert handler.finalised.is_set()
     assert handler.backend is not None and handler.backend.cancelled()
@@ -287,7 +275,7 @@ async def test_send_failing_with_oserror_closes_the_run() -> None:
             if bodies > 3:
                 raise OSError("connection reset")
 
-    scope = {**http_scope(BODY), "asgi": {"version": "3.0", "spec_version": "2.4"}}
+    scope = {**body_scope(BODY), "asgi": {"version": "3.0", "spec_version": "2.4"}}
     with anyio.fail_after(2):
         await create_app(handler)(scope, receive, send)
 
@@ -362,7 +350,7 @@ async def test_a_stalled_client_holds_the_run_back_until_it_leaves() -> None:
             await asyncio.Event().wait()
 
     with anyio.fail_after(2):
-        await create_app(handler)(http_scope(BODY), receive, send)
+        await create_app(handler)(body_scope(BODY), receive, send)
 
     assert handler.finalised.is_set()
     assert handler.ticks < 50
