@@ -8,6 +8,19 @@ from typing import Final, Self
 
 import httpx
 
+from adapter._errors import ConfigurationError
+
+
+def http_url(text: str, *, name: str, alternative: str = "") -> httpx.URL:
+    """`text` as an absolute http(s) URL with a host, or a ConfigurationError naming the argument."""
+    try:
+        url = httpx.URL(text)
+    except httpx.InvalidURL as exc:
+        raise ConfigurationError(f"{name} is not a valid URL") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ConfigurationError(f"{name} must be an http:// or https:// URL{alternative}")
+    return url
+
 
 class UseDefault:
     """The type of `DEFAULT`: an argument that was not given, so the backend's default applies."""

@@ -19,7 +19,7 @@ import httpx
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
-from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, media_type
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import (
     Redactor,
     Retryable,
@@ -163,12 +163,7 @@ class OpenAIChatBackend(ClientOwner):
 
 
 def _endpoint(base_url: str) -> httpx.URL:
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL as exc:
-        raise ConfigurationError("base_url is not a valid URL") from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigurationError("base_url must be an http:// or https:// URL")
+    url = http_url(base_url, name="base_url")
     return url.copy_with(path=url.path.rstrip("/") + "/chat/completions")
 
 

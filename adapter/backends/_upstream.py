@@ -22,7 +22,7 @@ from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 
 from adapter._errors import ConfigurationError
 from adapter._types import BackendItem, ModelRequest
-from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, media_type
+from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import Redactor, read_bounded
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 from adapter.backends._upstream_events import EventReader, read_items, upstream_error
@@ -122,13 +122,7 @@ def _secrets(headers: Mapping[str, str]) -> list[str]:
 
 
 def _endpoint(target: str) -> httpx.URL:
-    try:
-        url = httpx.URL(target)
-    except httpx.InvalidURL as exc:
-        raise ConfigurationError("target is not a valid URL") from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigurationError("target must be an http:// or https:// URL, or an ASGI app")
-    return url
+    return http_url(target, name="target", alternative=", or an ASGI app")
 
 
 def _shown(url: httpx.URL) -> str:
