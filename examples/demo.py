@@ -20,7 +20,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app
-from examples import form_assist
+from examples import form_assist, serving
 from examples.backend_choice import choose_backend
 from examples.demo_agent import HELP, RULES, forms, tools
 
@@ -75,9 +75,7 @@ def build_app(
 
 def main(argv: list[str] | None = None) -> None:
     """Parse the flags and serve the demo with uvicorn."""
-    parser = argparse.ArgumentParser(description="Serve the AG-UI adapter demo.")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8000)
+    parser = serving.add_server_flags(argparse.ArgumentParser(description="Serve the AG-UI adapter demo."))
     parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns")
     parser.add_argument(
         "--frontend-outcome",
@@ -87,15 +85,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--inspector", action="store_true", help="serve the agui-inspector page at /agui/inspector/")
     args = parser.parse_args(argv)
-    try:
-        import uvicorn
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit("The demo needs uvicorn: pip install -e '.[demo]'") from exc
     print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
     if args.inspector:
         print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
     app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector, environ=os.environ)
-    uvicorn.run(app, host=args.host, port=args.port)
+    serving.run(app, args)
 
 
 if __name__ == "__main__":

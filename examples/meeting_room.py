@@ -11,6 +11,7 @@ from starlette.routing import Mount
 
 from adapter import Adapter, Call, FormDefinition, Rule, ScriptedBackend, ToolContext, TurnStore, create_app, tool
 from adapter.backends import Progress
+from examples import serving
 
 MEETING_FORM = FormDefinition(
     "meeting_room_booking",
@@ -64,6 +65,4 @@ def build_adapter(store: TurnStore | None = None) -> Adapter:
 app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(app, host="127.0.0.1", port=8000)
+    serving.serve(app, description="Serve the meeting-room example (a form the model asks for).")

@@ -25,6 +25,7 @@ from adapter import (
     tool,
 )
 from adapter.backends import Progress
+from examples import serving
 
 Priority: TypeAlias = Literal["LOW", "MEDIUM", "HIGH"]
 
@@ -82,6 +83,4 @@ def build_adapter(store: TurnStore | None = None) -> Adapter:
 app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
 
 if __name__ == "__main__":
-    import uvicorn
-
-    uvicorn.run(app, host="127.0.0.1", port=8000)
+    serving.serve(app, description="Serve the support-ticket example (a tool that raises FormRequired).")

@@ -1,0 +1,65 @@
+"""How the demo and the examples are served: uvicorn, with the flags every one of them takes.
+
+    --host                 127.0.0.1
+    --port                 8000
+    --timeout-keep-alive   75 seconds an idle HTTP/1.1 connection is kept open (uvicorn's own default is 5)
+
+Why 75 s: a server must keep an idle connection open longer than any client or proxy in front of it
+keeps it in its pool, or the client reuses a connection the server has just closed and the next
+request fails ("other side closed", ECONNRESET). Uvicorn's 5 s is shorter than, or a hair's breadth
+from, what common pools keep: undici (Node's fetch, the CopilotKit runtime) 4 s without a hint and up
+to 600 s with one, Node's http.Agent 5 s, httpx 5 s, aiohttp 15 s, nginx's upstream keepalive and an
+AWS ALB 60 s. 75 s is longer than all of these; behind a proxy that keeps idle connections longer
+(Google Cloud's load balancers keep them 600 s), set it above that proxy's timeout. See docs/clients.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any, Final
+
+KEEP_ALIVE_SECONDS: Final = 75
+"""The default `--timeout-keep-alive`: longer than common client pools and proxies keep idle connections."""
+
+
+def add_server_flags(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add --host, --port and --timeout-keep-alive to `parser`."""
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--timeout-keep-alive",
+        type=_positive_seconds,
+        default=KEEP_ALIVE_SECONDS,
+        metavar="SECONDS",
+        help="how long an idle connection stays open; keep it above the client's or proxy's idle timeout "
+        f"(default {KEEP_ALIVE_SECONDS})",
+    )
+    return parser
+
+
+def uvicorn_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The `uvicorn.run` keyword arguments the server flags ask for."""
+    return {"host": args.host, "port": args.port, "timeout_keep_alive": args.timeout_keep_alive}
+
+
+def serve(app: Any, argv: Sequence[str] | None = None, *, description: str) -> None:
+    """Parse the server flags and serve `app` with uvicorn until interrupted."""
+    args = add_server_flags(argparse.ArgumentParser(description=description)).parse_args(argv)
+    run(app, args)
+
+
+def run(app: Any, args: argparse.Namespace) -> None:
+    """Serve `app` with uvicorn, configured by the parsed server flags."""
+    try:
+        import uvicorn
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise SystemExit("Serving needs uvicorn: pip install -e '.[demo]'") from exc
+    uvicorn.run(app, **uvicorn_options(args))
+
+
+def _positive_seconds(text: str) -> int:
+    seconds = int(text)
+    if seconds < 1:
+        raise argparse.ArgumentTypeError("the keep-alive timeout must be at least 1 second")
+    return seconds

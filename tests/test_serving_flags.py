@@ -1,0 +1,92 @@
+"""The flags the demo and the examples are served with: --host, --port and --timeout-keep-alive."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+from starlette.applications import Starlette
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route
+
+from examples import demo, serving
+
+COMMON_IDLE_TIMEOUTS = {
+    "undici": 4,
+    "node-http-agent": 5,
+    "httpx": 5,
+    "aiohttp": 15,
+    "nginx-upstream": 60,
+    "aws-alb": 60,
+}
+"""Seconds common client pools and proxies keep an idle connection (see examples/serving.py)."""
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    return serving.add_server_flags(argparse.ArgumentParser()).parse_args(argv)
+
+
+def test_the_default_keep_alive_outlasts_common_client_pools() -> None:
+    options = serving.uvicorn_options(parse())
+
+    assert options["timeout_keep_alive"] == serving.KEEP_ALIVE_SECONDS
+    assert all(options["timeout_keep_alive"] > seconds for seconds in COMMON_IDLE_TIMEOUTS.values())
+    assert uvicorn.Config(Starlette()).timeout_keep_alive < min(COMMON_IDLE_TIMEOUTS.values()) + 2  # why it matters
+
+
+def test_the_flags_reach_uvicorn() -> None:
+    options = serving.uvicorn_options(parse("--host", "0.0.0.0", "--port", "9001", "--timeout-keep-alive", "620"))
+
+    config = uvicorn.Config(Starlette(), **options)
+
+    assert (config.host, config.port, config.timeout_keep_alive) == ("0.0.0.0", 9001, 620)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_keep_alive_that_is_not_a_positive_number_of_seconds_is_refused(value: str) -> None:
+    with pytest.raises(SystemExit):
+        parse("--timeout-keep-alive", value)
+
+
+def test_the_demo_takes_the_keep_alive_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(options))
+
+    demo.main(["--db", ":memory:", "--timeout-keep-alive", "90"])
+
+    assert served == [{"host": "127.0.0.1", "port": 8000, "timeout_keep_alive": 90}]
+
+
+def _serve_in_thread(config: uvicorn.Config) -> tuple[uvicorn.Server, threading.Thread, int]:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.01)
+    return server, thread, sock.getsockname()[1]
+
+
+def test_the_server_closes_an_idle_connection_after_the_flagged_keep_alive() -> None:
+    app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("ok"))])
+    options = serving.uvicorn_options(parse("--port", "0", "--timeout-keep-alive", "1"))
+    server, thread, port = _serve_in_thread(uvicorn.Config(app, **options, log_level="warning", lifespan="off"))
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            received = b""
+            while b"ok" not in received:
+                received += connection.recv(4096)
+            assert b"200 OK" in received
+            assert connection.recv(4096) == b""  # the server closed the idle connection, well before the timeout
+    finally:
+        server.should_exit = True
+        thread.join(10)
