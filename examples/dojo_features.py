@@ -1,0 +1,144 @@
+"""The AG-UI Dojo's feature agents, each at its own path, in front of one OpenAI-compatible model.
+
+    python -m examples.dojo_features --base-url http://localhost:11434/v1 --model llama3.1
+
+    /agentic_chat               chat; the page's `change_background` tool runs in the browser
+    /human_in_the_loop          the page's `generate_task_steps` asks a person to pick steps
+    /tool_based_generative_ui   the page's `generate_haiku` renders a haiku card
+    /backend_tool_rendering     `get_weather` runs on the server; the page renders its result
+
+The Dojo (apps/dojo in ag-ui-protocol/ag-ui) drives each path through CopilotKit; the tool names and
+parameter schemas are the ones its pages declare. Frontend tools arrive in each run's `tools`, so
+only the server's own tools are declared here. `--frontend-outcome pending` serves clients older
+than AG-UI 1.0, such as the Dojo's @ag-ui/client 0.0.58 (see docs/resuming.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field, replace
+from typing import Literal, TypeAlias
+
+import httpx
+from ag_ui.core import SystemMessage
+from starlette.applications import Starlette
+from starlette.routing import Mount
+
+from adapter import Adapter, Backend, ModelRequest, SQLiteStore, TurnStore, create_app, tool
+from adapter._tools import BaseTool
+from adapter._types import BackendItem
+from adapter.backends import OpenAIChatBackend
+from examples import serving
+
+FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
+
+
+@dataclass(frozen=True, slots=True)
+class Instructed:
+    """A backend whose model reads the feature's instructions first, as one system message."""
+
+    backend: Backend
+    instructions: str
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        """One step, with the instructions ahead of the conversation."""
+        system = SystemMessage(id="instructions", content=self.instructions)
+        return self.backend.stream(replace(request, messages=[system, *request.messages]))
+
+
+@tool
+def get_weather(location: str) -> dict[str, object]:
+    """Get the current weather for a location."""
+    return {"temperature": 20, "conditions": "sunny", "humidity": 50, "wind_speed": 10, "feels_like": 25}
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """One Dojo feature: where it is served, what the model is told, and the server's tools."""
+
+    path: str
+    instructions: str
+    tools: tuple[BaseTool, ...] = field(default=())
+
+
+FEATURES = (
+    Feature("agentic_chat", "You are a helpful assistant. Change the page's background only when asked."),
+    Feature(
+        "human_in_the_loop",
+        "When asked to plan something, call generate_task_steps with short imperative steps, all enabled. "
+        "Then act on the steps the user kept.",
+    ),
+    Feature(
+        "tool_based_generative_ui",
+        "When asked for a haiku, call generate_haiku with three Japanese lines, their English translation, "
+        "an image name from the tool's description and a CSS gradient.",
+    ),
+    Feature(
+        "backend_tool_rendering",
+        "Look up the weather with get_weather before you answer a question about it, then summarise it briefly.",
+        (get_weather,),
+    ),
+)
+
+
+def build_app(
+    backend: Backend,
+    *,
+    store: TurnStore | None = None,
+    frontend_outcome: FrontendOutcome = "interrupt",
+    features: Iterable[Feature] = FEATURES,
+) -> Starlette:
+    """Every feature's adapter at `/{feature.path}`, over one backend and one store, closed on shutdown."""
+    shared_store = store if store is not None else SQLiteStore("dojo.db")
+    adapters = {
+        feature.path: Adapter(
+            Instructed(backend, feature.instructions),
+            tools=feature.tools,
+            store=shared_store,
+            frontend_outcome=frontend_outcome,
+        )
+        for feature in features
+    }
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        yield
+        for adapter in adapters.values():
+            await adapter.aclose()
+        close_backend = getattr(backend, "aclose", None)
+        if close_backend is not None:
+            await close_backend()
+
+    routes = [Mount(f"/{path}", app=create_app(adapter), name=path) for path, adapter in adapters.items()]
+    return Starlette(routes=routes, lifespan=lifespan)
+
+
+def openai_backend(
+    base_url: str, model: str, *, api_key: str | None = None, client: httpx.AsyncClient | None = None
+) -> OpenAIChatBackend:
+    """The model every feature talks to; `client` injects the HTTP client (tests play the model with respx)."""
+    if client is None:
+        return OpenAIChatBackend(base_url, model, api_key=api_key)
+    return OpenAIChatBackend(base_url, model, api_key=api_key, client=client)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the flags and serve every feature with uvicorn."""
+    parser = serving.add_server_flags(argparse.ArgumentParser(description="Serve the AG-UI Dojo's feature agents."))
+    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"))
+    parser.add_argument("--model", default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
+    parser.add_argument("--db", default="dojo.db", help="SQLite file for suspended turns")
+    parser.add_argument("--frontend-outcome", choices=["interrupt", "pending"], default="interrupt")
+    args = parser.parse_args(argv)
+    backend = openai_backend(args.base_url, args.model)
+    app = build_app(backend, store=SQLiteStore(args.db), frontend_outcome=args.frontend_outcome)
+    for feature in FEATURES:
+        print(f"{feature.path}: http://{args.host}:{args.port}/{feature.path}/")
+    serving.run(app, args)
+
+
+if __name__ == "__main__":
+    main()
