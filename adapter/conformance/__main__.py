@@ -1,0 +1,57 @@
+"""`python -m adapter.conformance check URL ...` checks a server."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from adapter.conformance._check import check
+from adapter.conformance._restart import restart_command
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the command line and run it; returns the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    return _check(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m adapter.conformance", description="The AG-UI conformance kit.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("check", help="check an AG-UI endpoint's interrupt contract (exit 1 on a failure)")
+    run.add_argument("url", help="the AG-UI endpoint, e.g. http://127.0.0.1:8000/agui/")
+    run.add_argument("--frontend-tool", required=True, metavar="NAME", help="a client tool to declare")
+    run.add_argument("--frontend-message", required=True, metavar="TEXT", help="makes the agent call NAME")
+    run.add_argument("--approval-message", required=True, metavar="TEXT", help="makes it call a gated server tool")
+    run.add_argument("--parallel-approval-message", metavar="TEXT", help="opens two interrupts at once")
+    run.add_argument("--restart-cmd", metavar="CMD", help="a shell command that restarts the server")
+    run.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    restart = restart_command(args.restart_cmd, args.url) if args.restart_cmd else None
+    report = asyncio.run(
+        check(
+            args.url,
+            frontend_tool=args.frontend_tool,
+            frontend_message=args.frontend_message,
+            approval_message=args.approval_message,
+            parallel_approval_message=args.parallel_approval_message,
+            restart=restart,
+            timeout=args.timeout,
+        )
+    )
+    if args.json:
+        report.write_json(args.json)
+    print(report.table(colour=sys.stdout.isatty() and "NO_COLOR" not in os.environ))
+    return 0 if report.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

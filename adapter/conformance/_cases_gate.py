@@ -1,0 +1,113 @@
+"""Cases about the resume gate: inputs that must not close an open approval, or must not run its tool."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsonschema
+
+from adapter.conformance._client import new_id, resolved
+from adapter.conformance._probe import APPROVE, Probe, Skip, Verdict, case, executions, held, refused
+
+
+@case("new-message-while-open", "RES-7", "RES-6")
+async def new_message_while_open(probe: Probe) -> Verdict:
+    """A new user message while an approval is open is refused, or the interrupt is issued again."""
+    approval = await probe.approval()
+    open_ids = {str(i.get("id")) for i in approval.interrupts}
+    reply = await approval.thread.say("Something else, while the approval waits.")
+    ran = sum(executions(reply, approval.call_of(i)) for i in approval.interrupts)
+    if ran:
+        return "fail", f"the gated tool ran without an answer ({reply.ending()})"
+    return held(reply, open_ids) or ("fail", f"the open interrupt was silently dropped: {reply.ending()}")
+
+
+@case("unknown-interrupt", "RES-8", "RES-6")
+async def unknown_interrupt(probe: Probe) -> Verdict:
+    """A resume naming an interrupt the server never raised has no effect."""
+    approval = await probe.approval()
+    reply = await approval.thread.resume(resolved(new_id("no-such-interrupt"), APPROVE))
+    if executions(reply, approval.call_of(approval.first)):
+        return "fail", "an unknown interrupt id approved the open call: the gated tool ran"
+    open_ids = {str(i.get("id")) for i in approval.interrupts}
+    return held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+
+
+@case("foreign-interrupt", "RES-8", "RES-9", "INT-3")
+async def foreign_interrupt(probe: Probe) -> Verdict:
+    """Another thread's interrupt id does not approve anything on this thread."""
+    mine = await probe.approval()
+    theirs = await probe.approval()
+    foreign = str(theirs.first.get("id"))
+    reply = await mine.thread.resume(resolved(foreign, APPROVE))
+    if executions(reply, mine.call_of(mine.first)):
+        return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran"
+    if foreign == mine.first.get("id"):
+        return "warn", f"both threads got the interrupt id {foreign}: ids are not unique across threads"
+    open_ids = {str(i.get("id")) for i in mine.interrupts}
+    return held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+
+
+@case("partial-resume", "RES-6", "RES-5", "RES-13")
+async def partial_resume(probe: Probe) -> Verdict:
+    """Answering one of two open interrupts is refused, or the other is issued again; nothing runs for it."""
+    message = probe.options.parallel_approval_message
+    if message is None:
+        raise Skip("needs --parallel-approval-message (a message that opens two interrupts)")
+    approval = await probe.approval(message, at_least=2)
+    answered, *rest = approval.interrupts
+    reply = await approval.thread.resume(resolved(str(answered.get("id")), APPROVE))
+    if any(executions(reply, approval.call_of(i)) for i in rest):
+        return "fail", "an unanswered interrupt's tool ran"
+    if refused(reply) and executions(reply, approval.call_of(answered)):
+        return "fail", f"refused ({reply.ending()}) after running the answered call: the batch was not checked first"
+    rest_ids = {str(i.get("id")) for i in rest}
+    return held(reply, rest_ids) or ("fail", f"a partial resume was accepted: {reply.ending()}")
+
+
+@case("duplicate-entry", "RES-14")
+async def duplicate_entry(probe: Probe) -> Verdict:
+    """Two entries for one interrupt are refused, and never run the tool twice."""
+    approval = await probe.approval()
+    entry = resolved(str(approval.first.get("id")), APPROVE)
+    reply = await approval.thread.resume(entry, entry)
+    ran = executions(reply, approval.call_of(approval.first))
+    if ran > 1:
+        return "fail", f"the tool ran {ran} times"
+    if refused(reply):
+        return "pass", f"refused: {reply.ending()}"
+    return "warn", f"accepted the duplicate (the tool ran {ran} time(s)): {reply.ending()}"
+
+
+@case("invalid-payload", "RES-11", "RES-13")
+async def invalid_payload(probe: Probe) -> Verdict:
+    """A payload that violates `responseSchema` is refused; a corrected one then works."""
+    approval = await probe.approval()
+    interrupt = approval.first
+    schema = interrupt.get("responseSchema")
+    if not isinstance(schema, dict) or not schema:
+        raise Skip("the interrupt has no responseSchema to violate")
+    bad = _violating(schema)
+    call_id = approval.call_of(interrupt)
+    reply = await approval.thread.resume(resolved(str(interrupt.get("id")), bad))
+    if not refused(reply):
+        if executions(reply, call_id):
+            return "fail", f"the payload {bad} violates responseSchema, yet the tool ran"
+        return "warn", f"the payload {bad} violates responseSchema and was accepted ({reply.ending()})"
+    first = reply.ending()
+    corrected = await approval.thread.resume(resolved(str(interrupt.get("id")), APPROVE))
+    if refused(corrected) or not executions(corrected, call_id):
+        return "fail", f"refused ({first}), but the corrected resume then failed: {corrected.ending()}"
+    return "pass", f"refused ({first}); the corrected resume ran the tool once"
+
+
+def _violating(schema: dict[str, Any]) -> Any:
+    """A payload the schema rejects: a non-boolean `approved`, or failing that a bare string."""
+    for candidate in ({"approved": "not a boolean"}, {}, "not an object"):
+        try:
+            jsonschema.validate(candidate, schema)
+        except jsonschema.ValidationError:
+            return candidate
+        except jsonschema.SchemaError as error:
+            raise Skip(f"the interrupt's responseSchema is not a valid JSON Schema: {error.message}") from error
+    raise Skip("the interrupt's responseSchema accepts any payload")

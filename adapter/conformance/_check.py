@@ -1,0 +1,65 @@
+"""Run every case against one target and collect the report."""
+
+from __future__ import annotations
+
+import httpx
+
+from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_stream
+from adapter.conformance._client import Client, Target
+from adapter.conformance._probe import CASES, Case, Options, Probe, Restart, Skip
+from adapter.conformance._report import CaseResult, Report
+
+_MODULES = [module.__name__ for module in (_cases_frontend, _cases_gate, _cases_apply, _cases_stream)]
+CASE_ORDER = sorted(CASES, key=lambda each: _MODULES.index(each.module))
+"""Every case in the order it runs; the stream-wide cases come last, over what the others captured."""
+
+
+async def check(
+    target: Target,
+    *,
+    frontend_tool: str,
+    frontend_message: str,
+    approval_message: str,
+    parallel_approval_message: str | None = None,
+    restart: Restart | None = None,
+    timeout: float = 60.0,
+) -> Report:
+    """Run the black-box cases against an AG-UI endpoint and report each one.
+
+    Args:
+        target: The endpoint's URL, or an ASGI app whose run route is `/` (served in-process; it
+            must not need its lifespan).
+        frontend_tool: The client tool the kit declares, with a permissive schema.
+        frontend_message: A user message that makes the agent call `frontend_tool`.
+        approval_message: A user message that makes the agent call a server tool that needs approval.
+        parallel_approval_message: A user message that opens two interrupts at once; without it
+            the partial-resume case is skipped.
+        restart: Restarts the server and returns once it serves again; without it the
+            restart case is skipped.
+        timeout: Seconds one request may take.
+    """
+    options = Options(frontend_tool, frontend_message, approval_message, parallel_approval_message, restart)
+    client = Client(target, timeout=timeout)
+    probe = Probe(client, options)
+    try:
+        results = [await _run(probe, each) for each in CASE_ORDER]
+    finally:
+        await client.aclose()
+    label = target if isinstance(target, str) else f"in-process ASGI app ({type(target).__name__})"
+    return Report(label, results)
+
+
+async def _run(probe: Probe, case: Case) -> CaseResult:
+    probe.client.case = case.id
+    try:
+        status, evidence = await case.run(probe)
+    except Skip as skip:
+        status, evidence = "skip", str(skip)
+    except httpx.HTTPError as error:
+        status, evidence = "fail", f"the request failed: {type(error).__name__}: {error}"
+    return CaseResult(case.id, status, evidence, case.rules)
+
+
+def case_catalogue() -> list[tuple[str, tuple[str, ...], str]]:
+    """Every case: its id, its rule ids and one line on what it checks (for the docs and `--list`)."""
+    return [(each.id, each.rules, each.summary) for each in CASE_ORDER]

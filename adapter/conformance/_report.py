@@ -1,0 +1,93 @@
+"""What a check found: one result per case, as JSON (the pinned `--json` shape) and as a terminal table."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+Status: TypeAlias = Literal["pass", "fail", "warn", "skip"]
+
+_COLOURS: dict[str, str] = {"pass": "32", "fail": "31", "warn": "33", "skip": "90"}
+
+
+class ConformanceFailure(AssertionError):
+    """A check found at least one failing case; the message lists them."""
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One case's verdict: its status, the AG-UI rules it checks and one line of evidence."""
+
+    id: str
+    status: Status
+    evidence: str
+    rules: tuple[str, ...] = ()
+
+    @property
+    def detail(self) -> str:
+        """The evidence followed by the rule ids, as the JSON report's `detail` carries it."""
+        return f"{self.evidence} [{', '.join(self.rules)}]" if self.rules else self.evidence
+
+    def as_json(self) -> dict[str, Any]:
+        """The case as the JSON report carries it."""
+        return {"id": self.id, "status": self.status, "detail": self.detail, "rules": list(self.rules)}
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """The result of `check()`: the target and one result per case, in the order they ran."""
+
+    target: str
+    cases: Sequence[CaseResult]
+
+    @property
+    def ok(self) -> bool:
+        """True when no case failed: the CLI's exit code 0."""
+        return not self.failures
+
+    @property
+    def failures(self) -> list[CaseResult]:
+        """The failing cases."""
+        return [case for case in self.cases if case.status == "fail"]
+
+    def status(self, case_id: str) -> Status:
+        """The status of one case, by id; KeyError if the check has no such case."""
+        return self[case_id].status
+
+    def __getitem__(self, case_id: str) -> CaseResult:
+        for case in self.cases:
+            if case.id == case_id:
+                return case
+        raise KeyError(case_id)
+
+    def as_json(self) -> dict[str, Any]:
+        """`{"target": ..., "cases": [{"id", "status", "detail", "rules"}]}`."""
+        return {"target": self.target, "cases": [case.as_json() for case in self.cases]}
+
+    def write_json(self, path: str | Path) -> None:
+        """Write the JSON report to `path`."""
+        Path(path).write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
+
+    def raise_for_failures(self) -> None:
+        """Raise `ConformanceFailure` naming every failing case: the one line a pytest test needs."""
+        if self.failures:
+            lines = "\n".join(f"  {case.id}: {case.detail}" for case in self.failures)
+            raise ConformanceFailure(f"{len(self.failures)} conformance case(s) failed against {self.target}:\n{lines}")
+
+    def table(self, *, colour: bool = False) -> str:
+        """The report as a readable table: status (coloured on a terminal), case, rules, evidence."""
+        width = max((len(case.id) for case in self.cases), default=4)
+        rules_width = max((len(", ".join(case.rules)) for case in self.cases), default=5)
+        lines = [f"AG-UI conformance: {self.target}", ""]
+        lines.append(f"{'STATUS':6}  {'CASE':{width}}  {'RULES':{rules_width}}  EVIDENCE")
+        for case in self.cases:
+            status = f"{case.status.upper():6}"
+            if colour:
+                status = f"\x1b[{_COLOURS[case.status]}m{status}\x1b[0m"
+            lines.append(f"{status}  {case.id:{width}}  {', '.join(case.rules):{rules_width}}  {case.evidence}")
+        counts = {s: sum(case.status == s for case in self.cases) for s in _COLOURS}
+        lines += ["", ", ".join(f"{n} {s}" for s, n in counts.items())]
+        return "\n".join(lines)

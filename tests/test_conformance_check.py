@@ -1,0 +1,170 @@
+"""The conformance kit's server checks: this adapter passes, Pydantic AI's AG-UI adapter fails where it should.
+
+In-process targets go through `check(app, ...)`; the CLI runs as a subprocess against real uvicorn servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from conformance_targets import TWO_REFUNDS, PydanticTarget, parallel_approval_app
+from restartable import ROOT
+from served_demo import serve_demo
+
+from adapter.conformance import ConformanceFailure, Report, case_catalogue, check
+from examples.demo import build_app
+
+if TYPE_CHECKING:
+    from conftest import Serve
+
+DEMO = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A100"}
+PARALLEL = {**DEMO, "approval_message": "refund order A1", "parallel_approval_message": TWO_REFUNDS}
+RESTARTABLE = Path(__file__).parent / "restartable.py"
+CLI_TIMEOUT = 300  # seconds for one CLI run: ~30 requests
+
+
+def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
+    cases = report.as_json()["cases"] if isinstance(report, Report) else report["cases"]
+    return {case["id"]: case["status"] for case in cases}
+
+
+def demo_agui(tmp_path: Path) -> Any:
+    """The demo's AG-UI sub-app, in-process."""
+    app = build_app(str(tmp_path / "demo.db"))
+    return next(route.app for route in app.routes if getattr(route, "path", "") == "/agui")
+
+
+async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path) -> None:
+    report = await check(demo_agui(tmp_path), **DEMO)
+
+    assert report.ok, report.table()
+    assert [case.id for case in report.cases] == [case_id for case_id, _, _ in case_catalogue()]
+    assert statuses(report) == {
+        case_id: "skip" if case_id in ("partial-resume", "restart-resume") else "pass"
+        for case_id, _, _ in case_catalogue()
+    }
+    assert "RESUME_UNKNOWN_INTERRUPT" in report["foreign-interrupt"].evidence
+    report.raise_for_failures()
+
+
+async def test_an_adapter_with_two_parallel_approvals_passes_the_partial_resume_case() -> None:
+    report = await check(parallel_approval_app(), **PARALLEL)
+
+    assert report.ok, report.table()
+    assert report["partial-resume"].status == "pass"
+    assert "RESUME_INCOMPLETE" in report["partial-resume"].evidence
+    assert {case.id for case in report.cases if case.status != "pass"} == {"restart-resume"}
+
+
+@pytest.mark.filterwarnings("ignore:Client-submitted history ended with unresolved tool call:UserWarning")
+async def test_pydantic_ai_fails_replay_partial_resume_and_the_open_approval_cases() -> None:
+    target = PydanticTarget()
+
+    report = await check(target.app, **PARALLEL)
+
+    found = statuses(report)
+    assert not report.ok
+    for case_id in ("replay", "partial-resume", "new-message-while-open", "forged-call", "concurrent-resume"):
+        assert found[case_id] == "fail", (case_id, report.table())
+    assert "ran the tool again" in report["replay"].evidence
+    assert "partial resume was accepted" in report["partial-resume"].evidence
+    assert found["lifecycle"] == found["approval-denied-approved"] == "pass"
+    assert target.refunds.count("A1") > 2, "the kit's findings are real refunds"
+    with pytest.raises(ConformanceFailure, match="replay"):
+        report.raise_for_failures()
+
+
+def test_the_case_catalogue_names_rules_from_the_rules_document() -> None:
+    catalogue = case_catalogue()
+
+    assert len({case_id for case_id, _, _ in catalogue}) == len(catalogue) >= 15
+    assert all(rules and summary for _, rules, summary in catalogue)
+    assert all(
+        rule.split("-")[0] in {"LIFE", "VER", "FE", "INT", "RES", "EVT", "TXT", "TOOL", "TRANS"}
+        for _, rules, _ in catalogue
+        for rule in rules
+    )
+
+
+def run_cli(url: str, report: Path, *extra: str, **options: str) -> subprocess.CompletedProcess[str]:
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in options.items()]
+    command = [sys.executable, "-m", "adapter.conformance", "check", url, *flags, "--json", str(report), *extra]
+    return subprocess.run(command, capture_output=True, text=True, timeout=CLI_TIMEOUT, check=False, cwd=ROOT)
+
+
+@pytest.mark.slow
+def test_the_cli_passes_the_demo_over_real_http(tmp_path: Path) -> None:
+    with serve_demo(tmp_path / "demo.db") as base:
+        result = run_cli(base + "/agui/", tmp_path / "report.json", **DEMO)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert written["target"] == base + "/agui/"
+    assert set(statuses(written).values()) == {"pass", "skip"}
+    for case in written["cases"]:
+        assert set(case) >= {"id", "status", "detail"}
+        assert case["rules"] and all(rule in case["detail"] for rule in case["rules"])
+    assert "frontend-call" in result.stdout and "PASS" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore:Client-submitted history ended with unresolved tool call:UserWarning")
+async def test_the_cli_exits_1_when_a_case_fails(serve: Serve, tmp_path: Path) -> None:
+    served = await serve(PydanticTarget().app)
+
+    result = await asyncio.to_thread(run_cli, served.url + "/", tmp_path / "report.json", **PARALLEL)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    written = json.loads((tmp_path / "report.json").read_text())
+    assert statuses(written)["replay"] == statuses(written)["partial-resume"] == "fail"
+    assert "FAIL" in result.stdout
+
+
+@pytest.fixture
+def restartable(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The demo on SQLite in its own process; yields its AG-UI URL and the state directory to restart it."""
+    state = tmp_path / "server"
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    subprocess.run(
+        [sys.executable, str(RESTARTABLE), "start", str(state), str(port), str(tmp_path / "demo.db")],
+        check=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}/agui/", state
+    finally:
+        subprocess.run([sys.executable, str(RESTARTABLE), "stop", str(state)], check=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_the_cli_resumes_after_a_restart_on_sqlite(restartable: tuple[str, Path], tmp_path: Path) -> None:
+    url, state = restartable
+    command = f"{sys.executable} {RESTARTABLE} restart {state}"
+
+    result = run_cli(url, tmp_path / "report.json", **DEMO, restart_cmd=command)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    restart = next(
+        c for c in json.loads((tmp_path / "report.json").read_text())["cases"] if c["id"] == "restart-resume"
+    )
+    assert restart["status"] == "pass", restart
+    assert (state / "server.log").read_text().count("Demo page:") == 2, "the server really restarted"
+
+
+def test_the_docs_page_lists_every_case_with_its_rules() -> None:
+    page = (ROOT / "docs" / "conformance.md").read_text()
+
+    for case_id, rules, _ in case_catalogue():
+        (row,) = [line for line in page.splitlines() if line.startswith(f"| `{case_id}` |")]
+        assert row.split("|")[2].strip() == ", ".join(rules), case_id
