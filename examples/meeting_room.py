@@ -1,7 +1,7 @@
-"""Seed 000's first flow: the model asks for a form, then books the room itself.
+"""A form the model asks for: it requests the booking details, then books the room itself.
 
-`python -m examples.meeting_room` serves it at http://127.0.0.1:8000/agui; say "book a meeting room"
-(or "预定会议室"), then resume with the form's data.
+`python -m examples.meeting_room [--port 8000]` serves it at http://127.0.0.1:8000/agui; say "book a
+meeting room" (or "预定会议室"), then resume with the form's data.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Seed 000's second flow: a business tool finds details missing and raises `FormRequired`.
+"""A form a tool asks for: a business tool finds details missing and raises `FormRequired`.
 
-`python -m examples.support_ticket` serves it at http://127.0.0.1:8000/agui; say "create a high
-priority login incident ticket" (or "创建一个高优先级的登录故障工单"), then resume with the form's data.
+`python -m examples.support_ticket [--port 8000]` serves it at http://127.0.0.1:8000/agui; say "create a
+high priority login incident ticket" (or "创建一个高优先级的登录故障工单"), then resume with the form's data.
 The tool runs again from the start with the data, under the same idempotency key.
 """
 

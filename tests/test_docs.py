@@ -1,0 +1,133 @@
+"""The README's examples run as written, and every relative link in the docs leads to a file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from served_demo import serve_demo
+
+ROOT = Path(__file__).parents[1]
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "schema_tools" / "README.md"]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def section(heading: str) -> str:
+    """The README's text under `## heading`, up to the next `## `."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {heading}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def first_block(text: str, language: str) -> str:
+    found = re.search(rf"```{language}\n(.*?)```", text, re.S)
+    assert found, f"no {language} block"
+    return found[1]
+
+
+def events(body: str) -> list[dict[str, object]]:
+    return [json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")]
+
+
+def text_of(evts: list[dict[str, object]]) -> str:
+    return "".join(str(e["delta"]) for e in evts if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+async def test_the_readme_mount_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "app.py").write_text(first_block(section("Mount it in your app"), "python"), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)  # its SQLiteStore("turns.db") lands here
+    app = runpy.run_path(str(tmp_path / "app.py"))["app"]
+    message = {"id": "u1", "role": "user", "content": "Where is A100?"}
+    question = {"threadId": "t1", "runId": "r1", "messages": [message]}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as client:
+        response = await client.post("/agui/", json=question)
+    assert response.status_code == 200
+    evts = events(response.text)
+    results = [e["content"] for e in evts if e["type"] == "TOOL_CALL_RESULT"]
+    assert results == ['{"orderId": "A100", "status": "delivered"}']
+    assert text_of(evts) == "Order A100 is delivered."
+    assert evts[-1]["type"] == "RUN_FINISHED"
+    assert (tmp_path / "turns.db").exists()
+
+
+@pytest.mark.slow
+def test_the_readme_curl_example_resumes_with_the_id_it_was_given(tmp_path: Path) -> None:
+    missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
+    assert not missing, f"the README's curl example needs {missing}: apt-get install -y curl jq (bash .ci/run does it)"
+    script = first_block(section("Try it with curl"), "sh")
+    with serve_demo(tmp_path / "demo.db") as url:
+        port = url.rsplit(":", 1)[1]
+        run = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script.replace("localhost:8000", f"127.0.0.1:{port}")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert run.returncode == 0, run.stderr
+    evts = events(run.stdout)
+    end_of_first = next(i for i, e in enumerate(evts) if e["type"] == "RUN_FINISHED") + 1
+    first, resumed = evts[:end_of_first], evts[end_of_first:]
+    assert [e["toolCallName"] for e in first if e["type"] == "TOOL_CALL_START"] == ["navigate"]
+    assert first[-1]["outcome"]["type"] == "interrupt"  # type: ignore[index]
+    assert [e["content"] for e in resumed if e["type"] == "TOOL_CALL_RESULT"] == ['{"opened": "settings"}']
+    assert resumed[-1]["type"] == "RUN_FINISHED"
+    assert resumed[-1]["outcome"] == {"type": "success"}
+
+
+def links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)  # code is not a link
+    return [target for target in LINK.findall(text) if not re.match(r"[a-z]+:|#", target)]
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_leads_to_a_file(doc: Path) -> None:
+    missing = [t for t in links(doc) if not (doc.parent / t.split("#", 1)[0]).exists()]
+    assert not missing, f"{doc.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+def test_the_readme_links_every_docs_page() -> None:
+    linked = {(README.parent / t.split("#", 1)[0]).resolve() for t in links(README)}
+    unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
+    assert not unlinked, f"docs pages the README never links: {unlinked}"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["examples.meeting_room", "examples.support_ticket"])
+def test_a_runnable_example_serves_on_the_port_it_is_given(example: str) -> None:
+    port = free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    command = [sys.executable, "-m", example, "--port", str(port)]
+    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                assert server.poll() is None, server.stderr.read().decode() if server.stderr else "it exited"
+                try:
+                    response = httpx.get(f"http://127.0.0.1:{port}/agui/health", timeout=1)
+                    break
+                except httpx.TransportError:
+                    assert time.monotonic() < deadline, f"{example} did not answer on port {port}"
+                    time.sleep(0.05)
+            assert response.json() == {"status": "ok"}
+        finally:
+            server.terminate()
