@@ -16,7 +16,7 @@ from schema_tools._errors import (
 from schema_tools._forms import apply_defaults, coerce_form_values
 from schema_tools._policy import DEFAULT_POLICY, STRICT_TOOL_POLICY, SchemaPolicy
 from schema_tools._signature import CallableSignature, Injected, schema_from_callable, schema_from_model
-from schema_tools._validate import assert_valid, validate
+from schema_tools._validate import assert_valid, avalidate, validate
 from schema_tools._views import form_picker_spec, strict_schema, tool_spec
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "SchemaValidationError",
     "apply_defaults",
     "assert_valid",
+    "avalidate",
     "check_schema",
     "coerce_form_values",
     "form_picker_spec",

@@ -1,7 +1,8 @@
 """The `format` checks `validate` applies (no optional jsonschema extras needed).
 
-Checked: ``email``, ``date``, ``date-time`` (RFC 3339) and ``uri`` (RFC 3986, absolute). Every other format
-is an annotation only, as Draft 2020-12 allows.
+Checked: ``email``, ``date``, ``date-time`` (RFC 3339), ``uri`` (RFC 3986, absolute) and ``regex`` (compiles
+with RE2, the engine `validate` matches patterns with; see `schema_tools._re2`). Every other format is an
+annotation only, as Draft 2020-12 allows.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import re
 from collections.abc import Callable
 
 from jsonschema import FormatChecker
+
+from schema_tools._re2 import regex_error
 
 __all__ = ["FORMAT_CHECKER"]
 
@@ -53,6 +56,11 @@ def _is_uri(value: object) -> bool:
     if not isinstance(value, str):
         return True
     return _URI.fullmatch(value) is not None and _BAD_PERCENT.search(value) is None
+
+
+@FORMAT_CHECKER.checks("regex")
+def _is_regex(value: object) -> bool:
+    return not isinstance(value, str) or regex_error(value) is None
 
 
 def _parses(parse: Callable[[str], object], value: str) -> bool:

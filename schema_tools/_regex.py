@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from schema_tools._re2 import regex_error
+
 __all__ = ["pattern_problem"]
 
 _parser: Any = importlib.import_module("re._parser")
@@ -50,8 +52,13 @@ _NEGATED = {
 def pattern_problem(pattern: str) -> tuple[str, str] | None:
     """Return ``(rule, message)`` when `pattern` is refused, else ``None``.
 
-    Rules: ``"pattern-invalid"`` (does not compile) and ``"pattern-redos"`` (see the module docstring).
+    Rules: ``"pattern-invalid"`` (does not compile with Python ``re`` or with RE2, which `validate` matches
+    with) and ``"pattern-redos"`` (see the module docstring: `validate` itself cannot backtrack, but a front
+    end may apply the same pattern with a backtracking engine).
     """
+    unsupported = regex_error(pattern)
+    if unsupported is not None:
+        return "pattern-invalid", unsupported
     try:
         re.compile(pattern)
         tree = _parser.parse(pattern)

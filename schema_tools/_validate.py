@@ -8,6 +8,7 @@ safe because the next call computes a new key.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from collections.abc import Iterator, Mapping
@@ -22,11 +23,16 @@ from jsonschema.validators import extend
 
 from schema_tools._errors import PolicyViolation, SchemaIssue, SchemaPolicyError, SchemaValidationError
 from schema_tools._formats import FORMAT_CHECKER
+from schema_tools._pattern_keywords import PATTERN_KEYWORDS
 from schema_tools._pointer import pointer
 
-__all__ = ["META_VALIDATOR", "assert_valid", "canonical_json", "compiled", "validate"]
+__all__ = ["META_VALIDATOR", "assert_valid", "avalidate", "canonical_json", "compiled", "validate"]
 
 _CACHE_SIZE = 512
+INLINE_WEIGHT = 2_000
+"""`avalidate` validates an instance of at most this many JSON values on the calling thread; a string
+weighs one value per `_CHARS_PER_VALUE` characters."""
+_CHARS_PER_VALUE = 256
 _NO_REMOTE: referencing.Registry[Any] = referencing.Registry()  # no retrieve function: nothing is fetched
 META_VALIDATOR = Draft202012Validator(Draft202012Validator.META_SCHEMA)
 """Validates schemas against the Draft 2020-12 meta-schema."""
@@ -41,7 +47,7 @@ def _required(validator: Validator, required: Any, instance: Any, schema: Any) -
             yield ValidationError(f"{name!r} is a required property", path=[name])
 
 
-_Validator = extend(Draft202012Validator, {"required": _required})  # type: ignore[no-untyped-call]  # untyped in stubs
+_Validator = extend(Draft202012Validator, {"required": _required, **PATTERN_KEYWORDS})  # type: ignore[no-untyped-call]  # untyped in stubs
 
 
 def canonical_json(schema: Any) -> str:
@@ -105,6 +111,35 @@ def validate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssu
     except RecursionError as exc:
         raise SchemaPolicyError([PolicyViolation("", "ref-loop", "evaluation does not terminate")]) from exc
     return [_issue(leaf) for error in errors for leaf in _expand(error)]
+
+
+async def avalidate(instance: Any, schema: Mapping[str, Any] | bool) -> list[SchemaIssue]:
+    """`validate`, on a worker thread when `instance` is large, so that an event loop keeps serving.
+
+    Small instances (at most `INLINE_WEIGHT` JSON values, long strings counted by length) are validated
+    inline: a thread hop costs more than they do. The size is measured by a walk that stops at the limit.
+
+    Raises:
+        SchemaPolicyError: As `validate`.
+    """
+    if _weighs_at_most(instance, INLINE_WEIGHT):
+        return validate(instance, schema)
+    return await asyncio.to_thread(validate, instance, schema)
+
+
+def _weighs_at_most(instance: Any, limit: int) -> bool:
+    stack, weight = [instance], 0
+    while stack:
+        value = stack.pop()
+        weight += 1 + (len(value) // _CHARS_PER_VALUE if isinstance(value, str) else 0)
+        if weight > limit:
+            return False
+        if isinstance(value, dict):
+            stack += value.keys()
+            stack += value.values()
+        elif isinstance(value, list):
+            stack += value
+    return True
 
 
 def assert_valid(instance: Any, schema: Mapping[str, Any] | bool) -> None:

@@ -17,6 +17,7 @@ def test_public_names_are_pinned() -> None:
         "SchemaValidationError",
         "apply_defaults",
         "assert_valid",
+        "avalidate",
         "check_schema",
         "coerce_form_values",
         "form_picker_spec",
