@@ -1,24 +1,17 @@
-"""An AG-UI adapter: frontend tools, interrupts, resume, approvals and durable turns for any agent backend."""
+"""An AG-UI adapter: frontend tools, interrupts, resume, approvals and durable turns for any agent backend.
+
+This door holds what an app author wires. Backend authors find their kit in `adapter.backends`,
+and the stores are in `adapter.stores`.
+"""
 
 from adapter._adapter import Adapter
-from adapter._errors import AdapterError, ConfigurationError
+from adapter._errors import AdapterError, ConfigurationError, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
-from adapter._lifecycle import TurnEvent, TurnEventType
-from adapter._tools import InputRequired, ToolContext, ToolError, tool
-from adapter._types import (
-    Backend,
-    BackendInterrupt,
-    DeferredToolCall,
-    ExecutedToolCall,
-    LateToolResult,
-    ModelRequest,
-    Passthrough,
-    TextDelta,
-    ToolCall,
-    Usage,
-)
-from adapter.backends import AGUIUpstream, Call, OpenAIChatBackend, Rule, ScriptedBackend
+from adapter._lifecycle import Listener, TurnEvent, TurnEventType
+from adapter._tools import FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
+from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
+from adapter.backends import AGUIUpstream, OpenAIChatBackend, ScriptedBackend
 from adapter.stores import MemoryStore, SQLiteStore, TurnStore
 
 __all__ = [
@@ -26,20 +19,17 @@ __all__ = [
     "Adapter",
     "AdapterError",
     "Backend",
-    "BackendInterrupt",
-    "Call",
     "ConfigurationError",
-    "DeferredToolCall",
-    "ExecutedToolCall",
     "FormDefinition",
     "FormRequired",
+    "FrontendOutcome",
+    "FunctionTool",
     "InputRequired",
-    "LateToolResult",
+    "Listener",
     "MemoryStore",
     "ModelRequest",
     "OpenAIChatBackend",
-    "Passthrough",
-    "Rule",
+    "ResumeError",
     "SQLiteStore",
     "ScriptedBackend",
     "TextDelta",
@@ -49,7 +39,6 @@ __all__ = [
     "TurnEvent",
     "TurnEventType",
     "TurnStore",
-    "Usage",
     "UserInputTool",
     "create_app",
     "tool",

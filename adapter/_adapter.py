@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -17,16 +16,19 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
-from adapter import _commands
-from adapter._commands import EntryLike
+from adapter import _thread_api
 from adapter._compat import for_unversioned_peer
-from adapter._dispatch import DispatchPolicy, new_id
+from adapter._config import EngineConfig
 from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
+from adapter._ids import new_id
+from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
+from adapter._record_handle import RecordHandle
 from adapter._runner import Run
-from adapter._thread import ThreadHandle
-from adapter._tools import BaseTool, FrontendOutcome, check_unique
+from adapter._thread_api import EntryLike
+from adapter._tools import BaseTool, FrontendOutcome
+from adapter._toolset import check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
@@ -82,18 +84,35 @@ class Adapter:
                 raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
-        self.backend = backend
         registered = list(forms)
-        self.tools = check_unique([*tools, *([UserInputTool(registered)] if registered else [])])
-        self.store: TurnStore = store if store is not None else MemoryStore()
-        self.policy = DispatchPolicy(frontend_outcome, overrides, approve_with_edits, interrupt_ttl)
-        self.max_steps = max_steps
-        self.max_tool_calls = max_tool_calls
-        self.listeners = list(listeners)
-        self.claim_lease = claim_lease
-        self.client_tool_policy = client_tool_policy
-        self._clock = clock or (lambda: datetime.now(UTC))
-        self._background: set[asyncio.Future[Any]] = set()
+        self.config = EngineConfig(
+            backend=backend,
+            tools=tuple(check_unique([*tools, *([UserInputTool(registered)] if registered else [])])),
+            store=store if store is not None else MemoryStore(),
+            policy=InterruptPolicy(frontend_outcome, overrides, approve_with_edits, interrupt_ttl),
+            max_steps=max_steps,
+            max_tool_calls=max_tool_calls,
+            listeners=tuple(listeners),
+            claim_lease=claim_lease,
+            client_tool_policy=client_tool_policy,
+            clock=clock or (lambda: datetime.now(UTC)),
+        )
+        """The engine's frozen configuration, which every run reads."""
+
+    @property
+    def backend(self) -> Backend:
+        """The agent backend."""
+        return self.config.backend
+
+    @property
+    def store(self) -> TurnStore:
+        """Where suspended turns wait."""
+        return self.config.store
+
+    @property
+    def tools(self) -> tuple[BaseTool, ...]:
+        """The server and control tools, forms' `request_user_input` included."""
+        return self.config.tools
 
     def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
         """Run the agent for one input: RUN_STARTED, the run's events, one terminal event.
@@ -101,7 +120,7 @@ class Adapter:
         An input without `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade
         of `adapter._compat`.
         """
-        events = Run(self, run_input).events()
+        events = Run(self.config, run_input).events()
         return events if run_input.protocol_version is not None else for_unversioned_peer(events)
 
     def capabilities(self) -> AgentCapabilities:
@@ -110,17 +129,17 @@ class Adapter:
             transport=TransportCapabilities(streaming=True),
             tools=ToolsCapabilities(
                 supported=True,
-                items=[tool.spec() for tool in self.tools],
+                items=[tool.spec() for tool in self.config.tools],
                 parallel_calls=True,
                 client_provided=True,
             ),
             state=StateCapabilities(snapshots=True),
-            execution=ExecutionCapabilities(max_iterations=self.max_steps),
+            execution=ExecutionCapabilities(max_iterations=self.config.max_steps),
             human_in_the_loop=HumanInTheLoopCapabilities(
                 supported=True,
                 interrupts=True,
                 approvals=True,
-                approve_with_edits=self.policy.approve_with_edits,
+                approve_with_edits=self.config.policy.approve_with_edits,
             ),
         )
 
@@ -136,7 +155,7 @@ class Adapter:
         Raises:
             ResumeError: The answers do not fit the open turn; nothing was stored.
         """
-        return await _commands.submit_resume(self, thread_id, entries, metadata)
+        return await _thread_api.submit_resume(self.config, thread_id, entries, metadata)
 
     async def resume(
         self,
@@ -148,43 +167,37 @@ class Adapter:
     ) -> AsyncIterator[BaseEvent]:
         """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones."""
         if entries is None:
-            resolved = await _commands.queued_entries(self, thread_id)
+            resolved = await _thread_api.queued_entries(self.config.store, thread_id)
         else:
-            record = await ThreadHandle(self.store, thread_id).load()
-            resolved = _commands.resume_entries(record, entries, metadata)
+            record = await RecordHandle(self.config.store, thread_id).load()
+            resolved = _thread_api.resume_entries(record, entries, metadata)
         run_input = RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
         async for event in self.run(run_input):
             yield event
 
     async def thread(self, thread_id: str) -> dict[str, Any] | None:
         """The thread's stored messages (form cards with their status) and open interrupts, or None."""
-        return await _commands.read_thread(self, thread_id)
+        return await _thread_api.read_thread(self.config.store, thread_id)
 
     async def cancel_turn(self, thread_id: str) -> bool:
         """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none."""
-        return await _commands.cancel_turn(self, thread_id)
+        return await _thread_api.cancel_turn(self.config, thread_id)
 
     def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
-        return {tool.name: tool.parameters for tool in self.tools}
+        return self.config.tool_schemas()
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""
-        return self._clock()
-
-    def keep_alive(self, task: asyncio.Future[Any]) -> None:
-        """Hold a reference to work that must finish even if its request goes away."""
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        return self.config.now()
 
     async def aclose(self) -> None:
         """Wait for shielded work to finish, then close the backend (if it can be closed) and the store.
 
         A backend's `aclose` releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
-        close_backend = getattr(self.backend, "aclose", None)
+        await self.config.background.wait()
+        close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:
             await close_backend()
-        await self.store.close()
+        await self.config.store.close()

@@ -1,16 +1,72 @@
-"""Errors that end a run with `RUN_ERROR`, each with a stable code.
+"""Errors, and every error code the adapter reports, in one place.
 
     AdapterError                 base; `code` and a message that is safe to show a client
     ├── ToolNameConflict         TOOL_NAME_CONFLICT
+    ├── InvalidClientTool        INVALID_TOOL_SCHEMA
     ├── ResumeError              RESUME_* (the resume gate refused the input; nothing was executed)
     └── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
 
-`ConfigurationError` is raised at start-up, never at run time.
+`ConfigurationError` is raised at start-up, never at run time. The codes below are the whole
+vocabulary: `HTTP_CODES` answer a refused request before any stream opens, `RUN_CODES` end a run
+as `RUN_ERROR.code`. docs/resuming.md documents each one (a test keeps the two in step).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
+
+# Refusals at the HTTP edge: a 4xx with `{"error": {"code", "message"}}`.
+UNSUPPORTED_MEDIA_TYPE: Final = "UNSUPPORTED_MEDIA_TYPE"
+CONTENT_TOO_LARGE: Final = "CONTENT_TOO_LARGE"
+INVALID_INPUT: Final = "INVALID_INPUT"
+UNSUPPORTED_PROTOCOL_VERSION: Final = "UNSUPPORTED_PROTOCOL_VERSION"
+THREAD_NOT_FOUND: Final = "THREAD_NOT_FOUND"
+
+# `RUN_ERROR.code`: the resume gate.
+RESUME_REQUIRED: Final = "RESUME_REQUIRED"
+RESUME_INCOMPLETE: Final = "RESUME_INCOMPLETE"
+RESUME_UNKNOWN_INTERRUPT: Final = "RESUME_UNKNOWN_INTERRUPT"
+RESUME_DUPLICATE: Final = "RESUME_DUPLICATE"
+RESUME_EXPIRED: Final = "RESUME_EXPIRED"
+RESUME_PAYLOAD_INVALID: Final = "RESUME_PAYLOAD_INVALID"
+RESUME_CONFLICT: Final = "RESUME_CONFLICT"
+# `RUN_ERROR.code`: the run itself.
+RUN_INTERRUPTED: Final = "RUN_INTERRUPTED"
+THREAD_CONFLICT: Final = "THREAD_CONFLICT"
+TOOL_NAME_CONFLICT: Final = "TOOL_NAME_CONFLICT"
+INVALID_TOOL_SCHEMA: Final = "INVALID_TOOL_SCHEMA"
+INTERNAL_ERROR: Final = "INTERNAL_ERROR"
+# `RUN_ERROR.code`: the backend.
+BACKEND_ERROR: Final = "BACKEND_ERROR"
+BACKEND_AUTH: Final = "BACKEND_AUTH"
+BACKEND_RATE_LIMITED: Final = "BACKEND_RATE_LIMITED"
+BACKEND_TIMEOUT: Final = "BACKEND_TIMEOUT"
+UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
+
+HTTP_CODES: Final = frozenset(
+    {UNSUPPORTED_MEDIA_TYPE, CONTENT_TOO_LARGE, INVALID_INPUT, UNSUPPORTED_PROTOCOL_VERSION, THREAD_NOT_FOUND}
+)
+RUN_CODES: Final = frozenset(
+    {
+        RESUME_REQUIRED,
+        RESUME_INCOMPLETE,
+        RESUME_UNKNOWN_INTERRUPT,
+        RESUME_DUPLICATE,
+        RESUME_EXPIRED,
+        RESUME_PAYLOAD_INVALID,
+        RESUME_CONFLICT,
+        RUN_INTERRUPTED,
+        THREAD_CONFLICT,
+        TOOL_NAME_CONFLICT,
+        INVALID_TOOL_SCHEMA,
+        INTERNAL_ERROR,
+        BACKEND_ERROR,
+        BACKEND_AUTH,
+        BACKEND_RATE_LIMITED,
+        BACKEND_TIMEOUT,
+        UPSTREAM_ERROR,
+    }
+)
 
 
 class ConfigurationError(ValueError):
@@ -20,7 +76,7 @@ class ConfigurationError(ValueError):
 class AdapterError(Exception):
     """A failure reported to the client as `RUN_ERROR` with a stable `code`."""
 
-    code = "INTERNAL_ERROR"
+    code: str = INTERNAL_ERROR
 
     def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
         super().__init__(message)
@@ -33,7 +89,7 @@ class AdapterError(Exception):
 class ToolNameConflict(AdapterError):
     """A client tool has the name of a server tool; it is refused, never silently shadowed."""
 
-    code = "TOOL_NAME_CONFLICT"
+    code = TOOL_NAME_CONFLICT
 
     def __init__(self, names: list[str]) -> None:
         listed = ", ".join(sorted(names))
@@ -43,27 +99,17 @@ class ToolNameConflict(AdapterError):
 class InvalidClientTool(AdapterError):
     """A client tool's parameter schema is not acceptable."""
 
-    code = "INVALID_TOOL_SCHEMA"
+    code = INVALID_TOOL_SCHEMA
 
 
 class ResumeError(AdapterError):
-    """The resume gate refused the input. The stored turn is exactly as it was."""
+    """The resume gate refused the input. The stored turn is exactly as it was; `code` says why (RESUME_*)."""
 
-    code = "RESUME_INVALID"
+    def __init__(self, message: str, *, code: str, details: Any = None) -> None:
+        super().__init__(message, code=code, details=details)
 
 
 class BackendError(AdapterError):
     """The agent backend failed."""
 
-    code = "BACKEND_ERROR"
-
-
-# Codes as constants, so tests and clients can refer to one spelling.
-INVALID_INPUT = "INVALID_INPUT"
-RESUME_REQUIRED = "RESUME_REQUIRED"
-RESUME_UNKNOWN_INTERRUPT = "RESUME_UNKNOWN_INTERRUPT"
-RESUME_DUPLICATE = "RESUME_DUPLICATE"
-RESUME_INCOMPLETE = "RESUME_INCOMPLETE"
-RESUME_EXPIRED = "RESUME_EXPIRED"
-RESUME_PAYLOAD_INVALID = "RESUME_PAYLOAD_INVALID"
-RESUME_CONFLICT = "RESUME_CONFLICT"
+    code = BACKEND_ERROR

@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from adapter import _errors as codes
 from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
 from adapter._sse import EventStreamResponse
@@ -102,7 +103,7 @@ def create_app(
     async def thread(request: Request) -> Response:
         found = await handler.thread(request.path_params["thread_id"])
         if found is None:
-            return _json_response(404, {"error": {"code": "THREAD_NOT_FOUND", "message": "No such thread."}})
+            return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
         return _json_response(200, found)
 
     return Starlette(
@@ -118,13 +119,13 @@ def create_app(
 
 async def _run(request: Request, handler: RunHandler, *, max_body_bytes: int, keepalive_interval: float) -> Response:
     if not _is_json(request.headers.get("content-type", "")):
-        return _refuse(InputRejected(415, "UNSUPPORTED_MEDIA_TYPE", "Send the run input as application/json."))
+        return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the run input as application/json."))
     try:
         body = await _read_body(request, max_body_bytes)
     except ClientDisconnect:
         return Response(status_code=400)  # nobody is listening; just end the exchange
     if body is None:
-        return _refuse(InputRejected(413, "CONTENT_TOO_LARGE", f"The body exceeds {max_body_bytes} bytes."))
+        return _refuse(InputRejected(413, codes.CONTENT_TOO_LARGE, f"The body exceeds {max_body_bytes} bytes."))
     try:
         run_input = await _parse(body)
     except InputRejected as rejected:

@@ -16,6 +16,7 @@ from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAg
 from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
+from adapter import _errors as codes
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -65,7 +66,8 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     try:
         run_input = RunAgentInput.model_validate(sanitize_run_input(data))
     except ValidationError as error:
-        raise InputRejected(422, "INVALID_INPUT", "The body is not a valid RunAgentInput.", _details(error)) from error
+        message = "The body is not a valid RunAgentInput."
+        raise InputRejected(422, codes.INVALID_INPUT, message, _details(error)) from error
     check_protocol_version(run_input.protocol_version)
     return run_input
 
@@ -111,7 +113,7 @@ def check_protocol_version(declared: str | None) -> None:
     if major != SUPPORTED_MAJOR:
         raise InputRejected(
             400,
-            "UNSUPPORTED_PROTOCOL_VERSION",
+            codes.UNSUPPORTED_PROTOCOL_VERSION,
             f"protocolVersion {declared[:_LOGGED_CHARS]!r} is not supported; this server speaks {PROTOCOL_VERSION}.",
         )
     if (major, minor) > _OURS:
@@ -136,7 +138,7 @@ def _decode(body: bytes) -> JSON:
     except RecursionError:
         problem = "Invalid JSON: nested too deeply"
     detail = {"type": "json_invalid", "loc": [], "msg": problem}
-    raise InputRejected(422, "INVALID_INPUT", "The body is not valid JSON.", [detail])
+    raise InputRejected(422, codes.INVALID_INPUT, "The body is not valid JSON.", [detail])
 
 
 def _refuse_constant(name: str) -> JSON:

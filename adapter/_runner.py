@@ -1,8 +1,10 @@
 """The turn engine: one run, from the resume gate to the terminal event.
 
-    gate -> (replay | settle answers) -> model loop -> dispatch calls -> suspend or finish
+    gate (_gate) -> replay, or apply answers (_answers) -> model loop: translate the backend's
+    stream (_translate), run or suspend its calls (_calls, _interrupts) -> suspend or finish
 
-Every run is a fresh `Run` object: nothing about a request lives on the adapter.
+Every run is a fresh `Run` over the adapter's frozen `EngineConfig`: nothing about a request lives
+on the adapter. The stored record is read and written through one `RecordHandle`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -29,26 +31,25 @@ from ag_ui.core import (
 )
 from pydantic import TypeAdapter
 
-from adapter._conversation import keep_server_activity, model_view
-from adapter._dispatch import Suspension, backend_suspension, new_id
-from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter import _errors as codes
+from adapter._answers import Settled, settle_answers
+from adapter._calls import CallBudget, run_calls
+from adapter._config import EngineConfig
+from adapter._conversation import keep_server_activity
+from adapter._errors import AdapterError, ResumeError
 from adapter._events import activity_event, result_event, token_usage
 from adapter._forms import pending_form
+from adapter._gate import Replay, Resume, check_resume
+from adapter._ids import new_id
+from adapter._interrupts import Suspension, backend_suspension
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
-from adapter._resume import Replay, Resume, check_resume
-from adapter._settle import Settled, settle_answers, step_calls
-from adapter._steps import Step, advance_state, stream_step
-from adapter._thread import ThreadHandle
-from adapter._tools import Toolset
-from adapter._turns import OpenTurn
-from adapter._types import ModelRequest, ToolCall, Usage, wire_json
-
-if TYPE_CHECKING:
-    from adapter._adapter import Adapter
+from adapter._record import OpenTurn
+from adapter._record_handle import RecordHandle
+from adapter._toolset import Toolset
+from adapter._translate import Step, advance_state, model_request, stream_step
+from adapter._types import ToolCall, Usage, wire_json
 
 log = logging.getLogger("adapter.runner")
-
-RUN_INTERRUPTED = "RUN_INTERRUPTED"
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 _outcome = TypeAdapter[Outcome](Outcome)
@@ -57,10 +58,10 @@ _outcome = TypeAdapter[Outcome](Outcome)
 class Run:
     """One run of the agent for one `RunAgentInput`."""
 
-    def __init__(self, adapter: Adapter, run_input: RunAgentInput) -> None:
-        self.adapter = adapter
+    def __init__(self, config: EngineConfig, run_input: RunAgentInput) -> None:
+        self.config = config
         self.input = run_input
-        self.thread = ThreadHandle(adapter.store, run_input.thread_id)
+        self.handle = RecordHandle(config.store, run_input.thread_id)
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False
@@ -68,9 +69,9 @@ class Run:
         """True once the run's ending is stored: finished, failed or suspended again."""
         self.settling: asyncio.Future[Settled] | None = None
         self.turn_id = new_id("turn")
-        self.counted: set[str] = set()
-        """Tool calls counted against `max_tool_calls` in this turn."""
-        self.deferred: set[str] = set()
+        self.budget = CallBudget(config.max_tool_calls)
+        """The tool calls this turn has made; replaced, never changed, as calls are made."""
+        self.deferred: frozenset[str] = frozenset()
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
@@ -98,14 +99,14 @@ class Run:
             yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
 
     async def _run(self) -> AsyncIterator[BaseEvent]:
-        record = await self.thread.load()
-        toolset = Toolset(self.adapter.tools, self.input.tools or [], client_policy=self.adapter.client_tool_policy)
+        record = await self.handle.load()
+        toolset = Toolset(self.config.tools, self.input.tools or [], client_policy=self.config.client_tool_policy)
         gate = check_resume(
             record,
             self.input,
-            now=self.adapter.now(),
-            claim_lease=self.adapter.claim_lease,
-            edited_args_schemas=self.adapter.tool_schemas(),
+            now=self.config.now(),
+            claim_lease=self.config.claim_lease,
+            edited_args_schemas=self.config.tool_schemas(),
         )
         if isinstance(gate, Replay):
             async for event in self._replay(gate):
@@ -124,9 +125,9 @@ class Run:
     async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         self.resuming = True
         self.turn_id = gate.turn.turn_id
-        self.counted = set(gate.turn.counted_calls)
-        self.deferred = set(gate.turn.deferred_calls)
-        history = self.thread.record.conversation()
+        self.budget = CallBudget(self.config.max_tool_calls, frozenset(gate.turn.counted_calls))
+        self.deferred = frozenset(gate.turn.deferred_calls)
+        history = self.handle.record.conversation()
         yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
         settled = await self._apply(gate, toolset, history)
         for activity in settled.activities:
@@ -147,41 +148,43 @@ class Run:
         Once a claim is made the answers are applied to the end, even if the client goes away, so a
         tool never runs half-way through a resume and never runs twice.
         """
-        await self.thread.claim(gate, self.input.run_id, self.adapter.now())
+        await self.handle.claim(gate, self.input.run_id, self.config.now())
         await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
-        self.adapter.keep_alive(task)
+        self.config.background.keep(task)
         self.settling = task
         return await asyncio.shield(task)
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
-            settled = await settle_answers(gate, toolset, self.input, self.adapter, self.counted)
+            settled = await settle_answers(gate, toolset, self.input, self.config)
         except BaseException:
-            await self.thread.release()
+            await self.handle.release()
             raise
-        settled.apply_to(history, self.turn_id, self.adapter.now())
-        await self.thread.close_turn(history)
+        settled.apply_to(history, self.turn_id, self.config.now())
+        await self.handle.close_turn(history)
         return settled
 
     async def _model_loop(
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
     ) -> AsyncIterator[BaseEvent]:
-        for _ in range(self.adapter.max_steps):
-            step = Step(message_id=new_id("msg"), deferred=self.deferred)
+        for _ in range(self.config.max_steps):
+            step = Step(message_id=new_id("msg"), deferred=set(self.deferred))
             self.open_step = step
-            async for event in self._stream_step(step, history, state, toolset, resume):
+            request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
+            async for event in stream_step(self.config.backend, request, step):
                 yield event
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = advance_state(state, step.state_events)
             self.open_step = None
             self.usage.extend(step.usage)
+            self.deferred = frozenset(step.deferred)
             history.extend(step.messages())
             if not step.calls and not step.interrupts:
-                await self._finish(RunFinishedSuccessOutcome(), history)
-                yield self._finished(RunFinishedSuccessOutcome())
+                yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
-            results, suspensions = await step_calls(step.calls, toolset, self.input, self.adapter, self.counted)
+            self.budget, over_limit = self.budget.spend(step.calls)
+            results, suspensions = await run_calls(step.calls, toolset, self.input, self.config, over_limit)
             suspensions += [backend_suspension(interrupt) for interrupt in step.interrupts]
             for message in results:
                 history.append(message)
@@ -190,30 +193,8 @@ class Run:
                 async for event in self._suspend(history, state, suspensions, step.calls):
                     yield event
                 return
-        log.warning("run %s stopped after %d model steps", self.input.run_id, self.adapter.max_steps)
-        await self._finish(RunFinishedCancelledOutcome(), history)
-        yield self._finished(RunFinishedCancelledOutcome())
-
-    async def _stream_step(
-        self, step: Step, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry]
-    ) -> AsyncIterator[BaseEvent]:
-        request = ModelRequest(
-            resume=resume,
-            messages=model_view(history, unanswered=self.deferred),
-            tools=toolset.specs(),
-            context=self.input.context or [],
-            state=state,
-            thread_id=self.input.thread_id,
-            run_id=self.input.run_id,
-        )
-        try:
-            async for event in stream_step(aiter(self.adapter.backend.stream(request)), step):
-                yield event
-        except AdapterError:
-            raise
-        except Exception as exc:
-            log.exception("backend failed on thread %s", self.input.thread_id)
-            raise BackendError("The agent backend failed.") from exc
+        log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
+        yield await self._complete(RunFinishedCancelledOutcome(), history)
 
     async def _suspend(
         self, history: list[Message], state: Any, suspensions: list[Suspension], calls: list[ToolCall]
@@ -222,8 +203,7 @@ class Run:
             # AG-UI's ordinary frontend-tool path: the run succeeds and the client answers in `messages`.
             waiting = {s.pending.tool_call_id for s in suspensions}
             success = RunFinishedSuccessOutcome(pending_tool_call_ids=[c.id for c in calls if c.id in waiting])
-            await self._finish(success, history)
-            yield self._finished(success)
+            yield await self._complete(success, history)
             return
         pending = [s.pending for s in suspensions]
         turn = OpenTurn(
@@ -231,13 +211,13 @@ class Run:
             run_id=self.input.run_id,
             pending=pending,
             state=state,
-            counted_calls=sorted(self.counted),
+            counted_calls=sorted(self.budget.counted),
             deferred_calls=sorted(self.deferred),
         )
         forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
-        await self.thread.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
+        await self.handle.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
         self.ended = True
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
@@ -245,21 +225,23 @@ class Run:
         yield MessagesSnapshotEvent(messages=history)
         if state is not None:
             yield StateSnapshotEvent(snapshot=state)
-        yield self._finished(outcome)
+        yield self._finished_event(outcome)
 
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
         stored = replay.applied.outcome or {}
         if stored.get("type") == "error":
             yield RunErrorEvent(message=str(stored.get("message", "")), code=str(stored.get("code", "")))
             return
-        yield self._finished(_outcome.validate_python(stored))
+        yield self._finished_event(_outcome.validate_python(stored))
 
-    async def _finish(self, outcome: Outcome, history: list[Message]) -> None:
+    async def _complete(self, outcome: Outcome, history: list[Message]) -> RunFinishedEvent:
+        """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run."""
         resumed = wire_json(outcome) if self.resuming else None
-        await self.thread.finish(history, self.input.run_id, resumed)
+        await self.handle.finish(history, self.input.run_id, resumed)
         self.ended = True
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)
+        return self._finished_event(outcome)
 
     async def _failed(self, exc: AdapterError) -> None:
         if isinstance(exc, ResumeError):
@@ -267,7 +249,7 @@ class Run:
         if self.resuming:
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
             try:
-                await self.thread.record_outcome(self.input.run_id, outcome)
+                await self.handle.record_outcome(self.input.run_id, outcome)
             except Exception:
                 log.exception("could not record the failed outcome of run %s", self.input.run_id)
         self.ended = True
@@ -282,24 +264,25 @@ class Run:
             return
         outcome = {
             "type": "error",
-            "code": RUN_INTERRUPTED,
+            "code": codes.RUN_INTERRUPTED,
             "message": "The answers were applied, but the client left before the run finished. Send a new message.",
         }
 
         async def record_once_settled() -> None:
             if self.settling is not None:
                 await asyncio.wait({self.settling})  # one writer at a time on this run's record
-            await self.thread.record_outcome(self.input.run_id, outcome)
+            await self.handle.record_outcome(self.input.run_id, outcome)
 
-        self.adapter.keep_alive(asyncio.ensure_future(record_once_settled()))
+        self.config.background.keep(asyncio.ensure_future(record_once_settled()))
 
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
     ) -> None:
         event = TurnEvent(kind, self.input.thread_id, self.turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
-        await notify(self.adapter.listeners, event)
+        await notify(self.config.listeners, event)
 
-    def _finished(self, outcome: Outcome) -> RunFinishedEvent:
+    def _finished_event(self, outcome: Outcome) -> RunFinishedEvent:
+        """The RUN_FINISHED event for `outcome`, with the run's token usage."""
         return RunFinishedEvent(
             thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=token_usage(self.usage)
         )

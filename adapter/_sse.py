@@ -18,13 +18,12 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from adapter._errors import INTERNAL_ERROR
+
 logger = logging.getLogger(__name__)
 
 KEEPALIVE: Final = ": keep-alive\n\n"
 """An SSE comment: consumers ignore it, proxies see traffic (TRANS-5)."""
-
-INTERNAL_ERROR: Final = "INTERNAL_ERROR"
-"""`RUN_ERROR.code` when the run's iterator raised or ended without a terminal event."""
 
 EventSource: TypeAlias = Callable[[], AsyncIterator[BaseEvent]]
 """Starts the run; called once, inside the producer task, so that even its errors travel in-stream."""
@@ -45,6 +44,7 @@ def encode_event(event: BaseEvent) -> str:
     return f"data: {event.model_dump_json(by_alias=True)}\n\n"
 
 
+# When the run's iterator raised or ended without a terminal event.
 _INTERNAL_ERROR_FRAME: Final = encode_event(
     RunErrorEvent(message="The run failed with an internal error.", code=INTERNAL_ERROR)
 )

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from adapter import Call, InputRequired, Rule, ScriptedBackend, ToolContext, tool
-from adapter.backends import Progress
+from adapter import InputRequired, ScriptedBackend, ToolContext, tool
+from adapter.backends import Call, Progress, Rule
 from examples.meeting_room import MEETING_FORM, reserve_meeting_room
 from examples.meeting_room import RULES as MEETING_RULES
 from examples.support_ticket import RULES as TICKET_RULES

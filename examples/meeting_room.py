@@ -9,8 +9,8 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapter import Adapter, Call, FormDefinition, Rule, ScriptedBackend, ToolContext, TurnStore, create_app, tool
-from adapter.backends import Progress
+from adapter import Adapter, FormDefinition, ScriptedBackend, ToolContext, TurnStore, create_app, tool
+from adapter.backends import Call, Progress, Rule
 from examples import serving
 
 MEETING_FORM = FormDefinition(

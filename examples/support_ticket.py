@@ -12,19 +12,8 @@ from typing import Literal, TypeAlias
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapter import (
-    Adapter,
-    Call,
-    FormDefinition,
-    FormRequired,
-    Rule,
-    ScriptedBackend,
-    ToolContext,
-    TurnStore,
-    create_app,
-    tool,
-)
-from adapter.backends import Progress
+from adapter import Adapter, FormDefinition, FormRequired, ScriptedBackend, ToolContext, TurnStore, create_app, tool
+from adapter.backends import Call, Progress, Rule
 from examples import serving
 
 Priority: TypeAlias = Literal["LOW", "MEDIUM", "HIGH"]

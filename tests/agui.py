@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from ag_ui._generated.models import Event
+from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.encoder import EventEncoder
 from ag_ui_validate.pytest_plugin import validate_agui
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -190,6 +192,27 @@ def assert_clean_stream(body: bytes, *, resumed: bool = False) -> list[dict[str,
     findings = [f"{d.rule} at event {d.event_index}: {d.message}" for d in report.diagnostics if d.severity == "error"]
     assert report.summary.errors == 0, findings
     return events
+
+
+async def collect(events: AsyncIterable[BaseEvent], *, resumed: bool = False) -> list[dict[str, Any]]:
+    """A run's events as wire JSON, framed as SSE the way the HTTP layer frames them, after the baseline checks."""
+    encoder = EventEncoder()
+    body = "".join([encoder.encode(event) async for event in events]).encode()
+    return assert_clean_stream(body, resumed=resumed)
+
+
+class Runs(Protocol):
+    """Anything that runs the agent for one input: an `Adapter`."""
+
+    def run(self, run_input: RunAgentInput) -> AsyncIterable[BaseEvent]: ...
+
+
+async def run_events(
+    agent: Runs, body: Mapping[str, Any] | RunAgentInput, *, resumed: bool = False
+) -> list[dict[str, Any]]:
+    """Run `agent` in-process for one input (a `RunAgentInput` or its wire JSON) and `collect` its events."""
+    run_agent_input = body if isinstance(body, RunAgentInput) else RunAgentInput.model_validate(body)
+    return await collect(agent.run(run_agent_input), resumed=resumed)
 
 
 def new_id(prefix: str) -> str:

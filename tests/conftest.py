@@ -16,8 +16,8 @@ import uvicorn
 from agui import ORDER, Client
 from starlette.applications import Starlette
 
-from adapter import Adapter, Call, InputRequired, Rule, ScriptedBackend, ToolContext, ToolError, create_app, tool
-from adapter._tools import FunctionTool
+from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
+from adapter.backends import Call, Rule
 
 T = TypeVar("T")
 

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from ag_ui.core import ActivityMessage, BaseEvent, Message, RunAgentInput
-from agui import assert_clean_stream, run_input, user
+from ag_ui.core import ActivityMessage, Message
+from agui import run_events, run_input, user
 
-from adapter import Adapter
-from adapter._sse import encode_event
-from adapter._tools import FunctionTool
+from adapter import Adapter, FunctionTool
 
 BOOKING = {"topic": "Q3 planning", "time": "2030-01-02T10:00:00Z", "attendees": 6}
 """A valid `meeting_room_booking` submission."""
@@ -40,16 +38,9 @@ def arguments(run: dict[str, Any]) -> dict[str, Any]:
     return {name: value for name, value in run.items() if name != "ctx"}
 
 
-async def stream(events: AsyncIterator[BaseEvent], *, resumed: bool = False) -> list[dict[str, Any]]:
-    """Encode the events as the HTTP layer does and run the baseline assertions; returns them as wire JSON."""
-    body = "".join([encode_event(event) async for event in events]).encode()
-    return assert_clean_stream(body, resumed=resumed)
-
-
 async def say(adapter: Adapter, thread_id: str, text: str) -> list[dict[str, Any]]:
     """Run one new user message through the Python API."""
-    body = RunAgentInput.model_validate(run_input(thread_id, [user(text)]))
-    return await stream(adapter.run(body))
+    return await run_events(adapter, run_input(thread_id, [user(text)]))
 
 
 def of(events: Sequence[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

@@ -9,7 +9,7 @@ from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEve
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, ModelRequest, TextDelta, ToolCall
-from adapter._types import (
+from adapter.backends import (
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,

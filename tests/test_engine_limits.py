@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
-from adapter import Adapter, Call, MemoryStore, Rule, ScriptedBackend, tool
+from adapter import Adapter, MemoryStore, ScriptedBackend, tool
+from adapter.backends import Call, Rule
 from adapter.stores import StoreConflict, Versioned
 
 if TYPE_CHECKING:

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, interrupt_of, of, say, spied, stream
+from agui import collect
+from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, interrupt_of, of, say, spied
 
 from adapter import (
     Adapter,
@@ -108,8 +109,8 @@ async def test_a_waiting_form_keeps_the_schema_it_was_asked_with() -> None:
     after, runs = booking_adapter(store=store, forms=[RENAMED])
     valid_only_now = {"topic": "Q3 planning", "time": "2030-01-02T10:00:00Z", "participants": 6}
 
-    refused = await stream(after.resume("t-frozen", [entry(asked["toolCallId"], valid_only_now)]), resumed=True)
-    done = await stream(after.resume("t-frozen", [entry(asked["toolCallId"], BOOKING)]), resumed=True)
+    refused = await collect(after.resume("t-frozen", [entry(asked["toolCallId"], valid_only_now)]), resumed=True)
+    done = await collect(after.resume("t-frozen", [entry(asked["toolCallId"], BOOKING)]), resumed=True)
 
     (error,) = of(refused, "RUN_ERROR")
     assert error["code"] == "RESUME_PAYLOAD_INVALID"
@@ -132,7 +133,7 @@ async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
     assert waiting is not None and [i["id"] for i in waiting["interrupts"]] == [asked["id"]]
     assert len(runs) == 1
 
-    events = await stream(adapter.resume("t-worker"), resumed=True)
+    events = await collect(adapter.resume("t-worker"), resumed=True)
 
     (finished,) = of(events, "RUN_FINISHED")
     assert finished["outcome"] == {"type": "success"}
@@ -140,7 +141,7 @@ async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
     (card,) = of(events, "ACTIVITY_SNAPSHOT")
     assert (card["content"]["status"], card["content"]["submittedBy"]) == ("SUBMITTED", "user-1001")
     assert await adapter.submit_resume("t-worker", answers, metadata=audit) is False
-    replay = await stream(adapter.resume("t-worker", answers, metadata=audit), resumed=True)
+    replay = await collect(adapter.resume("t-worker", answers, metadata=audit), resumed=True)
     assert [event["type"] for event in replay] == ["RUN_STARTED", "RUN_FINISHED"]
     assert len(runs) == 2
     done = await adapter.thread("t-worker")
@@ -150,7 +151,7 @@ async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
 async def test_a_wrong_action_id_never_resumes_another_request() -> None:
     adapter, runs = booking_adapter()
     first = interrupt_of(await say(adapter, "t-late", "book a meeting room"))
-    await stream(adapter.resume("t-late", [entry(first["toolCallId"], BOOKING)]), resumed=True)
+    await collect(adapter.resume("t-late", [entry(first["toolCallId"], BOOKING)]), resumed=True)
     second = interrupt_of(await say(adapter, "t-late", "book a meeting room"))
 
     for wrong in (entry(first["toolCallId"], BOOKING), entry("call_never_made", BOOKING)):
@@ -212,7 +213,7 @@ async def test_the_example_apps_are_served_from_their_modules() -> None:
     adapter = meeting_room.build_adapter()
     asked = interrupt_of(await say(adapter, "t-example", "预定会议室"))
 
-    events = await stream(adapter.resume("t-example", [entry(asked["toolCallId"], BOOKING)]), resumed=True)
+    events = await collect(adapter.resume("t-example", [entry(asked["toolCallId"], BOOKING)]), resumed=True)
 
     reservation = json.loads(of(events, "TOOL_CALL_RESULT")[-1]["content"])
     assert reservation["room"] == "Everest (12 seats)"

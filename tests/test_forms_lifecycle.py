@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from formkit import BOOKING, interrupt_of, of, say, stream
+from agui import collect
+from formkit import BOOKING, interrupt_of, of, say
 
 from adapter import Adapter, ModelRequest, ScriptedBackend, TextDelta, TurnEvent, TurnEventType
 from examples.meeting_room import MEETING_FORM, RULES, reserve_meeting_room
@@ -54,7 +55,7 @@ async def test_listeners_hear_a_form_turn_in_order() -> None:
     interrupt = interrupt_of(asked)
     submission = {"actionId": interrupt["toolCallId"], "status": "resolved", "payload": BOOKING}
 
-    await stream(adapter.resume("t-life", [submission]), resumed=True)
+    await collect(adapter.resume("t-life", [submission]), resumed=True)
 
     turn_id = of(asked, "ACTIVITY_SNAPSHOT")[0]["content"]["turnId"]
     assert heard.types == [

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 from ag_ui.core import ToolMessage
-from formkit import DETAILS, TICKET_REQUEST, arguments, interrupt_of, of, say, spied, stream
+from agui import collect
+from formkit import DETAILS, TICKET_REQUEST, arguments, interrupt_of, of, say, spied
 
-from adapter import Adapter, Call, FormRequired, Rule, ScriptedBackend, ToolContext, tool
+from adapter import Adapter, FormRequired, ScriptedBackend, ToolContext, tool
+from adapter.backends import Call, Rule
 from examples.support_ticket import RULES as TICKET_RULES
 from examples.support_ticket import SUPPORT_TICKET_FORM, create_support_ticket
 
@@ -54,7 +56,7 @@ async def test_the_replay_sees_the_data_and_the_same_idempotency_key() -> None:
     adapter, _ = adapter_with(ticket)
     asked = interrupt_of(await say(adapter, "t-replay", TICKET_REQUEST))
 
-    events = await stream(adapter.resume("t-replay", answer(asked)), resumed=True)
+    events = await collect(adapter.resume("t-replay", answer(asked)), resumed=True)
 
     first, replay = runs
     assert arguments(first) == arguments(replay) == {"title": "Login failure", "priority": "HIGH"}
@@ -73,7 +75,7 @@ async def test_a_cancelled_form_never_replays_the_tool() -> None:
     asked = interrupt_of(await say(adapter, "t-cancelled", TICKET_REQUEST))
 
     cancel = [{"actionId": asked["toolCallId"], "status": "cancelled"}]
-    events = await stream(adapter.resume("t-cancelled", cancel), resumed=True)
+    events = await collect(adapter.resume("t-cancelled", cancel), resumed=True)
 
     assert len(runs) == 1
     (card,) = of(events, "ACTIVITY_SNAPSHOT")
@@ -88,8 +90,8 @@ async def test_a_second_form_required_after_the_data_is_a_protocol_error(caplog:
     adapter, backend = adapter_with(tool_)
     asked = interrupt_of(await say(adapter, "t-stubborn", "stubborn"))
 
-    with caplog.at_level(logging.ERROR, logger="adapter.settle"):
-        events = await stream(adapter.resume("t-stubborn", answer(asked)), resumed=True)
+    with caplog.at_level(logging.ERROR, logger="adapter.answers"):
+        events = await collect(adapter.resume("t-stubborn", answer(asked)), resumed=True)
 
     assert len(runs) == 2
     assert of(events, "RUN_FINISHED")[0]["outcome"] == {"type": "success"}
@@ -107,7 +109,7 @@ async def test_the_quota_counts_an_interrupted_call_and_its_replay_once() -> Non
     adapter, backend = adapter_with(ticket, notify_team, max_tool_calls=1)
     asked = interrupt_of(await say(adapter, "t-quota", "ticket then notify"))
 
-    events = await stream(adapter.resume("t-quota", answer(asked)), resumed=True)
+    events = await collect(adapter.resume("t-quota", answer(asked)), resumed=True)
 
     results = {event["toolCallId"]: event["content"] for event in of(events, "TOOL_CALL_RESULT")}
     assert json.loads(results[asked["toolCallId"]])["impactScope"] == "ALL_USERS"
@@ -123,7 +125,7 @@ async def test_within_the_quota_the_replay_leaves_room_for_the_next_call() -> No
     adapter, backend = adapter_with(ticket, notify_team, max_tool_calls=2)
     asked = interrupt_of(await say(adapter, "t-room", "ticket then notify"))
 
-    events = await stream(adapter.resume("t-room", answer(asked)), resumed=True)
+    events = await collect(adapter.resume("t-room", answer(asked)), resumed=True)
 
     assert [event["content"] for event in of(events, "TOOL_CALL_RESULT")][-1] == "notified: login is down"
     assert all(m.error is None for m in backend.requests[-1].messages if isinstance(m, ToolMessage))

@@ -25,7 +25,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message
 
-from adapter._http import create_app
+from adapter import create_app
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
 

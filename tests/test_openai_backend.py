@@ -32,10 +32,8 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, Usage, tool
-from adapter._errors import BackendError
-from adapter._types import BackendItem
-from adapter.backends import OpenAIChatBackend
+from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
+from adapter.backends import BackendError, BackendItem, OpenAIChatBackend, Usage
 
 BASE = "https://llm.test/v1"
 KEY = "sk-test-SECRET-0123456789abcdef"

@@ -2,51 +2,106 @@ from __future__ import annotations
 
 import importlib
 
-import adapter
+import pytest
 
-PUBLIC = [
-    "AGUIUpstream",
+DOORS = {
+    # What an app author wires: the adapter, its options' types, tools, forms, the stores and backends it takes.
+    "adapter": [
+        "AGUIUpstream",
+        "Adapter",
+        "AdapterError",
+        "Backend",
+        "ConfigurationError",
+        "FormDefinition",
+        "FormRequired",
+        "FrontendOutcome",
+        "FunctionTool",
+        "InputRequired",
+        "Listener",
+        "MemoryStore",
+        "ModelRequest",
+        "OpenAIChatBackend",
+        "ResumeError",
+        "SQLiteStore",
+        "ScriptedBackend",
+        "TextDelta",
+        "ToolCall",
+        "ToolContext",
+        "ToolError",
+        "TurnEvent",
+        "TurnEventType",
+        "TurnStore",
+        "UserInputTool",
+        "create_app",
+        "tool",
+    ],
+    # The backend author's kit: the seam, every item a backend may yield, and the backends that ship.
+    "adapter.backends": [
+        "AGUIUpstream",
+        "Backend",
+        "BackendError",
+        "BackendInterrupt",
+        "BackendItem",
+        "Call",
+        "DeferredToolCall",
+        "ExecutedToolCall",
+        "LateToolResult",
+        "ModelRequest",
+        "OpenAIChatBackend",
+        "Passthrough",
+        "Progress",
+        "Rule",
+        "ScriptedBackend",
+        "TextDelta",
+        "ToolCall",
+        "ToolOutcome",
+        "Usage",
+        "split_deltas",
+        "summarize",
+    ],
+    "adapter.stores": ["MemoryStore", "SQLiteStore", "StoreConflict", "TurnStore", "Versioned"],
+}
+
+# ../shared/DESIGN.md "Public surface": names tests and users outside the package import from `adapter`.
+DESIGN_PINS = [
+    "create_app",
     "Adapter",
-    "AdapterError",
     "Backend",
-    "BackendInterrupt",
-    "Call",
-    "ConfigurationError",
-    "DeferredToolCall",
-    "ExecutedToolCall",
-    "FormDefinition",
-    "FormRequired",
-    "InputRequired",
-    "LateToolResult",
-    "MemoryStore",
     "ModelRequest",
-    "OpenAIChatBackend",
-    "Passthrough",
-    "Rule",
-    "SQLiteStore",
-    "ScriptedBackend",
     "TextDelta",
     "ToolCall",
-    "ToolContext",
-    "ToolError",
-    "TurnEvent",
-    "TurnEventType",
-    "TurnStore",
-    "Usage",
-    "UserInputTool",
-    "create_app",
+    "ScriptedBackend",
     "tool",
+    "ToolContext",
+    "FormRequired",
+    "FormDefinition",
+    "UserInputTool",
+    "TurnStore",
+    "MemoryStore",
+    "SQLiteStore",
 ]
 
 
-def test_public_names_are_pinned() -> None:
-    assert adapter.__all__ == PUBLIC
+@pytest.mark.parametrize("door", DOORS)
+def test_each_door_pins_its_names(door: str) -> None:
+    assert importlib.import_module(door).__all__ == DOORS[door]
 
 
-def test_every_public_name_imports() -> None:
-    module = importlib.import_module("adapter")
-    for name in PUBLIC:
+@pytest.mark.parametrize("door", DOORS)
+def test_every_name_of_a_door_imports(door: str) -> None:
+    module = importlib.import_module(door)
+    for name in DOORS[door]:
         assert getattr(module, name) is not None, name
     namespace: dict[str, object] = {}
-    exec("from adapter import *", namespace)
-    assert sorted(k for k in namespace if not k.startswith("__")) == sorted(PUBLIC)
+    exec(f"from {door} import *", namespace)
+    assert sorted(k for k in namespace if not k.startswith("__")) == sorted(DOORS[door])
+
+
+def test_the_names_design_pins_import_from_adapter() -> None:
+    assert set(DESIGN_PINS) <= set(DOORS["adapter"])
+
+
+def test_a_name_in_two_doors_is_one_object() -> None:
+    doors = {door: importlib.import_module(door) for door in DOORS}
+    for name in set(DOORS["adapter"]) & set(DOORS["adapter.backends"]):
+        assert getattr(doors["adapter"], name) is getattr(doors["adapter.backends"], name), name

@@ -27,7 +27,7 @@ from ag_ui.core import (
 from agui import http_scope
 from starlette.types import Message
 
-from adapter._http import create_app
+from adapter import create_app
 from adapter._sse import KEEPALIVE, encode_event
 
 BODY = json.dumps({"threadId": "t1", "runId": "r1", "messages": []}).encode()

@@ -6,9 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from adapter.stores._memory import MemoryStore
-from adapter.stores._protocol import StoreConflict, TurnStore
-from adapter.stores._sqlite import SQLiteStore
+from adapter.stores import MemoryStore, SQLiteStore, StoreConflict, TurnStore
 
 
 @pytest.fixture(params=["memory", "sqlite"])

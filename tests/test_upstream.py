@@ -9,18 +9,24 @@ from typing import Any, Protocol
 import httpx
 import pytest
 import respx
-from ag_ui.core import Context, ResumeEntry, RunAgentInput, Tool, UserMessage
-from agui import NAVIGATE, assert_clean_stream, nulls_in, resolved, run_input, user
+from ag_ui.core import Context, ResumeEntry, Tool, UserMessage
+from agui import NAVIGATE, nulls_in, resolved, run_events, run_input, user
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, Usage, tool
-from adapter._errors import BackendError
-from adapter._sse import encode_event
-from adapter._types import BackendInterrupt, BackendItem, DeferredToolCall, ExecutedToolCall, Passthrough
-from adapter.backends import AGUIUpstream
+from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
+from adapter.backends import (
+    AGUIUpstream,
+    BackendError,
+    BackendInterrupt,
+    BackendItem,
+    DeferredToolCall,
+    ExecutedToolCall,
+    Passthrough,
+    Usage,
+)
 
 URL = "https://agent.test/run"
 SECRET = "tok-SECRET-0123456789"
@@ -130,8 +136,7 @@ async def items(backend: AGUIUpstream, model_request: ModelRequest | None = None
 
 async def run(adapter: Adapter, body: dict[str, Any], *, resumed: bool = False) -> list[dict[str, Any]]:
     """One run through the engine; its stream must pass the baseline checks."""
-    events = [event async for event in adapter.run(RunAgentInput.model_validate(body))]
-    return assert_clean_stream("".join(encode_event(each) for each in events).encode(), resumed=resumed)
+    return await run_events(adapter, body, resumed=resumed)
 
 
 def types(events: Sequence[dict[str, Any]]) -> list[str]:

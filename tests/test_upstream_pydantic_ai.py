@@ -12,8 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ag_ui.core import RunAgentInput
-from agui import NAVIGATE, assert_clean_stream, resolved, run_input, user
+from agui import NAVIGATE, resolved, run_events, run_input, user
 from pydantic_ai import Agent, DeferredToolRequests
 from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
@@ -25,7 +24,6 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter import Adapter, tool
-from adapter._sse import encode_event
 from adapter.backends import AGUIUpstream
 
 if TYPE_CHECKING:
@@ -133,8 +131,7 @@ def spy() -> Spy:
 
 
 async def run(adapter: Adapter, body: dict[str, Any], *, resumed: bool = False) -> list[dict[str, Any]]:
-    events = [event async for event in adapter.run(RunAgentInput.model_validate(body))]
-    return assert_clean_stream("".join(encode_event(each) for each in events).encode(), resumed=resumed)
+    return await run_events(adapter, body, resumed=resumed)
 
 
 def text_of(events: list[dict[str, Any]]) -> str:

@@ -1,17 +1,47 @@
-"""Backends: the agents the adapter can put AG-UI in front of."""
+"""The backend author's kit: the seam, the items a backend yields, and the backends that ship.
 
+A backend is anything with `stream(ModelRequest) -> AsyncIterator[BackendItem]`, which streams one
+assistant step. `BackendError` ends the run with a `RUN_ERROR` whose code the backend chooses.
+"""
+
+from adapter._errors import BackendError
+from adapter._types import (
+    Backend,
+    BackendInterrupt,
+    BackendItem,
+    DeferredToolCall,
+    ExecutedToolCall,
+    LateToolResult,
+    ModelRequest,
+    Passthrough,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from adapter.backends._openai import OpenAIChatBackend
 from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
 from adapter.backends._upstream import AGUIUpstream
 
 __all__ = [
     "AGUIUpstream",
+    "Backend",
+    "BackendError",
+    "BackendInterrupt",
+    "BackendItem",
     "Call",
+    "DeferredToolCall",
+    "ExecutedToolCall",
+    "LateToolResult",
+    "ModelRequest",
     "OpenAIChatBackend",
+    "Passthrough",
     "Progress",
     "Rule",
     "ScriptedBackend",
+    "TextDelta",
+    "ToolCall",
     "ToolOutcome",
+    "Usage",
     "split_deltas",
     "summarize",
 ]

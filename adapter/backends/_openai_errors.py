@@ -26,12 +26,7 @@ from typing import Any
 
 import httpx
 
-from adapter._errors import BackendError
-
-BACKEND_ERROR = "BACKEND_ERROR"
-BACKEND_AUTH = "BACKEND_AUTH"
-BACKEND_RATE_LIMITED = "BACKEND_RATE_LIMITED"
-BACKEND_TIMEOUT = "BACKEND_TIMEOUT"
+from adapter._errors import BACKEND_AUTH, BACKEND_ERROR, BACKEND_RATE_LIMITED, BACKEND_TIMEOUT, BackendError
 
 MAX_DETAIL = 300
 """Characters of a provider's own error message that may reach a client."""

@@ -17,7 +17,6 @@ Usage is only reported when the provider sent both counts; nothing is invented.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from adapter._errors import BackendError
+from adapter._errors import BACKEND_ERROR, BackendError
+from adapter._ids import new_id
 from adapter._types import BackendItem, TextDelta, ToolCall, Usage
 from adapter.backends._http_client import sse_data
-from adapter.backends._openai_errors import BACKEND_ERROR, Redactor, error_text, not_sse_error
+from adapter.backends._openai_errors import Redactor, error_text, not_sse_error
 
 _MAX_COUNT = 2**53 - 1
 
@@ -77,9 +77,7 @@ class _PendingCall:
     def done(self) -> ToolCall:
         if not self.name:
             raise BackendError("The model server sent a tool call without a name.", code=BACKEND_ERROR)
-        return ToolCall(
-            id=self.id or f"call_{uuid.uuid4().hex[:24]}", name=self.name, arguments="".join(self.arguments) or "{}"
-        )
+        return ToolCall(id=self.id or new_id("call"), name=self.name, arguments="".join(self.arguments) or "{}")
 
 
 @dataclass(slots=True)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage, UserMessage
 
+from adapter._ids import new_id
 from adapter._types import BackendItem, ModelRequest, TextDelta, ToolCall
 
 Arguments: TypeAlias = Mapping[str, Any] | Callable[["Progress"], Mapping[str, Any]]
@@ -32,7 +32,7 @@ class Call:
         raw = self.arguments(progress) if callable(self.arguments) else self.arguments
         groups = _groups(progress.match)
         filled = {k: _fill(v, groups) if isinstance(v, str) else v for k, v in raw.items()}
-        return ToolCall(id=f"call_{uuid.uuid4().hex[:16]}", name=self.name, arguments=json.dumps(filled))
+        return ToolCall(id=new_id("call"), name=self.name, arguments=json.dumps(filled))
 
 
 @dataclass(frozen=True, slots=True)

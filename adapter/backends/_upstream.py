@@ -14,13 +14,13 @@ How its events become items is described in `_upstream_events`.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import AsyncIterator, Mapping
 
 import httpx
 from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
 
 from adapter._errors import ConfigurationError
+from adapter._ids import new_id
 from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import Redactor, read_bounded
@@ -87,10 +87,9 @@ class AGUIUpstream(ClientOwner):
 
     def run_input(self, request: ModelRequest) -> RunAgentInput:
         """The input of the upstream run for one step, under a fresh run id of its own."""
-        suffix = uuid.uuid4().hex[:16]
         return RunAgentInput(
             thread_id=request.thread_id,
-            run_id=f"{request.run_id}.{suffix}" if request.run_id else f"run.{suffix}",
+            run_id=f"{request.run_id}.{new_id('run')}" if request.run_id else new_id("run"),
             parent_run_id=request.run_id or None,
             protocol_version=PROTOCOL_VERSION,
             messages=list(request.messages),

@@ -47,7 +47,7 @@ from ag_ui.core import (
 )
 from pydantic import TypeAdapter, ValidationError
 
-from adapter._errors import BackendError
+from adapter._errors import UPSTREAM_ERROR, BackendError
 from adapter._types import (
     BackendInterrupt,
     BackendItem,
@@ -65,7 +65,6 @@ from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
 
-UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
 NO_RESULT: Final = "The upstream agent returned no result for this call."
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)

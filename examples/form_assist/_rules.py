@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from adapter import Call, ModelRequest, Rule
-from adapter.backends import Progress
+from adapter import ModelRequest
+from adapter.backends import Call, Progress, Rule
 from examples.form_assist._phrases import LABELS, PATTERN, is_chinese, parse_changes
 
 FORM_ID: Final = "compute-request"

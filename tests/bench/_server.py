@@ -52,7 +52,8 @@ _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
 def adapter_app(db_path: str | None) -> Starlette:
-    from adapter import Adapter, Call, MemoryStore, Rule, ScriptedBackend, SQLiteStore, create_app
+    from adapter import Adapter, MemoryStore, ScriptedBackend, SQLiteStore, create_app
+    from adapter.backends import Call, Rule
 
     backend = ScriptedBackend(
         [

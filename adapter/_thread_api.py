@@ -1,25 +1,24 @@
-"""The Python API beside HTTP: submit answers for a worker, resume now, read or cancel a thread."""
+"""The thread API beside HTTP, behind `Adapter`'s methods: submit answers for a worker, read or cancel a thread."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
-from adapter._dispatch import new_id
+from adapter._config import EngineConfig
 from adapter._errors import ResumeError
 from adapter._forms import ActivityConflict, activity_id, move_card
+from adapter._gate import Replay, check_resume
+from adapter._ids import new_id
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
-from adapter._resume import Replay, check_resume
-from adapter._thread import ThreadHandle
-from adapter._turns import ThreadRecord
+from adapter._record import ThreadRecord
+from adapter._record_handle import RecordHandle
 from adapter._types import wire_json
-
-if TYPE_CHECKING:
-    from adapter._adapter import Adapter
+from adapter.stores import TurnStore
 
 EntryLike = ResumeEntry | Mapping[str, Any]
 
@@ -58,15 +57,15 @@ def _interrupt_for(record: ThreadRecord | None, action_id: str) -> str:
 
 
 async def submit_resume(
-    adapter: Adapter, thread_id: str, entries: Iterable[EntryLike], metadata: Mapping[str, Any] | None
+    config: EngineConfig, thread_id: str, entries: Iterable[EntryLike], metadata: Mapping[str, Any] | None
 ) -> bool:
     """Check the answers against the open turn and store them for `resume`; False if already applied."""
-    thread = ThreadHandle(adapter.store, thread_id)
-    record = await thread.load()
+    handle = RecordHandle(config.store, thread_id)
+    record = await handle.load()
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
     gate = check_resume(
-        record, probe, now=adapter.now(), claim_lease=adapter.claim_lease, edited_args_schemas=adapter.tool_schemas()
+        record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
     )
     if isinstance(gate, Replay):
         return False
@@ -74,21 +73,21 @@ async def submit_resume(
     assert record is not None  # a gate that passes has an open turn
     if record.queued is not None and record.queued != queued:
         raise ResumeError("other answers were already submitted for this turn", code=codes.RESUME_CONFLICT)
-    await thread.queue(queued)
+    await handle.queue(queued)
     return True
 
 
-async def queued_entries(adapter: Adapter, thread_id: str) -> list[ResumeEntry]:
+async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
     """The answers `submit_resume` stored for the thread."""
-    record = await ThreadHandle(adapter.store, thread_id).load()
+    record = await RecordHandle(store, thread_id).load()
     if record is None or not record.queued:
         raise ResumeError("no answers were submitted for this thread", code=codes.RESUME_REQUIRED)
     return [ResumeEntry.model_validate(entry) for entry in record.queued]
 
 
-async def read_thread(adapter: Adapter, thread_id: str) -> dict[str, Any] | None:
+async def read_thread(store: TurnStore, thread_id: str) -> dict[str, Any] | None:
     """The stored conversation (form cards included) and any open interrupts, as wire JSON."""
-    record = await ThreadHandle(adapter.store, thread_id).load()
+    record = await RecordHandle(store, thread_id).load()
     if record is None:
         return None
     turn = record.open_turn
@@ -96,10 +95,10 @@ async def read_thread(adapter: Adapter, thread_id: str) -> dict[str, Any] | None
     return {"threadId": thread_id, "messages": record.messages, "interrupts": interrupts}
 
 
-async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
+async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
     """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none."""
-    thread = ThreadHandle(adapter.store, thread_id)
-    record = await thread.load()
+    handle = RecordHandle(config.store, thread_id)
+    record = await handle.load()
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
@@ -116,10 +115,10 @@ async def cancel_turn(adapter: Adapter, thread_id: str) -> bool:
             )
         )
         with contextlib.suppress(ActivityConflict):  # a card already settled has nothing to cancel
-            move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=adapter.now())
-    await thread.close_turn(history)
+            move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=config.now())
+    await handle.close_turn(history)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(
-        adapter.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)
+        config.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)
     )
     return True

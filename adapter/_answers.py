@@ -1,30 +1,28 @@
-"""Applying answers and running tool calls: every path that ends in a ToolMessage or a suspension."""
+"""Applying answers: each answer to a suspended call becomes its ToolMessage, or suspends the call again."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
-from adapter._dispatch import Suspension, execute, idempotency_key, new_id, parse_arguments, suspend
-from adapter._forms import ActivityConflict, FormRequired, UserInputTool, activity_id, move_card
-from adapter._resume import Answer, Resume
-from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
+from adapter._calls import execute, parse_arguments, tool_context, tool_message
+from adapter._config import EngineConfig
+from adapter._forms import ActivityConflict, activity_id, move_card
+from adapter._gate import Answer, Resume
+from adapter._interrupts import Suspension, suspend
+from adapter._tools import FunctionTool, InputRequired, ToolResult
+from adapter._toolset import Toolset
 from adapter._types import ToolCall
 
-if TYPE_CHECKING:
-    from adapter._adapter import Adapter
-
-log = logging.getLogger("adapter.settle")
+log = logging.getLogger("adapter.answers")
 
 INPUT_REQUIRED_AGAIN = "INPUT_REQUIRED_AGAIN"
-TOOL_LIMIT = "tool_limit"
+"""The `ToolMessage.error` of a tool that asked for input again after receiving it."""
 
 
 @dataclass(slots=True)
@@ -71,81 +69,7 @@ def _move_form(history: list[Message], message_id: str, answer: Answer, now: dat
     return moved
 
 
-def _context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, answered: bool = False) -> ToolContext:
-    return ToolContext(
-        thread_id=run_input.thread_id,
-        run_id=run_input.run_id,
-        tool_call_id=call_id,
-        idempotency_key=idempotency_key(run_input.thread_id, call_id),
-        answer=answer,
-        answered=answered,
-        state=run_input.state,
-    )
-
-
-def _message(call_id: str, result: ToolResult) -> ToolMessage:
-    return ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=result.content, error=result.error)
-
-
-def _within_budget(call: ToolCall, counted: set[str], limit: int | None) -> bool:
-    """Count a call once per turn: a replay after a suspension is the same logical call."""
-    if call.id in counted:
-        return True
-    if limit is not None and len(counted) >= limit:
-        return False
-    counted.add(call.id)
-    return True
-
-
-async def step_calls(
-    calls: Sequence[ToolCall], toolset: Toolset, run_input: RunAgentInput, adapter: Adapter, counted: set[str]
-) -> tuple[list[ToolMessage], list[Suspension]]:
-    """Run what can run now, concurrently; suspend the rest. Results keep the calls' order."""
-    now = adapter.now()
-    results: dict[str, ToolResult] = {}
-    suspensions: list[Suspension] = []
-    runnable: list[tuple[ToolCall, FunctionTool]] = []
-    for call in calls:
-        tool = toolset.get(call.name)
-        if not _within_budget(call, counted, adapter.max_tool_calls):
-            results[call.id] = ToolResult(f"The limit of {adapter.max_tool_calls} tool calls is reached.", TOOL_LIMIT)
-        elif tool is None:
-            results[call.id] = ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")
-        elif isinstance(tool, UserInputTool):
-            picked = _pick_form(call, tool)
-            if isinstance(picked, ToolResult):
-                results[call.id] = picked
-            else:
-                suspensions.append(suspend(call, tool, adapter.policy, now, signal=picked))
-        elif tool.external or tool.requires_approval:
-            suspensions.append(suspend(call, tool, adapter.policy, now))
-        elif isinstance(tool, FunctionTool):
-            runnable.append((call, tool))
-    outcomes = await asyncio.gather(*(execute(call, tool, _context(run_input, call.id)) for call, tool in runnable))
-    for (call, tool), outcome in zip(runnable, outcomes, strict=True):
-        if isinstance(outcome, InputRequired):
-            suspensions.append(suspend(call, tool, adapter.policy, now, signal=outcome))
-        else:
-            results[call.id] = outcome
-    order = {call.id: index for index, call in enumerate(calls)}
-    suspensions.sort(key=lambda s: order[s.pending.call_id])
-    return [_message(call.id, results[call.id]) for call in calls if call.id in results], suspensions
-
-
-def _pick_form(call: ToolCall, tool: UserInputTool) -> InputRequired | ToolResult:
-    """The form the model picked, as the signal a tool would raise for it; unknown keys are the model's error."""
-    arguments = parse_arguments(call.arguments)
-    key = arguments.get("formKey") if isinstance(arguments, dict) else None
-    form = tool.form(key)
-    if form is None:
-        valid = ", ".join(tool.form_keys)
-        return ToolResult(f"Unknown formKey {key!r}. Valid form keys: {valid}.", error="unknown_form")
-    return FormRequired(form)
-
-
-async def settle_answers(
-    gate: Resume, toolset: Toolset, run_input: RunAgentInput, adapter: Adapter, counted: set[str]
-) -> Settled:
+async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig) -> Settled:
     """Turn each answer into the ToolMessage for its call, running the tools an answer allows."""
     settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
@@ -167,9 +91,9 @@ async def settle_answers(
             call = ToolCall(answer.call.call_id, answer.call.tool_name, _executed_arguments(answer))
             tool = toolset.get(call.name)
             assert tool is not None
-            settled.suspensions.append(suspend(call, tool, adapter.policy, adapter.now(), signal=outcome))
+            settled.suspensions.append(suspend(call, tool, config.policy, config.now(), signal=outcome))
             continue
-        settled.messages.append(_message(answer.call.call_id, outcome))
+        settled.messages.append(tool_message(answer.call.call_id, outcome))
     return settled
 
 
@@ -201,7 +125,7 @@ async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput
     as_call = ToolCall(call.call_id, name, call.arguments)
     if call.kind == "approval":
         return await _approved(answer, as_call, tool, run_input)
-    outcome = await execute(as_call, tool, _context(run_input, call.call_id, answer=answer.payload, answered=True))
+    outcome = await execute(as_call, tool, tool_context(run_input, call.call_id, answer=answer.payload, answered=True))
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)
         return ToolResult(
@@ -227,4 +151,4 @@ async def _approved(
     arguments = edited if edited is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
-    return await execute(call, tool, _context(run_input, call.id), arguments)
+    return await execute(call, tool, tool_context(run_input, call.id), arguments)

@@ -1,12 +1,9 @@
-"""Deciding, call by call, whether a tool call runs now or waits for an answer from outside."""
+"""Suspensions: the pending call a waiting tool call leaves in the stored turn, and the interrupt that asks for it."""
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
-import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,14 +11,14 @@ from typing import Any
 from ag_ui.core import Interrupt
 
 from adapter._forms import FormRequired, UserInputTool
-from adapter._resume import approval_schema
-from adapter._tools import BaseTool, ClientTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolResult
-from adapter._turns import PendingCall
+from adapter._ids import new_id
+from adapter._record import PendingCall
+from adapter._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
 from adapter._types import ToolCall, wire_json
 
 
 @dataclass(frozen=True, slots=True)
-class DispatchPolicy:
+class InterruptPolicy:
     """The adapter options that shape suspensions."""
 
     frontend_outcome: FrontendOutcome
@@ -42,31 +39,18 @@ class Suspension:
     outcome: FrontendOutcome
 
 
-def idempotency_key(thread_id: str, tool_call_id: str) -> str:
-    """The same key for every execution of one logical call, replays included."""
-    return hashlib.sha256(f"{thread_id}\x00{tool_call_id}".encode()).hexdigest()[:32]
-
-
-def new_id(prefix: str) -> str:
-    """An opaque, unique id."""
-    return f"{prefix}_{uuid.uuid4().hex}"
-
-
-def parse_arguments(text: str) -> dict[str, Any] | ToolResult:
-    """The call's arguments as an object, or the result that tells the model why they are not one."""
-    try:
-        arguments = json.loads(text or "{}")
-    except ValueError:
-        return ToolResult("The arguments are not valid JSON.", error="invalid_arguments")
-    if not isinstance(arguments, dict):
-        return ToolResult("The arguments must be a JSON object.", error="invalid_arguments")
-    return arguments
+def approval_schema(*, with_edits: bool = True) -> dict[str, Any]:
+    """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7)."""
+    properties: dict[str, Any] = {"approved": {"type": "boolean"}}
+    if with_edits:
+        properties["editedArgs"] = {"type": "object", "description": "Replaces the proposed arguments."}
+    return {"type": "object", "properties": properties, "required": ["approved"]}
 
 
 def suspend(
     call: ToolCall,
     tool: BaseTool,
-    policy: DispatchPolicy,
+    policy: InterruptPolicy,
     now: datetime,
     signal: InputRequired | None = None,
 ) -> Suspension:
@@ -80,16 +64,7 @@ def suspend(
         expires_at=now + policy.interrupt_ttl if policy.interrupt_ttl else None,
     )
     if signal is not None:
-        form_key = signal.form.form_key if isinstance(signal, FormRequired) else None
-        pending = waiting(
-            kind="form" if isinstance(tool, UserInputTool) else "input",
-            reason=signal.reason,
-            message=signal.message,
-            response_schema=signal.response_schema,
-            metadata={"formKey": form_key} if form_key else None,
-            form_key=form_key,
-        )
-        return Suspension(pending, "interrupt")
+        return Suspension(_input_request(waiting, tool, signal), "interrupt")
     if tool.external:
         result_schema = tool.result_schema if isinstance(tool, ClientTool) else {}
         pending = waiting(
@@ -109,6 +84,19 @@ def suspend(
     return Suspension(pending, "interrupt")
 
 
+def _input_request(waiting: Callable[..., PendingCall], tool: BaseTool, signal: InputRequired) -> PendingCall:
+    """The pending call of a tool that asked for input, or of the `request_user_input` control tool."""
+    form_key = signal.form.form_key if isinstance(signal, FormRequired) else None
+    return waiting(
+        kind="form" if isinstance(tool, UserInputTool) else "input",
+        reason=signal.reason,
+        message=signal.message,
+        response_schema=signal.response_schema,
+        metadata={"formKey": form_key} if form_key else None,
+        form_key=form_key,
+    )
+
+
 def backend_suspension(interrupt: Interrupt) -> Suspension:
     """A backend's own interrupt, kept as it came: its answer goes back to the backend unchanged."""
     pending = PendingCall(
@@ -123,16 +111,3 @@ def backend_suspension(interrupt: Interrupt) -> Suspension:
         original=wire_json(interrupt),
     )
     return Suspension(pending, "interrupt")
-
-
-async def execute(
-    call: ToolCall, tool: FunctionTool, context: ToolContext, arguments: Mapping[str, Any] | None = None
-) -> ToolResult | InputRequired:
-    """Run a server tool; an `InputRequired` it raises is returned, as the signal it is."""
-    parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
-    if isinstance(parsed, ToolResult):
-        return parsed
-    try:
-        return await tool.invoke(parsed, context)
-    except InputRequired as signal:
-        return signal

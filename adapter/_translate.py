@@ -1,9 +1,9 @@
-"""Turning one backend step into AG-UI events."""
+"""Translating a backend's stream for one model step into AG-UI events."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,12 +16,15 @@ from ag_ui.core import (
     Message,
     ReasoningEndEvent,
     ReasoningMessageEndEvent,
+    ResumeEntry,
+    RunAgentInput,
     StateDeltaEvent,
     StateSnapshotEvent,
     StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
+    Tool,
     ToolCallArgsEvent,
     ToolCallEndEvent,
     ToolCallStartEvent,
@@ -29,22 +32,26 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter._dispatch import new_id
+from adapter._conversation import model_view
+from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
+from adapter._ids import new_id
 from adapter._jsonpatch import PatchError, apply_patch
 from adapter._types import (
+    Backend,
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,
     ExecutedToolCall,
     LateToolResult,
+    ModelRequest,
     Passthrough,
     TextDelta,
     ToolCall,
     Usage,
 )
 
-log = logging.getLogger("adapter.steps")
+log = logging.getLogger("adapter.translate")
 
 
 @dataclass(slots=True)
@@ -83,7 +90,8 @@ class Step:
     closers: dict[str, BaseEvent] = field(default_factory=dict)
     """What ends each step or reasoning span a passthrough event opened, by its key."""
     deferred: set[str] = field(default_factory=set)
-    """Calls the backend deferred and has not answered yet, in this turn: shared with the run."""
+    """Calls the backend deferred and has not answered yet in this turn: a copy of the earlier steps' set
+    that this step updates as it streams; the run takes it over once the step ends."""
     late: list[ToolMessage] = field(default_factory=list)
     """The backend's answers to calls it deferred in an earlier step."""
     state_events: list[BaseEvent] = field(default_factory=list)
@@ -150,15 +158,45 @@ def advance_state(state: Any, events: Sequence[BaseEvent]) -> Any:
     return state
 
 
-async def stream_step(items: AsyncIterator[BackendItem], step: Step) -> AsyncIterator[BaseEvent]:
-    """Stream a backend step as AG-UI events, collecting it into `step`.
+def model_request(
+    run_input: RunAgentInput,
+    history: Sequence[Message],
+    state: Any,
+    tools: Sequence[Tool],
+    resume: Sequence[ResumeEntry],
+    *,
+    unanswered: Collection[str],
+) -> ModelRequest:
+    """What the backend sees for the next step of this run: the model's view of `history`, and nothing else."""
+    return ModelRequest(
+        resume=resume,
+        messages=model_view(history, unanswered=unanswered),
+        tools=tools,
+        context=run_input.context or [],
+        state=state,
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+    )
+
+
+async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> AsyncIterator[BaseEvent]:
+    """Ask the backend for one step and stream it as AG-UI events, collecting it into `step`.
 
     A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, so no call
     is ever left open across an await.
+
+    Raises:
+        BackendError: The backend failed without saying how (an `AdapterError` it raised passes as is).
     """
-    async for item in items:
-        for event in _item_events(item, step):
-            yield event
+    try:
+        async for item in aiter(backend.stream(request)):
+            for event in _item_events(item, step):
+                yield event
+    except AdapterError:
+        raise
+    except Exception as exc:
+        log.exception("backend failed on thread %s", request.thread_id)
+        raise BackendError("The agent backend failed.") from exc
     for event in step.close_text():
         yield event
 

@@ -16,18 +16,10 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
 from adapter._errors import ResumeError
+from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._tools import issues_text
-from adapter._turns import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._types import JSON, wire_json
 from schema_tools import validate
-
-
-def approval_schema(*, with_edits: bool = True) -> dict[str, Any]:
-    """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7)."""
-    properties: dict[str, Any] = {"approved": {"type": "boolean"}}
-    if with_edits:
-        properties["editedArgs"] = {"type": "object", "description": "Replaces the proposed arguments."}
-    return {"type": "object", "properties": properties, "required": ["approved"]}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""A thread's stored record, read once per run and written by compare-and-set."""
+"""The handle on one thread's stored record (`_record`): loaded once per run, claimed and saved by compare-and-set."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from ag_ui.core import Message
 
 from adapter import _errors as codes
 from adapter._errors import AdapterError, ResumeError
-from adapter._resume import Resume
-from adapter._turns import AppliedResume, OpenTurn, ThreadRecord, dump_messages
+from adapter._gate import Resume
+from adapter._record import AppliedResume, OpenTurn, ThreadRecord, dump_messages
 from adapter.stores import StoreConflict, TurnStore
 
-log = logging.getLogger("adapter.thread")
+log = logging.getLogger("adapter.record")
 
 
-class ThreadHandle:
+class RecordHandle:
     """The record of one thread as this run last read or wrote it."""
 
     def __init__(self, store: TurnStore, thread_id: str) -> None:
@@ -85,7 +85,8 @@ class ThreadHandle:
         try:
             await self._save(self.record.model_copy(update=update))
         except StoreConflict:
-            raise AdapterError("the thread changed while this run was in progress", code="THREAD_CONFLICT") from None
+            message = "the thread changed while this run was in progress"
+            raise AdapterError(message, code=codes.THREAD_CONFLICT) from None
 
     async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
         """Store the conversation of a finished run, and how a resumed run ended (for replays)."""

@@ -1,0 +1,140 @@
+"""Running or suspending the tool calls of one model step: each call runs now, or waits for an answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ag_ui.core import RunAgentInput, ToolMessage
+
+from adapter._config import EngineConfig
+from adapter._forms import FormRequired, UserInputTool
+from adapter._ids import idempotency_key, new_id
+from adapter._interrupts import Suspension, suspend
+from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult
+from adapter._toolset import Toolset
+from adapter._types import ToolCall
+
+TOOL_LIMIT = "tool_limit"
+
+
+@dataclass(frozen=True, slots=True)
+class CallBudget:
+    """The tool calls one turn has made, against `max_tool_calls`.
+
+    A call that suspended and runs again after its answer is the same logical call: it counts once.
+    """
+
+    limit: int | None
+    counted: frozenset[str] = frozenset()
+
+    def spend(self, calls: Sequence[ToolCall]) -> tuple[CallBudget, frozenset[str]]:
+        """The budget after `calls`, and the ids of the calls it had no room for."""
+        counted = set(self.counted)
+        refused: set[str] = set()
+        for call in calls:
+            if call.id in counted:
+                continue
+            if self.limit is not None and len(counted) >= self.limit:
+                refused.add(call.id)
+                continue
+            counted.add(call.id)
+        return CallBudget(self.limit, frozenset(counted)), frozenset(refused)
+
+
+def tool_context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, answered: bool = False) -> ToolContext:
+    """What a tool running for `call_id` in this run knows about its call."""
+    return ToolContext(
+        thread_id=run_input.thread_id,
+        run_id=run_input.run_id,
+        tool_call_id=call_id,
+        idempotency_key=idempotency_key(run_input.thread_id, call_id),
+        answer=answer,
+        answered=answered,
+        state=run_input.state,
+    )
+
+
+def tool_message(call_id: str, result: ToolResult) -> ToolMessage:
+    """The ToolMessage that answers `call_id` with `result`."""
+    return ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=result.content, error=result.error)
+
+
+def parse_arguments(text: str) -> dict[str, Any] | ToolResult:
+    """The call's arguments as an object, or the result that tells the model why they are not one."""
+    try:
+        arguments = json.loads(text or "{}")
+    except ValueError:
+        return ToolResult("The arguments are not valid JSON.", error="invalid_arguments")
+    if not isinstance(arguments, dict):
+        return ToolResult("The arguments must be a JSON object.", error="invalid_arguments")
+    return arguments
+
+
+async def execute(
+    call: ToolCall, tool: FunctionTool, context: ToolContext, arguments: Mapping[str, Any] | None = None
+) -> ToolResult | InputRequired:
+    """Run a server tool; an `InputRequired` it raises is returned, as the signal it is."""
+    parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
+    if isinstance(parsed, ToolResult):
+        return parsed
+    try:
+        return await tool.invoke(parsed, context)
+    except InputRequired as signal:
+        return signal
+
+
+async def run_calls(
+    calls: Sequence[ToolCall],
+    toolset: Toolset,
+    run_input: RunAgentInput,
+    config: EngineConfig,
+    over_limit: Collection[str],
+) -> tuple[list[ToolMessage], list[Suspension]]:
+    """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
+
+    `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
+    """
+    now = config.now()
+    results: dict[str, ToolResult] = {}
+    suspensions: list[Suspension] = []
+    runnable: list[tuple[ToolCall, FunctionTool]] = []
+    for call in calls:
+        tool = toolset.get(call.name)
+        if call.id in over_limit:
+            results[call.id] = ToolResult(f"The limit of {config.max_tool_calls} tool calls is reached.", TOOL_LIMIT)
+        elif tool is None:
+            results[call.id] = ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")
+        elif isinstance(tool, UserInputTool):
+            picked = _pick_form(call, tool)
+            if isinstance(picked, ToolResult):
+                results[call.id] = picked
+            else:
+                suspensions.append(suspend(call, tool, config.policy, now, signal=picked))
+        elif tool.external or tool.requires_approval:
+            suspensions.append(suspend(call, tool, config.policy, now))
+        elif isinstance(tool, FunctionTool):
+            runnable.append((call, tool))
+    outcomes = await asyncio.gather(*(execute(call, tool, tool_context(run_input, call.id)) for call, tool in runnable))
+    for (call, tool), outcome in zip(runnable, outcomes, strict=True):
+        if isinstance(outcome, InputRequired):
+            suspensions.append(suspend(call, tool, config.policy, now, signal=outcome))
+        else:
+            results[call.id] = outcome
+    order = {call.id: index for index, call in enumerate(calls)}
+    suspensions.sort(key=lambda s: order[s.pending.call_id])
+    return [tool_message(call.id, results[call.id]) for call in calls if call.id in results], suspensions
+
+
+def _pick_form(call: ToolCall, tool: UserInputTool) -> InputRequired | ToolResult:
+    """The form the model picked, as the signal a tool would raise for it; unknown keys are the model's error."""
+    arguments = parse_arguments(call.arguments)
+    key = arguments.get("formKey") if isinstance(arguments, dict) else None
+    form = tool.form(key)
+    if form is None:
+        valid = ", ".join(tool.form_keys)
+        return ToolResult(f"Unknown formKey {key!r}. Valid form keys: {valid}.", error="unknown_form")
+    return FormRequired(form)

@@ -1,0 +1,58 @@
+"""The engine's configuration: built once by `Adapter`, read by every run, never changed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from adapter._interrupts import InterruptPolicy
+from adapter._lifecycle import Listener
+from adapter._tools import BaseTool
+from adapter._types import Backend
+from adapter.stores import TurnStore
+from schema_tools import SchemaPolicy
+
+
+class BackgroundTasks:
+    """Work that must finish even if the request that started it goes away (a shielded resume)."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Hold a reference to `task` until it is done."""
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def wait(self) -> None:
+        """Wait for every task held now; their failures are already reported by the tasks themselves."""
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """What a run reads from the adapter's options. `Adapter` documents each one."""
+
+    backend: Backend
+    tools: tuple[BaseTool, ...]
+    store: TurnStore
+    policy: InterruptPolicy
+    max_steps: int
+    max_tool_calls: int | None
+    listeners: tuple[Listener, ...]
+    claim_lease: timedelta
+    client_tool_policy: SchemaPolicy | None
+    clock: Callable[[], datetime]
+    background: BackgroundTasks = field(default_factory=BackgroundTasks)
+
+    def now(self) -> datetime:
+        """The current time, from the configured clock."""
+        return self.clock()
+
+    def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
+        """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
+        return {tool.name: tool.parameters for tool in self.tools}
