@@ -110,9 +110,9 @@ class Adapter:
         return self.config.store
 
     @property
-    def tools(self) -> tuple[BaseTool, ...]:
+    def tools(self) -> list[BaseTool]:
         """The server and control tools, forms' `request_user_input` included."""
-        return self.config.tools
+        return list(self.config.tools)
 
     def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
         """Run the agent for one input: RUN_STARTED, the run's events, one terminal event.
