@@ -9,7 +9,7 @@ from adapter._errors import AdapterError, ConfigurationError, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import Listener, TurnEvent, TurnEventType
-from adapter._tools import FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
+from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
 from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
 from adapter.backends import AGUIUpstream, OpenAIChatBackend, ScriptedBackend
 from adapter.stores import MemoryStore, SQLiteStore, TurnStore
@@ -19,6 +19,7 @@ __all__ = [
     "Adapter",
     "AdapterError",
     "Backend",
+    "BaseTool",
     "ConfigurationError",
     "FormDefinition",
     "FormRequired",

@@ -27,10 +27,8 @@ from ag_ui.core import SystemMessage
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapter import Adapter, Backend, ModelRequest, SQLiteStore, TurnStore, create_app, tool
-from adapter._tools import BaseTool
-from adapter._types import BackendItem
-from adapter.backends import OpenAIChatBackend
+from adapter import Adapter, Backend, BaseTool, ModelRequest, SQLiteStore, TurnStore, create_app, tool
+from adapter.backends import BackendItem, OpenAIChatBackend
 from examples import serving
 
 FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]

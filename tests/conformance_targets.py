@@ -21,7 +21,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from adapter import Adapter, Call, Rule, ScriptedBackend, SQLiteStore, create_app, tool
+from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app, tool
+from adapter.backends import Call, Rule
 
 TWO_REFUNDS = "refund orders A1 and B2"
 

@@ -11,6 +11,7 @@ DOORS = {
         "Adapter",
         "AdapterError",
         "Backend",
+        "BaseTool",
         "ConfigurationError",
         "FormDefinition",
         "FormRequired",
