@@ -1,12 +1,15 @@
-"""The demo's agent: a ScriptedBackend whose rules walk through seed 002's five scenarios and seed 000's forms.
+"""The demo's agent: a ScriptedBackend whose rules call server tools, page tools, approvals and forms.
 
 No model and no key: each rule matches the latest user message and makes the tool calls a model
-would make, then answers from the tool results it was given.
+would make, then answers from the tool results it was given, in sentences (never raw JSON).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import Field
 
 from adapter import InputRequired, ScriptedBackend, ToolContext, tool
 from adapter.backends import Call, Progress, Rule
@@ -32,12 +35,12 @@ def lookup_order(order_id: str) -> dict[str, object]:
 
 
 @tool(requires_approval=True)
-def refund_order(order_id: str, amount: float, ctx: ToolContext) -> dict[str, object]:
+def refund_order(order_id: str, amount: Annotated[float, Field(gt=0)], ctx: ToolContext) -> dict[str, object]:
     """Refund an order. A person approves every refund before it happens.
 
     Args:
         order_id: The order to refund.
-        amount: How much to refund.
+        amount: How much to refund; more than 0.
     """
     return {"orderId": order_id, "refunded": amount, "reference": f"RF-{ctx.idempotency_key[:8]}"}
 
@@ -52,12 +55,30 @@ def track_parcel(ctx: ToolContext) -> dict[str, object]:
     return {"orderId": order_id, "parcel": "in transit", "eta": "tomorrow"}
 
 
+def _lookup_reply(progress: Progress) -> str:
+    order = progress.result("lookup_order")
+    if not isinstance(order, dict) or order.get("status") == "not found":
+        return f"I could not find an order {progress.match[1].upper()}."
+    return f"Order {order['orderId']} ({order['item']}, {order['amount']:.2f}) is {order['status']}."
+
+
 def _refund_reply(progress: Progress) -> str:
     refund = next((o for o in progress.outcomes if o.name == "refund_order"), None)
     if refund is None or not refund.ok:
         reason = refund.error if refund else "not requested"
         return f"OK, I did not refund order {progress.match[1].upper()} ({reason}). Nothing was changed."
-    return f"Done: order {progress.match[1].upper()} was refunded. Details: {refund.content}"
+    done = progress.result("refund_order")
+    return (
+        f"Done: order {progress.match[1].upper()} was refunded. {done['refunded']:.2f} goes back to the customer "
+        f"(reference {done['reference']})."
+    )
+
+
+def _parcel_reply(progress: Progress) -> str:
+    parcel = progress.result("track_parcel")
+    if not isinstance(parcel, dict):
+        return "OK, I did not track anything."
+    return f"The parcel for order {parcel['orderId']} is {parcel['parcel']}; it should arrive {parcel['eta']}."
 
 
 def _confirm_reply(progress: Progress) -> str:
@@ -69,7 +90,7 @@ def _confirm_reply(progress: Progress) -> str:
 
 
 RULES = [
-    # Scenario 4 and 5: a backend lookup, then a refund that waits for approval (or is declined).
+    # A backend lookup, then a refund that waits for approval (or is declined).
     Rule(
         r"refund (?:order )?(\w+)",
         steps=[
@@ -79,25 +100,29 @@ RULES = [
         reply=_refund_reply,
         say="Let me look that order up first. ",
     ),
-    # Scenario 1: a backend tool answered within one run.
-    Rule(r"(?:look ?up|status of|check) (?:order )?(\w+)", steps=[[Call("lookup_order", {"order_id": "{1}"})]]),
-    # Scenario 2: client tools the page runs at once.
+    # A backend tool answered within one run.
+    Rule(
+        r"(?:look ?up|status of|check) (?:order )?(\w+)",
+        steps=[[Call("lookup_order", {"order_id": "{1}"})]],
+        reply=_lookup_reply,
+    ),
+    # Client tools the page runs at once.
     Rule(
         r"(?:go to|open|navigate to) (?:the )?(\w+)",
         steps=[[Call("navigate", {"page": "{1}"})]],
         reply="I opened the {1} page for you.",
     ),
     Rule(r"(?:toast|notify)(?: me)?:? (.+)", steps=[[Call("show_toast", {"message": "{1}"})]], reply="Done."),
-    # Scenario 3 and 5: a human-in-the-loop confirmation the page asks for.
+    # A human-in-the-loop confirmation the page asks for.
     Rule(
         r"(?:confirm|please) (delete .+|archive .+)",
         steps=[[Call("confirm_action", {"action": "{1}"})]],
         reply=_confirm_reply,
     ),
-    # Seed 000: a form the model asks for, a form a tool asks for, and one line of text a tool asks for.
+    # A form the model asks for, a form a tool asks for, and one line of text a tool asks for.
     *MEETING_RULES,
     *TICKET_RULES,
-    Rule(r"track my parcel|查询包裹", steps=[[Call("track_parcel")]]),
+    Rule(r"track my parcel|查询包裹", steps=[[Call("track_parcel")]], reply=_parcel_reply),
 ]
 
 

@@ -6,6 +6,8 @@ meeting room" (or "预定会议室"), then resume with the form's data.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
@@ -19,6 +21,7 @@ MEETING_FORM = FormDefinition(
     {
         "type": "object",
         "title": "Book a meeting room",
+        "description": "What the meeting is about, when it starts and how many people come: the room is picked to fit.",
         "properties": {
             "topic": {"type": "string", "title": "Topic", "minLength": 1},
             "time": {"type": "string", "format": "date-time", "title": "Start time"},
@@ -40,9 +43,19 @@ def _booked(progress: Progress) -> str:
     booking = progress.result("reserve_meeting_room")
     if not isinstance(booking, dict):
         return "OK, no room was booked."
-    return (
-        f"Booked {booking['room']} for {booking['topic']!r} at {booking['time']}, reference {booking['reservationId']}."
-    )
+    when = _readable(booking["time"])
+    return f"Booked {booking['room']} for {booking['topic']!r} on {when}, reference {booking['reservationId']}."
+
+
+def _readable(iso: str) -> str:
+    """An ISO 8601 time as a person reads it: 4 May 2030, 10:30 UTC."""
+    try:
+        moment = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if moment.tzinfo is not None:
+        return f"{moment.astimezone(UTC):%-d %B %Y, %H:%M} UTC"
+    return f"{moment:%-d %B %Y, %H:%M}"
 
 
 RULES = [

@@ -24,9 +24,19 @@ SUPPORT_TICKET_FORM = FormDefinition(
     {
         "type": "object",
         "title": "补充故障信息",
+        "description": "工单还缺两项：哪个系统出了问题，影响了多少用户。(Which system, and how many users?)",
         "properties": {
             "affectedSystem": {"type": "string", "title": "受影响系统", "minLength": 1},
-            "impactScope": {"type": "string", "title": "影响范围", "enum": ["ONE_USER", "PARTIAL_USERS", "ALL_USERS"]},
+            "impactScope": {
+                "type": "string",
+                "title": "影响范围",
+                # Each code with a label for the person: the page shows the title, the tool gets the code.
+                "oneOf": [
+                    {"const": "ONE_USER", "title": "单个用户 (one user)"},
+                    {"const": "PARTIAL_USERS", "title": "部分用户 (some users)"},
+                    {"const": "ALL_USERS", "title": "全部用户 (all users)"},
+                ],
+            },
         },
         "required": ["affectedSystem", "impactScope"],
     },

@@ -71,3 +71,29 @@ async def test_the_demo_keeps_its_other_scenarios_and_lists_the_new_phrases(tmp_
     assert json.loads(result["content"])["orderId"] == "A100"
     for phrase in ("book a meeting room", "create a high priority login incident ticket", "track my parcel"):
         assert phrase in HELP
+
+
+async def test_the_demo_refuses_a_refund_edited_to_a_negative_amount(tmp_path: Path) -> None:
+    async with demo(tmp_path) as http:
+        asked = await post(http, run_input("t-refund", [user("refund order A100")]))
+        (approval,) = outcome(asked)["interrupts"]
+        edited = {"approved": True, "editedArgs": {"order_id": "A100", "amount": -5}}
+        refused = await http.post("/agui/", json=run_input("t-refund", [], resume=[resolved(approval["id"], edited)]))
+        still = (await http.get("/agui/threads/t-refund")).json()
+
+    error = [json.loads(line[6:]) for line in refused.text.splitlines() if line.startswith("data: ")][-1]
+    assert (error["type"], error["code"]) == ("RUN_ERROR", "RESUME_PAYLOAD_INVALID")
+    assert "/amount: -5 is less than or equal to the minimum of 0" in error["message"]
+    assert still["interrupts"] == [approval]
+
+
+async def test_the_demo_answers_from_tool_results_in_sentences(tmp_path: Path) -> None:
+    async with demo(tmp_path) as http:
+        found = await post(http, run_input("t-lookup", [user("look up order B200")]))
+        missing = await post(http, run_input("t-lookup-2", [user("look up order Z9")]))
+
+    def said(events: list[dict[str, Any]]) -> str:
+        return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+    assert said(found) == "Order B200 (monitor, 189.00) is shipped."
+    assert said(missing) == "I could not find an order Z9."

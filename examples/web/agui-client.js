@@ -12,14 +12,28 @@ export class AguiHttpError extends Error {
   }
 }
 
+/** The request never reached the server (offline, server down, connection refused): nothing was sent. */
+export class AguiUnreachable extends Error {
+  constructor(cause) {
+    super(cause?.message ?? String(cause));
+    this.name = "AguiUnreachable";
+    this.code = "NETWORK_ERROR";
+  }
+}
+
 /** Run the agent once and yield each AG-UI event as it arrives. */
 export async function* runAgent(endpoint, input, { signal } = {}) {
-  const response = await fetch(endpoint, {
-    method: "POST",
-    headers: { "content-type": "application/json", accept: "text/event-stream" },
-    body: JSON.stringify(input),
-    signal,
-  });
+  let response;
+  try {
+    response = await fetch(endpoint, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "text/event-stream" },
+      body: JSON.stringify(input),
+      signal,
+    });
+  } catch (error) {
+    throw new AguiUnreachable(error);
+  }
   if (!response.ok) throw await httpError(response);
   if (!response.body) throw new AguiHttpError(response.status, "NO_BODY", "The server sent no event stream.");
   yield* readEvents(response.body);

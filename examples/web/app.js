@@ -4,7 +4,7 @@
 //     outcome "interrupt": one card per interrupt; the page runs its own tools at once, a person
 //     answers the rest; once every interrupt has an answer, ONE resume run carries them all.
 
-import { AguiHttpError, getCapabilities, getThread, newId, runAgent } from "./agui-client.js";
+import { AguiHttpError, AguiUnreachable, getCapabilities, getThread, newId, runAgent } from "./agui-client.js";
 import { applyEvent, callArguments, findCall, sendable } from "./messages.js";
 import { ChatView } from "./chat-view.js";
 import { InterruptCard, isExpired, kindOf } from "./interrupts.js";
@@ -24,8 +24,11 @@ const state = {
   pending: [], // the open interrupts of the last run: {interrupt, toolName, args, kind, card, entry}
   running: false,
   serverTools: new Map(),
+  ranWith: loadRanWith(), // by tool call id: the arguments a person approved with edits (the server keeps the proposal)
 };
 localStorage.setItem(`${KEY}:thread`, state.threadId);
+// The server knows a thread once its first run started: until then there is nothing to restore (and no 404 to log).
+const STARTED = `${KEY}:started:${state.threadId}`;
 
 const draft = new Draft(`${KEY}:draft:${state.threadId}`);
 const tools = toolbox({ showPage, toast, draft });
@@ -65,12 +68,16 @@ function note(kind, text, code) {
 
 async function send(text) {
   state.messages.push({ id: newId("user"), role: "user", content: text });
+  localStorage.setItem(STARTED, "1");
   render();
-  const terminal = await run({});
-  await settle(terminal, { resuming: false });
+  const outcome = await run({});
+  await settle(outcome, { resuming: false });
 }
 
-/** One run: stream its events into the conversation; returns the terminal event (or null). */
+/**
+ * One run: stream its events into the conversation. Returns `{terminal, failure}`: the terminal event
+ * (or null), and why there is none: "unreachable" (nothing was sent), "refused" or "broken".
+ */
 async function run(extra) {
   const input = {
     threadId: state.threadId,
@@ -85,27 +92,43 @@ async function run(extra) {
   state.running = true;
   render();
   let terminal = null;
+  let failure = null;
   try {
     for await (const event of runAgent(`${API}/`, input)) {
       if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") terminal = event;
       else applyEvent(state.messages, event);
       render();
     }
-    if (terminal?.type === "RUN_ERROR") note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
-    if (!terminal) note("error", "The stream ended before the run finished.", "STREAM_ENDED");
+    if (terminal?.type === "RUN_ERROR") {
+      failure = "refused";
+      note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
+    }
+    if (!terminal) {
+      failure = "broken";
+      note("error", "The stream ended before the run finished.", "STREAM_ENDED");
+    }
   } catch (error) {
-    if (error instanceof AguiHttpError) note("error", `${error.message} (HTTP ${error.status})`, error.code);
-    else note("error", `Could not reach the agent: ${error.message}`, "NETWORK_ERROR");
+    if (error instanceof AguiUnreachable) {
+      failure = "unreachable";
+      note("error", `The server could not be reached (${error.message}). Nothing was sent.`, error.code);
+    } else if (error instanceof AguiHttpError) {
+      failure = "refused";
+      note("error", `${error.message} (HTTP ${error.status})`, error.code);
+    } else {
+      failure = "broken";
+      note("error", `The connection broke during the run: ${error.message}`, "NETWORK_ERROR");
+    }
   } finally {
     state.running = false;
     render();
   }
-  return terminal;
+  return { terminal, failure };
 }
 
-async function settle(terminal, { resuming }) {
+async function settle({ terminal, failure }, { resuming }) {
   if (terminal?.type !== "RUN_FINISHED") {
-    if (resuming) await afterRefusedResume();
+    if (resuming && failure === "unreachable") askAgain(UNSENT);
+    else if (resuming) await afterFailedResume(failure);
     return;
   }
   if (resuming) closeBatch();
@@ -165,22 +188,31 @@ function answered(record, entry, summary) {
 
 async function resume() {
   const entries = state.pending.map((record) => record.entry);
-  const terminal = await run({ resume: entries });
-  await settle(terminal, { resuming: true });
+  const outcome = await run({ resume: entries });
+  await settle(outcome, { resuming: true });
 }
 
 function closeBatch() {
   for (const record of state.pending) {
+    const edited = record.entry?.payload?.editedArgs;
+    if (edited && record.interrupt.toolCallId) state.ranWith[record.interrupt.toolCallId] = edited;
     record.card.done();
     // the call's result row says it all once the agent has it; other cards stay as a record of the answer
     if (record.kind === "automatic") state.cards.delete(record.interrupt.toolCallId ?? record.interrupt.id);
   }
   state.pending = [];
   saveAnswers({});
+  localStorage.setItem(`${KEY}:ran:${state.threadId}`, JSON.stringify(state.ranWith));
 }
 
-/** A resume failed: the stored thread says whether the interrupts still wait (then ask again). */
-async function afterRefusedResume() {
+const UNSENT = "The server could not be reached, so these answers were not sent. Answer again once it is back, or cancel.";
+const NOTICES = {
+  refused: "The server did not accept these answers (see the error below). Answer again or cancel.",
+  broken: "The connection broke before the server confirmed these answers. Answer again or cancel.",
+};
+
+/** A resume failed after reaching the server: the stored thread says whether the interrupts still wait. */
+async function afterFailedResume(failure) {
   let thread = null;
   try {
     thread = await getThread(API, state.threadId);
@@ -194,10 +226,15 @@ async function afterRefusedResume() {
     render();
     return;
   }
+  askAgain(NOTICES[failure] ?? NOTICES.refused);
+}
+
+/** Open the cards again, with `notice` saying why. */
+function askAgain(notice) {
   saveAnswers({});
   for (const record of state.pending) {
     record.entry = null;
-    record.card.open("The server did not accept these answers (see the error below). Answer again or cancel.");
+    record.card.open(notice);
   }
   render();
 }
@@ -214,6 +251,14 @@ function saveAnswers(answers) {
   localStorage.setItem(`${KEY}:answers:${state.threadId}`, JSON.stringify(answers));
 }
 
+function loadRanWith() {
+  try {
+    return JSON.parse(localStorage.getItem(`${KEY}:ran:${localStorage.getItem(`${KEY}:thread`)}`) ?? "{}");
+  } catch {
+    return {};
+  }
+}
+
 // ---- start-up -----------------------------------------------------------------------------------
 
 async function restore() {
@@ -225,7 +270,7 @@ async function restore() {
   }
   let thread = null;
   try {
-    thread = await getThread(API, state.threadId);
+    if (localStorage.getItem(STARTED)) thread = await getThread(API, state.threadId);
   } catch (error) {
     note("error", `Could not load the conversation: ${error.message}`, error.code ?? "NETWORK_ERROR");
   }

@@ -4,7 +4,7 @@
 // never rebuilt.
 
 import { h, pretty } from "./dom.js";
-import { enumOptions } from "./schema-form.js";
+import { displayValue, localTime } from "./schema-form.js";
 
 export class ChatView {
   constructor(log) {
@@ -15,13 +15,16 @@ export class ChatView {
     ]);
   }
 
-  /** Show `messages` (AG-UI), `notes` (`{id, after, kind, code?, text}`) and `cards` (by tool call id). */
-  render({ messages, notes, cards, running }) {
+  /**
+   * Show `messages` (AG-UI), `notes` (`{id, after, kind, code?, text}`), `cards` (by tool call id) and
+   * `ranWith` (by tool call id: the arguments a call ran with when a person edited them).
+   */
+  render({ messages, notes, cards, running, ranWith = {} }) {
     const stick = this.log.scrollHeight - this.log.scrollTop - this.log.clientHeight < 80;
     const results = new Map(messages.filter((m) => m.role === "tool").map((m) => [m.toolCallId, m]));
     const calls = new Set(messages.flatMap((m) => (m.toolCalls ?? []).map((c) => c.id)));
     const forms = new Set(messages.filter(isFormCard).map((m) => m.content.actionId));
-    const context = { results, cards, forms };
+    const context = { results, cards, forms, ranWith };
     const elements = [];
     const placeNotes = (after) => notes.filter((n) => n.after === after).forEach((n) => elements.push(this.keyed(n.id, n, noteElement)));
     placeNotes(null);
@@ -42,7 +45,12 @@ export class ChatView {
     if (message.role === "user") return this.keyed(message.id, message, userElement);
     if (message.role === "assistant") {
       const ids = (message.toolCalls ?? []).map((c) => c.id);
-      const signature = [message, ids.map((id) => context.results.get(id) ?? null), ids.map((id) => cardHere(id, context))];
+      const signature = [
+        message,
+        ids.map((id) => context.results.get(id) ?? null),
+        ids.map((id) => cardHere(id, context)),
+        ids.map((id) => context.ranWith[id] ?? null),
+      ];
       return this.keyed(message.id, signature, () => assistantElement(message, context));
     }
     if (message.role === "tool" && !calls.has(message.toolCallId)) return this.keyed(message.id, message, orphanElement);
@@ -89,18 +97,20 @@ function userElement(message) {
   return h("div", { class: "msg user", "data-message-id": message.id }, h("div", { class: "bubble" }, text));
 }
 
-function assistantElement(message, { results, cards, forms }) {
+function assistantElement(message, { results, cards, forms, ranWith }) {
   const parts = [];
   if (message.content) parts.push(h("div", { class: "bubble" }, message.content));
   for (const call of message.toolCalls ?? []) {
     const result = results.get(call.id);
     const card = cards.get(call.id);
+    const edited = ranWith[call.id];
     parts.push(
       h("div", { class: "tool-call", "data-tool-call": call.id, "data-tool-name": call.function.name }, [
         h("div", { class: "tool-head" }, [
           h("span", { class: "tool-icon", "aria-hidden": "true" }, "⚙"),
           h("code", { class: "tool-name" }, call.function.name),
-          h("code", { class: "tool-args" }, pretty(call.function.arguments || "{}")),
+          json(edited ?? call.function.arguments ?? "{}", "tool-args"),
+          edited ? h("span", { class: "edited", title: `proposed: ${pretty(call.function.arguments)}` }, "edited before approval") : null,
         ]),
         result ? resultElement(result) : null,
         card && !forms.has(call.id) ? card.node : null,
@@ -115,8 +125,28 @@ function resultElement(result) {
   return h("div", { class: `tool-result ${failed ? "failed" : "ok"}` }, [
     h("span", { class: "arrow", "aria-hidden": "true" }, failed ? "✗ " : "→ "),
     failed ? h("strong", {}, `${result.error}: `) : null,
-    h("code", {}, pretty(result.content ?? "")),
+    json(result.content ?? ""),
   ]);
+}
+
+const SHORT = 60; // characters of JSON a tool row shows before it folds the rest behind a toggle
+
+/** JSON for a tool row: short values inline, long ones folded behind a toggle that opens the full, indented text. */
+function json(value, className) {
+  const line = pretty(value);
+  if (line.length <= SHORT) return h("code", { class: className }, line);
+  return h("details", { class: `json-fold ${className ?? ""}` }, [
+    h("summary", {}, h("code", {}, `${line.slice(0, SHORT - 1)}…`)),
+    h("pre", { class: "json-full" }, indented(value)),
+  ]);
+}
+
+function indented(value) {
+  try {
+    return JSON.stringify(typeof value === "string" ? JSON.parse(value) : value, null, 2);
+  } catch {
+    return String(value);
+  }
 }
 
 function orphanElement(message) {
@@ -144,7 +174,7 @@ function formCardElement(message, card) {
 
 function submittedBy(content) {
   const who = content.submittedBy ? ` by ${content.submittedBy}` : "";
-  const when = content.submittedAt ? ` at ${new Date(content.submittedAt).toLocaleString()}` : "";
+  const when = content.submittedAt ? ` at ${localTime(content.submittedAt)}` : "";
   return h("p", { class: "hint" }, `Submitted${who}${when}.`);
 }
 
@@ -157,15 +187,9 @@ export function valuesList(values, schema) {
     { class: "values" },
     Object.entries(values).flatMap(([key, value]) => [
       h("dt", {}, properties[key]?.title ?? key),
-      h("dd", { "data-key": key }, label(properties[key], value)),
+      h("dd", { "data-key": key }, displayValue(properties[key], value)),
     ]),
   );
-}
-
-function label(property, value) {
-  const option = property ? enumOptions(property)?.find((o) => o.value === value) : null;
-  if (option) return option.label === String(value) ? option.label : `${option.label} (${value})`;
-  return typeof value === "string" ? value : JSON.stringify(value);
 }
 
 function noteElement(note) {

@@ -3,7 +3,7 @@
 // page's own confirm_action dialog, or a tool the page ran by itself. Every card can be cancelled.
 
 import { h, pretty } from "./dom.js";
-import { schemaForm } from "./schema-form.js";
+import { describeValues, localTime, schemaForm } from "./schema-form.js";
 import { AUTOMATIC, ASKS_THE_USER } from "./tools.js";
 import { newId } from "./agui-client.js";
 
@@ -45,6 +45,7 @@ export class InterruptCard {
     const { interrupt, toolName, kind } = this.record;
     if (kind === "automatic") return `${toolName} runs in this page`;
     if (kind === "confirm") return "The agent asks you to confirm";
+    if (kind === "form") return formSubtitle(interrupt);
     return interrupt.message ?? (toolName ? `${toolName}` : "The agent is waiting for an answer");
   }
 
@@ -54,7 +55,7 @@ export class InterruptCard {
     this.state = "open";
     const parts = [notice ? h("p", { class: "card-notice" }, notice) : null];
     if (isExpired(interrupt)) {
-      parts.push(h("p", { class: "card-expired" }, `This request expired at ${interrupt.expiresAt}; it can only be cancelled.`));
+      parts.push(h("p", { class: "card-expired" }, `This request expired at ${localTime(interrupt.expiresAt)}; it can only be cancelled.`));
       parts.push(this.buttons([]));
     } else {
       parts.push(...BUILDERS[kind].call(this));
@@ -80,6 +81,7 @@ export class InterruptCard {
 
   done() {
     this.state = "done";
+    localStorage.removeItem(draftKey(this.record.interrupt));
     this.node.classList.add("done");
     this.body.querySelector(".card-waiting")?.remove();
   }
@@ -136,12 +138,18 @@ const BUILDERS = {
 
   form() {
     const { interrupt } = this.record;
-    const form = schemaForm(interrupt.responseSchema ?? {}, { idPrefix: `i-${interrupt.id}`, values: this.lastPayload });
+    const schema = interrupt.responseSchema ?? {};
+    const form = schemaForm(schema, { idPrefix: `i-${interrupt.id}`, values: this.lastPayload });
+    // What the person typed so far survives a reload (until the form is answered).
+    if (this.lastPayload === undefined) form.setRaw(loadDraft(interrupt));
+    const keep = () => localStorage.setItem(draftKey(interrupt), JSON.stringify(form.raw()));
+    form.element.addEventListener("input", keep);
+    form.element.addEventListener("change", keep);
     const submit = () => {
       const { ok, value } = form.read();
       if (!ok) return;
       const metadata = { submittedBy: "demo-user", requestId: newId() };
-      this.resolve(value, `Submitted: ${pretty(value)}`, metadata);
+      this.resolve(value, `Submitted: ${describeValues(value, schema)}`, metadata);
     };
     return [
       h("form", { class: "interrupt-form", novalidate: true, onsubmit: (e) => (e.preventDefault(), submit()) }, [
@@ -208,7 +216,7 @@ function editArguments() {
     : schemaForm({}, { idPrefix: `e-${interrupt.id}`, values: args });
   const send = () => {
     const { ok, value } = form.read();
-    if (ok) this.resolve({ approved: true, editedArgs: value }, `Approved ${toolName} with edits: ${pretty(value)}`);
+    if (ok) this.resolve({ approved: true, editedArgs: value }, `Approved ${toolName} with ${describeValues(value, parameters)}.`);
   };
   return [
     h("p", { class: "hint" }, `Edit the arguments of ${toolName}, then approve:`),
@@ -221,6 +229,26 @@ function editArguments() {
       ]),
     ]),
   ];
+}
+
+/** The line under a form's title, for the person: the schema's description (the interrupt's message is for the model). */
+function formSubtitle(interrupt) {
+  const schema = interrupt.responseSchema ?? {};
+  if (schema.description) return schema.description;
+  if (schema.title) return "Fill in the form; the agent goes on once you submit it.";
+  return interrupt.message ?? "The agent is waiting for an answer";
+}
+
+function draftKey(interrupt) {
+  return `agui-demo:form-draft:${interrupt.id}`;
+}
+
+function loadDraft(interrupt) {
+  try {
+    return JSON.parse(localStorage.getItem(draftKey(interrupt)) ?? "{}");
+  } catch {
+    return {};
+  }
 }
 
 function confirmationPayload(schema, yes) {

@@ -9,8 +9,9 @@ import { h } from "./dom.js";
  * An object schema gives one field per property; any other schema gives one field, and the form's
  * value is that field's value (a string schema is one text input; `{}` is a JSON textarea).
  *
- * Returns `{element, read(), setValues(values), setDisabled(flag), showErrors(errors)}`;
- * `read()` is `{ok, value, errors}` with `errors` keyed by field name.
+ * Returns `{element, read(), setValues(values), setDisabled(flag), showErrors(errors), raw(), setRaw(raw)}`;
+ * `read()` is `{ok, value, errors}` with `errors` keyed by field name; `raw()` is what the inputs hold,
+ * half-typed or not (a draft to restore with `setRaw`).
  */
 export function schemaForm(schema, { values, idPrefix = "f", onChange } = {}) {
   const single = !isObjectSchema(schema);
@@ -45,6 +46,16 @@ export function schemaForm(schema, { values, idPrefix = "f", onChange } = {}) {
     showErrors(errors) {
       for (const field of fields) field.showError(errors[field.name] ?? "");
     },
+    raw() {
+      return Object.fromEntries(fields.map((f) => [f.name, f.input.type === "checkbox" ? f.input.checked : f.input.value]));
+    },
+    setRaw(raw) {
+      for (const field of fields) {
+        if (!(field.name in (raw ?? {}))) continue;
+        if (field.input.type === "checkbox") field.input.checked = Boolean(raw[field.name]);
+        else field.input.value = raw[field.name];
+      }
+    },
   };
   const initial = values ?? defaults(properties, single);
   if (initial !== undefined) form.setValues(initial);
@@ -72,6 +83,30 @@ export function enumOptions(property) {
     return branches.map((b) => ({ value: b.const, label: b.title ?? String(b.const) }));
   }
   return null;
+}
+
+/** A value as a person reads it: an option's title, a local date and time, yes/no; JSON for the rest. */
+export function displayValue(property, value) {
+  const option = property ? enumOptions(property)?.find((o) => o.value === value) : null;
+  if (option) return option.label;
+  if (property?.format === "date-time" && typeof value === "string") return localTime(value);
+  if (typeof value === "boolean") return value ? "yes" : "no";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+/** Values on one line, labelled with the schema's titles: "Topic: Planning · Start time: 4 May 2030, 10:30". */
+export function describeValues(values, schema) {
+  if (!values || typeof values !== "object" || Array.isArray(values)) return displayValue(schema, values);
+  const properties = schema?.properties ?? {};
+  return Object.entries(values)
+    .map(([key, value]) => `${properties[key]?.title ?? key}: ${displayValue(properties[key], value)}`)
+    .join(" · ");
+}
+
+/** An ISO 8601 time in the reader's own locale and time zone (the raw text when it is not a time). */
+export function localTime(iso) {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? String(iso) : date.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" });
 }
 
 function kindOf(property) {

@@ -1,4 +1,4 @@
-"""The demo page in Chromium: seed 002's scenarios, forms, reload, errors, narrow screens."""
+"""The demo page in Chromium: tools, approvals, forms, reload, errors, narrow screens."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from browserkit import DemoServer
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Browser, Page, Route, expect
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 
@@ -85,7 +85,28 @@ def test_an_approval_with_edits_runs_with_the_edited_arguments(page: Page) -> No
     amount.fill("20")
     approval.get_by_role("button", name="Approve with edits").click()
 
-    expect(replies(page).last).to_contain_text('"refunded": 20.0')
+    expect(replies(page).last).to_contain_text("20.00 goes back to the customer")
+    row = page.locator(".tool-call[data-tool-name=refund_order] .tool-head")
+    expect(row.locator(".tool-args")).to_have_text('{ "order_id": "A100", "amount": 20 }')  # what ran, not the proposal
+    expect(row.locator(".edited")).to_have_text("edited before approval")
+    page.reload()
+    expect(row.locator(".tool-args")).to_have_text('{ "order_id": "A100", "amount": 20 }')
+
+
+def test_the_approval_editor_refuses_a_negative_refund(page: Page) -> None:
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+    say(page, "refund order A100")
+    approval = card(page, "refund_order")
+    approval.get_by_role("button", name="Edit").click()
+    sent = len(posts)
+
+    approval.locator("input[name=amount]").fill("-5")
+    approval.get_by_role("button", name="Approve with edits").click()
+
+    expect(approval.locator(".field-error")).to_contain_text(["Must be more than 0."])
+    expect(page.locator("#status")).to_have_text("waiting for you")
+    assert len(posts) == sent, "an invalid edit must not be sent"
 
 
 def test_a_rejected_refund_never_runs(page: Page, demo: DemoServer) -> None:
@@ -114,14 +135,20 @@ def test_a_form_is_validated_filled_and_submitted(page: Page) -> None:
     form = page.locator('.form-card[data-form-key="support_ticket_details"]')
     expect(form).to_have_attribute("data-status", "PENDING")
 
+    expect(form.locator(".card-title").last).to_contain_text("哪个系统出了问题")  # for the person, not the model
+    expect(form).not_to_contain_text("Asked for when")
+    expect(form.get_by_label("影响范围").locator("option")).to_have_text(
+        ["— choose —", "单个用户 (one user)", "部分用户 (some users)", "全部用户 (all users)"]
+    )
     form.get_by_role("button", name="Submit").click()
     expect(form.locator(".field-error")).to_have_text(["This field is required.", "This field is required."])
     form.get_by_label("受影响系统").fill("统一登录系统")
-    form.get_by_label("影响范围").select_option(label="ALL_USERS")
+    form.get_by_label("影响范围").select_option(label="全部用户 (all users)")
     form.get_by_role("button", name="Submit").click()
 
     expect(form).to_have_attribute("data-status", "SUBMITTED")
     expect(form.locator("dl.values")).to_contain_text("统一登录系统")
+    expect(form.locator('dl.values dd[data-key="impactScope"]')).to_have_text("全部用户 (all users)")
     expect(replies(page).last).to_contain_text("Created HIGH ticket INC-")
     (entry,) = sent[-1]["resume"]
     assert entry["status"] == "resolved"
@@ -144,6 +171,25 @@ def test_a_meeting_room_form_sends_a_date_time(page: Page) -> None:
 
     expect(form).to_have_attribute("data-status", "SUBMITTED")
     expect(replies(page).last).to_contain_text("Booked Everest (12 seats) for 'Planning'")
+    shown = form.locator('dl.values dd[data-key="time"]')
+    expect(shown).to_contain_text("May 4, 2030")  # the page's locale and time zone, not ISO 8601
+    expect(shown).not_to_have_text(re.compile(r"\d{4}-\d\d-\d\dT"))
+
+
+def test_a_half_filled_form_survives_a_reload(page: Page) -> None:
+    say(page, "book a meeting room")
+    form = page.locator('.form-card[data-form-key="meeting_room_booking"]')
+    form.get_by_label("Topic").fill("Half done")
+    form.get_by_label("Attendees").fill("3")
+
+    page.reload()
+
+    expect(form.get_by_label("Topic")).to_have_value("Half done")
+    expect(form.get_by_label("Attendees")).to_have_value("3")
+    expect(form.get_by_label("Start time")).to_have_value("")
+    form.get_by_label("Start time").fill("2030-05-04T09:00")
+    form.get_by_role("button", name="Submit").click()
+    expect(replies(page).last).to_contain_text("Booked Kilimanjaro (4 seats) for 'Half done'")
 
 
 def test_a_plain_text_question_gets_one_text_box(page: Page) -> None:
@@ -155,6 +201,34 @@ def test_a_plain_text_question_gets_one_text_box(page: Page) -> None:
     question.get_by_role("button", name="Submit").click()
 
     expect(page.locator(".tool-call[data-tool-name=track_parcel] .tool-result")).to_contain_text('"orderId": "O-1001"')
+    expect(replies(page).last).to_have_text("The parcel for order O-1001 is in transit; it should arrive tomorrow.")
+
+
+def test_replies_built_from_tool_results_are_sentences(page: Page) -> None:
+    say(page, "look up order A100")
+    expect(replies(page).last).to_have_text("Order A100 (keyboard, 59.00) is delivered.")
+    say(page, "refund order A100")
+    card(page, "refund_order").get_by_role("button", name="Approve").click()
+    refunded = re.compile(r"Done: order A100 was refunded\. 59\.00 goes back .*\(reference RF-\w+\)\.")
+    expect(replies(page).last).to_have_text(refunded)
+
+    for text in replies(page).all_inner_texts():
+        assert "{" not in text and '"' not in text, f"a reply shows raw JSON: {text}"
+
+
+def test_long_json_in_a_tool_row_folds_behind_a_toggle(page: Page) -> None:
+    say(page, "look up order A100")
+    result = page.locator(".tool-call[data-tool-name=lookup_order] .tool-result")
+    fold = result.locator("details.json-fold")
+    expect(fold.locator("summary")).to_contain_text("…")
+    expect(fold.locator("pre.json-full")).to_be_hidden()
+    short = page.locator(".tool-call[data-tool-name=lookup_order] .tool-head code.tool-args")
+    expect(short).to_have_text('{ "order_id": "A100" }')  # short JSON stays inline
+
+    fold.locator("summary").click()
+
+    expect(fold.locator("pre.json-full")).to_be_visible()
+    expect(fold.locator("pre.json-full")).to_contain_text('"status": "delivered"')
 
 
 def test_a_cancelled_form_moves_to_cancelled_and_nothing_runs(page: Page) -> None:
@@ -167,7 +241,7 @@ def test_a_cancelled_form_moves_to_cancelled_and_nothing_runs(page: Page) -> Non
 
 def test_a_reload_restores_the_conversation_and_what_still_waits(page: Page) -> None:
     say(page, "look up order B200")
-    expect(replies(page).last).to_contain_text("lookup_order returned")
+    expect(replies(page).last).to_have_text("Order B200 (monitor, 189.00) is shipped.")
     say(page, "refund order A100")
     expect(card(page, "refund_order")).to_be_visible()
 
@@ -221,6 +295,45 @@ def test_errors_show_their_code_and_message(page: Page) -> None:
     say(page, "hello again")
     expect(page.locator(".note-error").last).to_contain_text("BACKEND_ERROR The agent backend failed.")
     expect(page.locator("#message")).to_be_enabled()
+
+
+def test_a_server_that_cannot_be_reached_is_not_called_a_refusal(page: Page) -> None:
+    say(page, "refund order A100")
+    approval = card(page, "refund_order")
+    expect(approval).to_be_visible()
+    page.route("**/agui/", lambda route: route.abort("connectionrefused"))
+
+    approval.get_by_role("button", name="Approve").click()
+
+    expect(page.locator(".note-error").last).to_contain_text("NETWORK_ERROR The server could not be reached")
+    expect(approval.locator(".card-notice")).to_contain_text("could not be reached, so these answers were not sent")
+    expect(page.locator("#log")).not_to_contain_text("did not accept")
+    page.unroute("**/agui/")
+
+    approval.get_by_role("button", name="Approve").click()
+    expect(replies(page).last).to_contain_text("Done: order A100 was refunded.")
+
+
+def test_a_new_conversation_asks_the_server_for_nothing_it_does_not_have(browser: Browser, demo: DemoServer) -> None:
+    context = browser.new_context(base_url=demo.url)
+    page = context.new_page()
+    failed: list[str] = []
+    page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    page.on("console", lambda m: failed.append(m.text) if m.type == "error" else None)
+    try:
+        page.goto("/", wait_until="networkidle")
+        first = thread_id(page)
+        with page.expect_navigation(wait_until="networkidle"):
+            page.click("#new-thread")
+        expect(page.locator("#thread")).not_to_have_text(first)
+        page.reload(wait_until="networkidle")  # a thread with no message yet is still new
+        say(page, "look up order A100")
+        expect(replies(page).last).to_have_text("Order A100 (keyboard, 59.00) is delivered.")
+        page.reload(wait_until="networkidle")  # a started thread is restored
+        expect(replies(page).last).to_have_text("Order A100 (keyboard, 59.00) is delivered.")
+    finally:
+        context.close()
+    assert failed == []
 
 
 def test_several_interrupts_are_answered_then_resumed_once_and_expired_ones_only_cancel(page: Page) -> None:

@@ -182,7 +182,7 @@ export const serverScenarios = [
       check(call !== undefined, "lookup_order should be called", chat.messages);
       check(toolResult(chat.messages, call.id)?.content.includes('"A100"'), "the lookup result is missing");
       check(newMessages.some((m) => m.role === "tool"), "runAgent's newMessages should hold the tool result");
-      expectText(chat.messages, "lookup_order returned");
+      expectText(chat.messages, "Order A100 (keyboard, 59.00) is delivered.");
     },
   ],
   [
