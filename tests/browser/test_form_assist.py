@@ -60,7 +60,7 @@ def test_the_person_changes_a_suggestion_and_their_value_is_submitted(page: Page
     receipt = page.get_by_test_id("receipt")
     expect(receipt).to_contain_text("已提交 Submitted (v3)")
     expect(receipt.locator('dd[data-key="quantity"]')).to_have_text("3")
-    expect(receipt.locator('dd[data-key="region"]')).to_have_text("北京 (Beijing)")
+    expect(receipt.locator('dd[data-key="region"]')).to_have_text("北京")  # the option's title, not its code
     expect(replies(page).last).to_contain_text("已收到提交（第 3 版）：数量 3，地域 北京，用途 模型训练")
     expect(page.locator("#draft-quantity")).to_be_disabled()
     context = json.loads(sent[-1]["context"][0]["value"])
