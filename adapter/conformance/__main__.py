@@ -1,4 +1,4 @@
-"""`python -m adapter.conformance check URL ...` checks a server."""
+"""`python -m adapter.conformance check URL ...` checks a server; `... serve --port P` serves the reference agent."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the command line and run it; returns the exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    return _check(args)
+    if args.command == "check":
+        return _check(args)
+    return _serve(args)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--restart-cmd", metavar="CMD", help="a shell command that restarts the server")
     run.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
+    serve = commands.add_parser("serve", help="serve the reference agent for client authors")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--host", default="127.0.0.1")
     return parser
 
 
@@ -51,6 +56,19 @@ def _check(args: argparse.Namespace) -> int:
         report.write_json(args.json)
     print(report.table(colour=sys.stdout.isatty() and "NO_COLOR" not in os.environ))
     return 0 if report.ok else 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError:
+        print("serve needs uvicorn: pip install 'agui-adapter[conformance]'", file=sys.stderr)
+        return 2
+    from adapter.conformance._reference import create_reference_app
+
+    print(f"Reference agent: http://{args.host}:{args.port}/  scenarios: /scenarios  report: /report", flush=True)
+    uvicorn.run(create_reference_app(), host=args.host, port=args.port, log_level="warning")
+    return 0
 
 
 if __name__ == "__main__":
