@@ -16,7 +16,8 @@ from typing import Any
 
 from ag_ui.core import AssistantMessage, StateDeltaEvent, StateSnapshotEvent, UserMessage
 
-from adapter import AdapterError, FormDefinition, ModelRequest, Passthrough, TextDelta, ToolCall, tool
+from adapter import FormDefinition, tool
+from adapter.backends import BackendError, ModelRequest, Passthrough, TextDelta, ToolCall
 
 EXPIRES_AFTER = 3.0
 """Seconds the `expiring` scenario's interrupt stays answerable."""
@@ -195,7 +196,7 @@ _PLAYS: dict[str, Play] = {
     "long-text": lambda request, rounds: [TextDelta(piece) for piece in re.findall(r"\S+\s*", LONG_TEXT)],
     "run-error": lambda request, rounds: [
         TextDelta("Starting, then failing on purpose. "),
-        AdapterError("The reference agent failed on purpose.", code="BACKEND_ERROR"),
+        BackendError("The reference agent failed on purpose."),
     ],
 }
 
