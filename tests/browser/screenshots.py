@@ -1,6 +1,6 @@
 """Take the README's screenshots of the demo page: `python tests/browser/screenshots.py` (writes docs/screenshots/).
 
-The same server and browser as the tests; Chinese labels need a CJK font (Debian: fonts-wqy-microhei).
+The same server and browser as the tests. Chinese labels need a CJK font: .ci/run installs fonts-wqy-microhei.
 """
 
 from __future__ import annotations
