@@ -81,6 +81,15 @@ def _parcel_reply(progress: Progress) -> str:
     return f"The parcel for order {parcel['orderId']} is {parcel['parcel']}; it should arrive {parcel['eta']}."
 
 
+def _navigate_reply(progress: Progress) -> str:
+    answer = progress.outcomes[0] if progress.outcomes else None
+    result = progress.result("navigate")
+    reason = answer.error if answer and not answer.ok else isinstance(result, dict) and result.get("error")
+    if answer is None or reason:
+        return f"I could not open the {progress.match[1]} page ({reason or 'the page did not answer'})."
+    return f"I opened the {progress.match[1]} page for you."
+
+
 def _confirm_reply(progress: Progress) -> str:
     answer = progress.outcomes[0] if progress.outcomes else None
     declined = isinstance(result := progress.result("confirm_action"), dict) and result.get("confirmed") is False
@@ -110,7 +119,7 @@ RULES = [
     Rule(
         r"(?:go to|open|navigate to) (?:the )?(\w+)",
         steps=[[Call("navigate", {"page": "{1}"})]],
-        reply="I opened the {1} page for you.",
+        reply=_navigate_reply,
     ),
     Rule(r"(?:toast|notify)(?: me)?:? (.+)", steps=[[Call("show_toast", {"message": "{1}"})]], reply="Done."),
     # A human-in-the-loop confirmation the page asks for.
