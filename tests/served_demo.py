@@ -16,6 +16,7 @@ from typing import Any
 import uvicorn
 
 from examples.demo import build_app
+from examples.serving import KEEP_ALIVE_SECONDS
 
 _BOUND = 10.0  # seconds a start or a stop may take
 
@@ -27,7 +28,9 @@ def serve_demo(db_path: Path, **options: Any) -> Iterator[str]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(build_app(str(db_path), **options), log_level="warning", ws="none", http="h11")
+    app = build_app(str(db_path), **options)
+    # As `python -m examples.demo` serves it: a Node client (the CopilotKit runtime) reuses idle connections.
+    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", timeout_keep_alive=KEEP_ALIVE_SECONDS)
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"demo-{port}")
     thread.start()
