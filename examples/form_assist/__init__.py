@@ -1,4 +1,4 @@
-"""Seed 003, chat-assisted form fill: the agent fills a form draft that the page owns.
+"""Chat-assisted form fill: the agent fills a form draft that the page owns.
 
 The page keeps ONE draft (a compute-resource request: quantity, region, purpose) with a version that
 every change increments, its own edits and the agent's alike. Each message carries the draft as a

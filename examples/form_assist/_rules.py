@@ -1,4 +1,4 @@
-"""The scripted agent of seed 003: it reads the form's context, proposes changes, then reports the result."""
+"""The form-fill agent's rules: read the form's context, propose changes, then report the result."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-// Seed 003: the ONE form draft the page owns. The person and the agent both change it; every change
+// Chat-assisted form fill: the ONE form draft the page owns. The person and the agent both change it; every change
 // increments its version, so a change made for an older version is refused instead of overwriting.
 
 import { checkValue } from "./schema-form.js";

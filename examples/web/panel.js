@@ -1,4 +1,4 @@
-// The right-hand panel: tabs the `navigate` tool switches, the seed 003 form draft, and toasts.
+// The right-hand panel: tabs the `navigate` tool switches, the form draft the agent helps fill, and toasts.
 
 import { h } from "./dom.js";
 import { schemaForm } from "./schema-form.js";
