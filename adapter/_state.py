@@ -1,0 +1,113 @@
+"""Shared state as tools see and change it, and how a step's changes reach the run's state.
+
+    ToolState   one tool call's view: read it, patch it (RFC 6902), or replace it whole
+    commit      the changes of the calls that succeeded, applied in order, and the events that tell the client
+
+A call's changes count only if the call succeeds: a tool that raises, asks for input, gets invalid
+arguments or is declined leaves the state as it was. The model's predicted changes (see
+`adapter._predict`) follow the same rule.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
+
+from adapter._jsonpatch import PatchError, apply_patch
+from adapter._types import JSON
+
+log = logging.getLogger("adapter.state")
+
+Operation = dict[str, Any]
+"""One RFC 6902 operation, as JSON."""
+
+
+def as_json(value: Any) -> JSON:
+    """`value` as plain JSON (tuples become lists); a TypeError names what is not JSON."""
+    try:
+        return json.loads(json.dumps(value, allow_nan=False))
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"state must be JSON: {exc}") from None
+
+
+def patched(state: JSON, operations: Sequence[Operation]) -> JSON:
+    """`state` with `operations` applied; no state yet counts as `{}` (AG-UI's baseline, SNAP-4)."""
+    return apply_patch(state if state is not None else {}, operations) if operations else state
+
+
+class ToolState:
+    """The run's state as one tool call sees it, with the changes the call makes to it."""
+
+    def __init__(self, base: JSON) -> None:
+        self._value = copy.deepcopy(base)
+        self.operations: list[Operation] = []
+        self.replaced = False
+
+    @property
+    def value(self) -> JSON:
+        """The state, with this call's changes so far; a copy."""
+        return copy.deepcopy(self._value)
+
+    @property
+    def changed(self) -> bool:
+        """True once the call patched or replaced the state."""
+        return self.replaced or bool(self.operations)
+
+    def patch(self, operations: Sequence[Mapping[str, Any]]) -> None:
+        """Apply RFC 6902 operations now; all or nothing. Raises `PatchError` if they do not apply."""
+        ops = as_json([dict(operation) for operation in operations])
+        self._value = patched(self._value, ops)
+        self.operations.extend(ops)
+
+    def replace(self, value: Any) -> None:
+        """Make `value` the whole state."""
+        self._value = as_json(value)
+        self.replaced = True
+
+
+@dataclass(slots=True)
+class Kept:
+    """A call that succeeded: the state its arguments predicted, and what the tool itself changed."""
+
+    predicted: list[Operation] = field(default_factory=list)
+    tool: ToolState | None = None
+
+
+def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[JSON, list[BaseEvent]]:
+    """The state after the calls that succeeded, and the events that bring the client there.
+
+    The client already shows every predicted change (streamed with the arguments), so predictions
+    apply first, then each tool's own changes in call order, the order its STATE_DELTAs take. A
+    whole-state replacement, a change that no longer applies (two calls at odds), or `resync` (a
+    prediction the client shows was dropped) makes it one STATE_SNAPSHOT instead.
+    """
+    snapshot = resync
+    for each in kept:
+        try:
+            state = patched(state, each.predicted)
+        except PatchError:
+            log.warning("a predicted state change no longer applies; it is dropped")
+            snapshot = True
+    deltas: list[BaseEvent] = []
+    for each in kept:
+        if each.tool is None or not each.tool.changed:
+            continue
+        if each.tool.replaced:
+            state, snapshot = each.tool.value, True
+            continue
+        try:
+            state = patched(state, each.tool.operations)
+        except PatchError:
+            log.warning("a tool's state change no longer applies after the other calls' changes; it is dropped")
+            snapshot = True
+            continue
+        deltas.append(StateDeltaEvent(delta=each.tool.operations))
+    if snapshot:
+        return state, [StateSnapshotEvent(snapshot=state if state is not None else {})]
+    return state, deltas

@@ -1,0 +1,116 @@
+"""The internals of shared state on purpose: a tool's view of it, committing a step's changes, predictions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from client_state import follow
+
+from adapter._jsonpatch import PatchError
+from adapter._predict import COALESCE_CHARS, ArgsPrediction, PredictState, announce
+from adapter._state import Kept, ToolState, commit
+
+
+def test_a_tool_sees_its_own_changes_and_never_the_original_mutated() -> None:
+    base = {"steps": [{"status": "pending"}]}
+    state = ToolState(base)
+
+    state.patch([{"op": "replace", "path": "/steps/0/status", "value": "completed"}])
+    seen = state.value
+    seen["steps"].clear()
+
+    assert state.value == {"steps": [{"status": "completed"}]}
+    assert base == {"steps": [{"status": "pending"}]}
+
+
+def test_a_patch_that_does_not_apply_changes_nothing() -> None:
+    state = ToolState({"a": 1})
+
+    with pytest.raises(PatchError):
+        state.patch([{"op": "add", "path": "/b", "value": 2}, {"op": "remove", "path": "/missing"}])
+
+    assert (state.value, state.operations, state.changed) == ({"a": 1}, [], False)
+
+
+def test_state_must_be_json() -> None:
+    with pytest.raises(TypeError):
+        ToolState({}).replace({"when": object()})
+
+
+def test_commit_applies_predictions_then_tool_changes_as_deltas_a_client_can_follow() -> None:
+    tool = ToolState({"steps": ["a", "b"]})
+    tool.patch([{"op": "add", "path": "/done", "value": True}])
+    predicted = [{"op": "add", "path": "/steps", "value": ["a", "b"]}]
+
+    state, events = commit({"n": 1}, [Kept(predicted, tool)])
+
+    assert state == {"n": 1, "steps": ["a", "b"], "done": True}
+    assert [event.type for event in events] == ["STATE_DELTA"]
+    shown = follow({"n": 1}, [{"type": "STATE_DELTA", "delta": predicted}])  # streamed with the arguments
+    assert follow(shown, [event.model_dump(mode="json") for event in events]) == state
+
+
+@pytest.mark.parametrize(
+    ("kept", "resync"),
+    [
+        pytest.param([], True, id="a-dropped-prediction"),
+        pytest.param([Kept(tool=ToolState(None))], False, id="a-replaced-state"),
+    ],
+)
+def test_a_resync_or_a_replacement_is_one_snapshot(kept: list[Kept], resync: bool) -> None:
+    for each in kept:
+        assert each.tool is not None
+        each.tool.replace({"fresh": True})
+
+    state, events = commit({"old": True}, kept, resync=resync)
+
+    assert [event.type for event in events] == ["STATE_SNAPSHOT"]
+    assert events[0].snapshot == state  # type: ignore[attr-defined]
+
+
+def test_a_change_at_odds_with_an_earlier_call_is_dropped_and_resynced() -> None:
+    first, second = ToolState({"items": ["x"]}), ToolState({"items": ["x"]})
+    first.patch([{"op": "remove", "path": "/items/0"}])
+    second.patch([{"op": "replace", "path": "/items/0", "value": "y"}])
+
+    state, events = commit({"items": ["x"]}, [Kept(tool=first), Kept(tool=second)])
+
+    assert state == {"items": []}
+    assert [event.type for event in events] == ["STATE_SNAPSHOT"]
+
+
+def test_a_prediction_is_announced_the_way_copilotkit_reads_it() -> None:
+    event = announce([PredictState("write_document", "document", "document"), PredictState("plan", "plan")])
+
+    assert json.loads(event.model_dump_json(by_alias=True, exclude_none=True)) == {
+        "type": "CUSTOM",
+        "name": "PredictState",
+        "value": [
+            {"state_key": "document", "tool": "write_document", "tool_argument": "document"},
+            {"state_key": "plan", "tool": "plan"},
+        ],
+    }
+
+
+def test_a_streamed_argument_shows_in_the_state_as_it_grows() -> None:
+    document = "Once upon a time, there was a dragon named Atlantis. " * 12
+    arguments = json.dumps({"document": document})
+    prediction = ArgsPrediction([PredictState("write_document", "document", "document")])
+
+    streamed = [event for i in range(0, len(arguments), 7) for event in prediction.feed(arguments[i : i + 7])]
+    final = prediction.finish(arguments)
+
+    values = [event.model_dump(mode="json")["delta"][0]["value"] for event in [*streamed, *final]]
+    assert len(values) >= len(arguments) // COALESCE_CHARS  # coalesced, yet streamed
+    assert all(document.startswith(value) for value in values)
+    assert values[-1] == document
+    assert values == sorted(values, key=len) and len(set(values)) == len(values)
+    assert prediction.operations == [{"op": "add", "path": "/document", "value": document}]
+
+
+def test_a_call_without_the_predicted_argument_predicts_nothing() -> None:
+    prediction = ArgsPrediction([PredictState("write_document", "document", "document")])
+
+    assert prediction.finish('{"title": "x"}') == []
+    assert prediction.operations == []
