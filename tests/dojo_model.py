@@ -15,6 +15,10 @@ from typing import Any
 
 import httpx
 import respx
+from agui import Client
+
+from adapter import MemoryStore
+from examples.dojo_features import build_app, openai_backend
 
 BASE_URL = "https://dojo-model.test/v1"
 PIECE = 12
@@ -95,3 +99,37 @@ class DojoModel:
     def tool_names(self, index: int = -1) -> list[str]:
         """The names of the tools a request offered the model."""
         return [each["function"]["name"] for each in self.requests[index].get("tools", [])]
+
+
+class Dojo:
+    """Serves `examples.dojo_features` over real HTTP (through the suite's `serve`) in front of a mock model."""
+
+    def __init__(self, serve: Callable[..., Any], model: DojoModel) -> None:
+        self.serve = serve
+        self.model = model
+        self.clients: list[httpx.AsyncClient] = []
+
+    async def connect(self, feature: str, **options: Any) -> Client:
+        """A client for one feature's path of a freshly served app; options go to `build_app`."""
+        client = self.model.client()
+        self.clients.append(client)
+        backend = openai_backend(BASE_URL, "dojo-mock", api_key="", client=client)
+        options.setdefault("store", MemoryStore())
+        served = await self.serve(build_app(backend, **options))
+        return Client(served.http, f"{served.url}/{feature}")
+
+    async def aclose(self) -> None:
+        """Close the mock model's clients."""
+        for client in self.clients:
+            await client.aclose()
+
+
+def tool_message(body: dict[str, Any]) -> dict[str, Any]:
+    """The last tool message a request carried."""
+    return [m for m in body["messages"] if m["role"] == "tool"][-1]
+
+
+def call_arguments(events: Sequence[dict[str, Any]], tool_call_id: str) -> Any:
+    """A call's arguments, put together from its TOOL_CALL_ARGS events."""
+    deltas = [e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS" and e["toolCallId"] == tool_call_id]
+    return json.loads("".join(deltas))

@@ -8,15 +8,12 @@ answers, and what the page needs back.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from agui import Client, Thread, resolved
-from dojo_model import BASE_URL, Call, DojoModel, Fixture
-
-from adapter import MemoryStore
-from examples.dojo_features import build_app, openai_backend
+from agui import Thread, resolved
+from dojo_model import Call, Dojo, DojoModel, Fixture, call_arguments, tool_message
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -105,29 +102,15 @@ def model() -> DojoModel:
 
 
 @pytest.fixture
-async def dojo(serve: Serve, model: DojoModel) -> AsyncIterator[Callable[..., Any]]:
-    """Serve the Dojo app over real HTTP; `await dojo("feature", frontend_outcome=...)` is a client for one path."""
-    clients = []
-
-    async def connect(feature: str, **options: Any) -> Client:
-        client = model.client()
-        clients.append(client)
-        backend = openai_backend(BASE_URL, "dojo-mock", api_key="", client=client)
-        served = await serve(build_app(backend, store=MemoryStore(), **options))
-        return Client(served.http, f"{served.url}/{feature}")
-
-    yield connect
-    for client in clients:
-        await client.aclose()
+async def dojo(serve: Serve, model: DojoModel) -> AsyncIterator[Dojo]:
+    """The Dojo app over real HTTP; `await dojo.connect("feature", frontend_outcome=...)` is a client for one path."""
+    served = Dojo(serve, model)
+    yield served
+    await served.aclose()
 
 
-def tool_message(body: dict[str, Any]) -> dict[str, Any]:
-    (message,) = [m for m in body["messages"] if m["role"] == "tool"][-1:]
-    return message
-
-
-async def test_agentic_chat_sends_and_receives(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("agentic_chat")).thread(tools=[CHANGE_BACKGROUND])
+async def test_agentic_chat_sends_and_receives(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("agentic_chat")).thread(tools=[CHANGE_BACKGROUND])
 
     reply = await thread.say("Hi")
 
@@ -138,8 +121,8 @@ async def test_agentic_chat_sends_and_receives(dojo: Any, model: DojoModel) -> N
     assert "change_background" in model.tool_names()
 
 
-async def test_agentic_chat_remembers_over_five_turns(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("agentic_chat")).thread(tools=[CHANGE_BACKGROUND])
+async def test_agentic_chat_remembers_over_five_turns(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("agentic_chat")).thread(tools=[CHANGE_BACKGROUND])
 
     for text in ("My name is Bob", "I like green", "Tell me a joke", "Hi"):
         assert (await thread.say(text)).outcome == {"type": "success"}
@@ -152,16 +135,15 @@ async def test_agentic_chat_remembers_over_five_turns(dojo: Any, model: DojoMode
 
 @pytest.mark.parametrize("outcome", ["interrupt", "pending"])
 async def test_agentic_chat_changes_the_background_through_the_pages_tool(
-    dojo: Any, model: DojoModel, outcome: str
+    dojo: Dojo, model: DojoModel, outcome: str
 ) -> None:
-    thread = (await dojo("agentic_chat", frontend_outcome=outcome)).thread(tools=[CHANGE_BACKGROUND])
+    thread = (await dojo.connect("agentic_chat", frontend_outcome=outcome)).thread(tools=[CHANGE_BACKGROUND])
 
     asked = await thread.say("Change the background to blue")
 
     (start,) = asked.calls
     assert start["toolCallName"] == "change_background"
-    args = "".join(e["delta"] for e in asked.with_call(start["toolCallId"]) if e["type"] == "TOOL_CALL_ARGS")
-    assert json.loads(args) == {"background": "blue"}
+    assert call_arguments(asked.events, start["toolCallId"]) == {"background": "blue"}
     handled = {"status": "success", "message": "Background changed to blue"}
     if outcome == "interrupt":
         (interrupt,) = asked.interrupts
@@ -181,8 +163,8 @@ async def steps_interrupt(thread: Thread) -> tuple[dict[str, Any], dict[str, Any
     return start, interrupt
 
 
-async def test_human_in_the_loop_shows_the_steps_and_acts_on_the_ones_kept(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
+async def test_human_in_the_loop_shows_the_steps_and_acts_on_the_ones_kept(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
     start, interrupt = await steps_interrupt(thread)
 
     assert start["toolCallName"] == "generate_task_steps"
@@ -195,8 +177,8 @@ async def test_human_in_the_loop_shows_the_steps_and_acts_on_the_ones_kept(dojo:
     assert json.loads(tool_message(model.requests[-1])["content"]) == kept
 
 
-async def test_human_in_the_loop_rejection_reaches_the_model(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
+async def test_human_in_the_loop_rejection_reaches_the_model(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
     start, interrupt = await steps_interrupt(thread)
 
     done = await thread.resume(resolved(interrupt["id"], {"accepted": False}))
@@ -206,22 +188,21 @@ async def test_human_in_the_loop_rejection_reaches_the_model(dojo: Any, model: D
     assert tool_message(model.requests[-1])["tool_call_id"] == start["toolCallId"]
 
 
-async def test_tool_based_generative_ui_streams_the_haiku_to_the_page(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("tool_based_generative_ui")).thread(tools=[GENERATE_HAIKU])
+async def test_tool_based_generative_ui_streams_the_haiku_to_the_page(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("tool_based_generative_ui")).thread(tools=[GENERATE_HAIKU])
 
     asked = await thread.say("Write me a haiku about nature.")
 
     (start,) = asked.calls
-    args = "".join(e["delta"] for e in asked.with_call(start["toolCallId"]) if e["type"] == "TOOL_CALL_ARGS")
-    assert json.loads(args) == HAIKU
+    assert call_arguments(asked.events, start["toolCallId"]) == HAIKU
     (interrupt,) = asked.interrupts
     done = await thread.resume(resolved(interrupt["id"], "Haiku generated!"))
     assert done.text == DONE
     assert tool_message(model.requests[-1])["content"] == "Haiku generated!"
 
 
-async def test_backend_tool_rendering_runs_get_weather_on_the_server(dojo: Any, model: DojoModel) -> None:
-    thread = (await dojo("backend_tool_rendering")).thread()
+async def test_backend_tool_rendering_runs_get_weather_on_the_server(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("backend_tool_rendering")).thread()
 
     reply = await thread.say("What's the weather like in San Francisco?")
 
