@@ -9,6 +9,7 @@ from adapter._errors import AdapterError, ConfigurationError, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import Listener, TurnEvent, TurnEventType
+from adapter._predict import PredictState
 from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
 from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
 from adapter.backends import AGUIUpstream, OpenAIChatBackend, ScriptedBackend
@@ -30,6 +31,7 @@ __all__ = [
     "MemoryStore",
     "ModelRequest",
     "OpenAIChatBackend",
+    "PredictState",
     "ResumeError",
     "SQLiteStore",
     "ScriptedBackend",

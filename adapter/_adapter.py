@@ -24,6 +24,7 @@ from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
 from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
+from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
@@ -57,6 +58,9 @@ class Adapter:
         claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
         client_tool_policy: What a client tool's parameter schema must meet (`schema_tools.check_schema`);
             a run with a tool that fails it ends with `INVALID_TOOL_SCHEMA`. None accepts any schema.
+        predict_state: Tools (server or client) whose arguments write part of the shared state: the
+            state shows them while the model streams them, and keeps them if the call succeeds
+            (docs/tools.md, "Predictive state updates").
         clock: The time source, for tests.
     """
 
@@ -76,6 +80,7 @@ class Adapter:
         listeners: Iterable[Listener] = (),
         claim_lease: timedelta = timedelta(minutes=5),
         client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
+        predict_state: Iterable[PredictState] = (),
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
@@ -95,6 +100,7 @@ class Adapter:
             listeners=tuple(listeners),
             claim_lease=claim_lease,
             client_tool_policy=client_tool_policy,
+            predictions=_predictions(predict_state),
             clock=clock or (lambda: datetime.now(UTC)),
         )
         """The engine's frozen configuration, which every run reads."""
@@ -133,7 +139,7 @@ class Adapter:
                 parallel_calls=True,
                 client_provided=True,
             ),
-            state=StateCapabilities(snapshots=True),
+            state=StateCapabilities(snapshots=True, deltas=True),
             execution=ExecutionCapabilities(max_iterations=self.config.max_steps),
             human_in_the_loop=HumanInTheLoopCapabilities(
                 supported=True,
@@ -201,3 +207,13 @@ class Adapter:
         if close_backend is not None:
             await close_backend()
         await self.config.store.close()
+
+
+def _predictions(entries: Iterable[PredictState]) -> tuple[PredictState, ...]:
+    """The `predict_state` entries, refusing two that write one state key from one tool."""
+    checked = tuple(entries)
+    keys = [(entry.tool, entry.state_key) for entry in checked]
+    clashes = sorted({key for key in keys if keys.count(key) > 1})
+    if clashes:
+        raise ConfigurationError(f"predict_state names a tool's state key twice: {clashes}")
+    return checked

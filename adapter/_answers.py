@@ -10,12 +10,14 @@ from typing import Any
 
 from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
-from adapter._calls import execute, parse_arguments, tool_context, tool_message
+from adapter._calls import execute, parse_arguments, starting_state, tool_context, tool_message, with_prediction
 from adapter._config import EngineConfig
 from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Answer, Resume
 from adapter._interrupts import Suspension, suspend
-from adapter._tools import FunctionTool, InputRequired, ToolResult
+from adapter._predict import predicted_operations
+from adapter._state import Kept, Operation, ToolState
+from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._toolset import Toolset
 from adapter._types import ToolCall
 
@@ -38,6 +40,8 @@ class Settled:
     """Answers to the backend's own interrupts, for its next request, unchanged."""
     activities: list[ActivityMessage] = field(default_factory=list)
     """Form cards that moved to SUBMITTED or CANCELLED."""
+    kept: list[Kept] = field(default_factory=list)
+    """The state changes of the answered calls that succeeded: predictions and what approved tools changed."""
 
     def apply_to(self, history: list[Message], turn_id: str, now: datetime) -> None:
         """Add the answers to the conversation, and move each answered form's card on."""
@@ -70,31 +74,55 @@ def _move_form(history: list[Message], message_id: str, answer: Answer, now: dat
 
 
 async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig) -> Settled:
-    """Turn each answer into the ToolMessage for its call, running the tools an answer allows."""
+    """Turn each answer into the ToolMessage for its call, running the tools an answer allows.
+
+    A tool starts from the turn's stored state plus what its own arguments predicted; the changes of
+    the calls that succeed are collected in `Settled.kept`.
+    """
     settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
-        if answer.call.kind == "backend":
-            entry = ResumeEntry(
-                interrupt_id=answer.call.interrupt_id,
-                status=answer.status,
-                payload=answer.payload,
-                metadata=dict(answer.metadata) if answer.metadata is not None else None,
-            )
-            settled.forward.append(entry)
+        call = answer.call
+        if call.kind == "backend":
+            settled.forward.append(_forwarded(answer))
             continue
-        if answer.message is not None and answer.call.kind == "frontend":
+        if answer.message is not None and call.kind == "frontend":
             settled.messages.append(answer.message)
             settled.client_message_ids.add(answer.message.id)
+            if answer.message.error is None:
+                settled.kept.append(Kept(call.state_patch))
             continue
-        outcome = await _settle_one(answer, toolset, run_input)
+        predicted = _predicted(answer, config)
+        state = ToolState(starting_state(gate.turn.state, predicted))
+        outcome = await _settle_one(answer, toolset, run_input, state)
         if isinstance(outcome, InputRequired):
-            call = ToolCall(answer.call.call_id, answer.call.tool_name, _executed_arguments(answer))
-            tool = toolset.get(call.name)
+            as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))
+            tool = toolset.get(as_call.name)
             assert tool is not None
-            settled.suspensions.append(suspend(call, tool, config.policy, config.now(), signal=outcome))
+            waiting = suspend(as_call, tool, config.policy, config.now(), signal=outcome)
+            settled.suspensions.append(with_prediction(waiting, predicted))
             continue
-        settled.messages.append(tool_message(answer.call.call_id, outcome))
+        settled.messages.append(tool_message(call.call_id, outcome))
+        if outcome.error is None:
+            settled.kept.append(Kept(predicted, state))
     return settled
+
+
+def _forwarded(answer: Answer) -> ResumeEntry:
+    """An answer to the backend's own interrupt, as the entry its next request carries."""
+    return ResumeEntry(
+        interrupt_id=answer.call.interrupt_id,
+        status=answer.status,
+        payload=answer.payload,
+        metadata=dict(answer.metadata) if answer.metadata is not None else None,
+    )
+
+
+def _predicted(answer: Answer, config: EngineConfig) -> list[Operation]:
+    """The state the call's arguments predict: those the model streamed, or the ones a person edited."""
+    edited = _edited_args(answer)
+    if edited is None:
+        return answer.call.state_patch
+    return predicted_operations(config.predictions, answer.call.tool_name, json.dumps(edited))
 
 
 def _executed_arguments(answer: Answer) -> str:
@@ -110,7 +138,9 @@ def _edited_args(answer: Answer) -> dict[str, Any] | None:
     return edited if isinstance(edited, dict) else None
 
 
-async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput) -> ToolResult | InputRequired:
+async def _settle_one(
+    answer: Answer, toolset: Toolset, run_input: RunAgentInput, state: ToolState
+) -> ToolResult | InputRequired:
     call = answer.call
     name = call.tool_name
     if call.kind == "form":
@@ -124,8 +154,9 @@ async def _settle_one(answer: Answer, toolset: Toolset, run_input: RunAgentInput
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
     as_call = ToolCall(call.call_id, name, call.arguments)
     if call.kind == "approval":
-        return await _approved(answer, as_call, tool, run_input)
-    outcome = await execute(as_call, tool, tool_context(run_input, call.call_id, answer=answer.payload, answered=True))
+        return await _approved(answer, as_call, tool, tool_context(run_input, call.call_id, state))
+    context = tool_context(run_input, call.call_id, state, answer=answer.payload, answered=True)
+    outcome = await execute(as_call, tool, context)
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)
         return ToolResult(
@@ -142,7 +173,7 @@ def _form_result(answer: Answer) -> ToolResult:
 
 
 async def _approved(
-    answer: Answer, call: ToolCall, tool: FunctionTool, run_input: RunAgentInput
+    answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext
 ) -> ToolResult | InputRequired:
     payload = answer.payload if isinstance(answer.payload, dict) else {}
     if payload.get("approved") is not True:
@@ -151,4 +182,4 @@ async def _approved(
     arguments = edited if edited is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
-    return await execute(call, tool, tool_context(run_input, call.id), arguments)
+    return await execute(call, tool, context, arguments)

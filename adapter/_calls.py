@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ag_ui.core import RunAgentInput, ToolMessage
@@ -14,9 +14,11 @@ from adapter._config import EngineConfig
 from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
-from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult
+from adapter._jsonpatch import PatchError
+from adapter._state import Kept, Operation, ToolState, patched
+from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._toolset import Toolset
-from adapter._types import ToolCall
+from adapter._types import JSON, ToolCall
 
 TOOL_LIMIT = "tool_limit"
 
@@ -45,8 +47,10 @@ class CallBudget:
         return CallBudget(self.limit, frozenset(counted)), frozenset(refused)
 
 
-def tool_context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, answered: bool = False) -> ToolContext:
-    """What a tool running for `call_id` in this run knows about its call."""
+def tool_context(
+    run_input: RunAgentInput, call_id: str, state: ToolState, *, answer: Any = None, answered: bool = False
+) -> ToolContext:
+    """What a tool running for `call_id` in this run knows about its call, and its view of the state."""
     return ToolContext(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
@@ -54,8 +58,35 @@ def tool_context(run_input: RunAgentInput, call_id: str, *, answer: Any = None, 
         idempotency_key=idempotency_key(run_input.thread_id, call_id),
         answer=answer,
         answered=answered,
-        state=run_input.state,
+        shared_state=state,
     )
+
+
+@dataclass(slots=True)
+class StepCalls:
+    """What a step's calls came to: results in call order, calls that wait, and the state changes to keep."""
+
+    results: list[ToolMessage] = field(default_factory=list)
+    suspensions: list[Suspension] = field(default_factory=list)
+    kept: list[Kept] = field(default_factory=list)
+    """The state changes of the calls that succeeded, in call order."""
+    dropped: bool = False
+    """True when a call whose arguments predicted state did not succeed: the client shows a prediction to take back."""
+
+
+def with_prediction(suspension: Suspension, predicted: list[Operation]) -> Suspension:
+    """The suspension, carrying the state its call's arguments predicted until an answer decides it."""
+    if not predicted:
+        return suspension
+    return replace(suspension, pending=suspension.pending.model_copy(update={"state_patch": predicted}))
+
+
+def starting_state(state: JSON, predicted: list[Operation]) -> JSON:
+    """The state a call starts from: the run's, with what the call's own arguments predicted."""
+    try:
+        return patched(state, predicted)
+    except PatchError:
+        return state
 
 
 def tool_message(call_id: str, result: ToolResult) -> ToolMessage:
@@ -93,40 +124,68 @@ async def run_calls(
     run_input: RunAgentInput,
     config: EngineConfig,
     over_limit: Collection[str],
-) -> tuple[list[ToolMessage], list[Suspension]]:
+    state: JSON = None,
+    predicted: Mapping[str, list[Operation]] | None = None,
+) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
 
     `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
+    Each tool starts from `state` plus what its own arguments `predicted`.
     """
-    now = config.now()
+    predicted = predicted or {}
+    done = StepCalls()
     results: dict[str, ToolResult] = {}
-    suspensions: list[Suspension] = []
     runnable: list[tuple[ToolCall, FunctionTool]] = []
     for call in calls:
-        tool = toolset.get(call.name)
-        if call.id in over_limit:
-            results[call.id] = ToolResult(f"The limit of {config.max_tool_calls} tool calls is reached.", TOOL_LIMIT)
-        elif tool is None:
-            results[call.id] = ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")
-        elif isinstance(tool, UserInputTool):
-            picked = _pick_form(call, tool)
-            if isinstance(picked, ToolResult):
-                results[call.id] = picked
-            else:
-                suspensions.append(suspend(call, tool, config.policy, now, signal=picked))
-        elif tool.external or tool.requires_approval:
-            suspensions.append(suspend(call, tool, config.policy, now))
-        elif isinstance(tool, FunctionTool):
-            runnable.append((call, tool))
-    outcomes = await asyncio.gather(*(execute(call, tool, tool_context(run_input, call.id)) for call, tool in runnable))
+        waits = _triage(call, toolset.get(call.name), config, call.id in over_limit, results)
+        if isinstance(waits, Suspension):
+            done.suspensions.append(with_prediction(waits, predicted.get(call.id, [])))
+        elif waits is not None:
+            runnable.append((call, waits))
+    contexts = {
+        call.id: tool_context(run_input, call.id, ToolState(starting_state(state, predicted.get(call.id, []))))
+        for call, _ in runnable
+    }
+    outcomes = await asyncio.gather(*(execute(call, tool, contexts[call.id]) for call, tool in runnable))
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
-            suspensions.append(suspend(call, tool, config.policy, now, signal=outcome))
+            waiting = suspend(call, tool, config.policy, config.now(), signal=outcome)
+            done.suspensions.append(with_prediction(waiting, predicted.get(call.id, [])))
         else:
             results[call.id] = outcome
+    for call in calls:
+        if call.id not in results:
+            continue
+        done.results.append(tool_message(call.id, results[call.id]))
+        if results[call.id].error is None:
+            done.kept.append(
+                Kept(predicted.get(call.id, []), contexts[call.id].shared_state if call.id in contexts else None)
+            )
+        elif predicted.get(call.id):
+            done.dropped = True
     order = {call.id: index for index, call in enumerate(calls)}
-    suspensions.sort(key=lambda s: order[s.pending.call_id])
-    return [tool_message(call.id, results[call.id]) for call in calls if call.id in results], suspensions
+    done.suspensions.sort(key=lambda s: order[s.pending.call_id])
+    return done
+
+
+def _triage(
+    call: ToolCall, tool: BaseTool | None, config: EngineConfig, over_limit: bool, results: dict[str, ToolResult]
+) -> FunctionTool | Suspension | None:
+    """The tool to run now, the suspension of a call that waits, or None once `results` holds its answer."""
+    if over_limit:
+        results[call.id] = ToolResult(f"The limit of {config.max_tool_calls} tool calls is reached.", TOOL_LIMIT)
+    elif tool is None:
+        results[call.id] = ToolResult(f"There is no tool named {call.name}.", error="unknown_tool")
+    elif isinstance(tool, UserInputTool):
+        picked = _pick_form(call, tool)
+        if not isinstance(picked, ToolResult):
+            return suspend(call, tool, config.policy, config.now(), signal=picked)
+        results[call.id] = picked
+    elif tool.external or tool.requires_approval:
+        return suspend(call, tool, config.policy, config.now())
+    elif isinstance(tool, FunctionTool):
+        return tool
+    return None
 
 
 def _pick_form(call: ToolCall, tool: UserInputTool) -> InputRequired | ToolResult:

@@ -10,6 +10,7 @@ from typing import Any
 
 from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
+from adapter._predict import PredictState
 from adapter._tools import BaseTool
 from adapter._types import Backend
 from adapter.stores import TurnStore
@@ -47,6 +48,7 @@ class EngineConfig:
     claim_lease: timedelta
     client_tool_policy: SchemaPolicy | None
     clock: Callable[[], datetime]
+    predictions: tuple[PredictState, ...] = ()
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     def now(self) -> datetime:

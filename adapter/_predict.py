@@ -21,6 +21,7 @@ succeeds (`adapter._state.commit`).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -29,6 +30,8 @@ from ag_ui.core import BaseEvent, CustomEvent, StateDeltaEvent
 from pydantic_core import from_json
 
 from adapter._state import Operation
+
+log = logging.getLogger("adapter.predict")
 
 PREDICT_STATE: Final = "PredictState"
 """The CUSTOM event's name, as CopilotKit reads it."""
@@ -121,3 +124,45 @@ def _partial(text: str) -> dict[str, Any]:
     except ValueError:
         return {}
     return parsed if isinstance(parsed, dict) else {}
+
+
+class Predictor:
+    """The predictions of one step's calls, by tool name; idle when the state is not a JSON object."""
+
+    def __init__(self, entries: Sequence[PredictState] = (), state: Any = None) -> None:
+        self._by_tool: dict[str, list[PredictState]] = {}
+        if entries and not (state is None or isinstance(state, dict)):
+            log.warning("the state is not a JSON object, so no tool's arguments can predict a key of it")
+            entries = ()
+        for entry in entries:
+            self._by_tool.setdefault(entry.tool, []).append(entry)
+        self._calls: dict[str, ArgsPrediction] = {}
+
+    def start(self, call_id: str, name: str) -> list[BaseEvent]:
+        """A call begins: the `PredictState` announcement, when its tool predicts state."""
+        entries = self._by_tool.get(name)
+        if not entries:
+            return []
+        self._calls[call_id] = ArgsPrediction(entries)
+        return [announce(entries)]
+
+    def feed(self, call_id: str, piece: str) -> list[BaseEvent]:
+        """A piece of a call's arguments: the deltas it makes, if any."""
+        prediction = self._calls.get(call_id)
+        return prediction.feed(piece) if prediction else []
+
+    def finish(self, call_id: str, arguments: str) -> list[BaseEvent]:
+        """A call's complete arguments: the last delta, if any."""
+        prediction = self._calls.get(call_id)
+        return prediction.finish(arguments) if prediction else []
+
+    def operations(self) -> dict[str, list[Operation]]:
+        """Each predicting call's change to the state, by call id."""
+        return {call_id: p.operations for call_id, p in self._calls.items() if p.operations}
+
+
+def predicted_operations(entries: Sequence[PredictState], name: str, arguments: str) -> list[Operation]:
+    """The state change a call's complete arguments predict (for arguments a person edited)."""
+    prediction = ArgsPrediction([entry for entry in entries if entry.tool == name])
+    prediction.finish(arguments)
+    return prediction.operations

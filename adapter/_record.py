@@ -44,6 +44,8 @@ class PendingCall(BaseModel):
     """Set when the call waits for a form, which the page sees as an `agent_form` activity message."""
     original: dict[str, Any] | None = None
     """A backend's own interrupt as it sent it: passed to the client unchanged."""
+    state_patch: list[dict[str, Any]] = Field(default_factory=list)
+    """The state change the call's streamed arguments predicted (`PredictState`): kept if the call succeeds."""
 
     @property
     def call_id(self) -> str:

@@ -43,10 +43,12 @@ from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
+from adapter._predict import Predictor
 from adapter._record import OpenTurn
 from adapter._record_handle import RecordHandle
+from adapter._state import advance_state, commit, resumed_state, shown_state
 from adapter._toolset import Toolset
-from adapter._translate import Step, advance_state, model_request, stream_step
+from adapter._translate import Step, model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
 
 log = logging.getLogger("adapter.runner")
@@ -135,10 +137,13 @@ class Run:
         for message in settled.messages:
             if message.id not in settled.client_message_ids:
                 yield result_event(message)
+        state, changes = resumed_state(gate.turn, settled.kept)
+        for change in changes:
+            yield change
         if settled.suspensions:
-            stream = self._suspend(history, gate.turn.state, settled.suspensions, [])
+            stream = self._suspend(history, state, settled.suspensions, [])
         else:
-            stream = self._model_loop(history, gate.turn.state, toolset, settled.forward)
+            stream = self._model_loop(history, state, toolset, settled.forward)
         async for event in stream:
             yield event
 
@@ -169,7 +174,7 @@ class Run:
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
     ) -> AsyncIterator[BaseEvent]:
         for _ in range(self.config.max_steps):
-            step = Step(message_id=new_id("msg"), deferred=set(self.deferred))
+            step = Step(new_id("msg"), deferred=set(self.deferred), predictor=Predictor(self.config.predictions, state))
             self.open_step = step
             request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
             async for event in stream_step(self.config.backend, request, step):
@@ -184,11 +189,15 @@ class Run:
                 yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
             self.budget, over_limit = self.budget.spend(step.calls)
-            results, suspensions = await run_calls(step.calls, toolset, self.input, self.config, over_limit)
-            suspensions += [backend_suspension(interrupt) for interrupt in step.interrupts]
-            for message in results:
+            predicted = step.predictor.operations()
+            done = await run_calls(step.calls, toolset, self.input, self.config, over_limit, state, predicted)
+            suspensions = done.suspensions + [backend_suspension(interrupt) for interrupt in step.interrupts]
+            for message in done.results:
                 history.append(message)
                 yield result_event(message)
+            state, changes = commit(state, done.kept, resync=done.dropped)
+            for change in changes:
+                yield change
             if suspensions:
                 async for event in self._suspend(history, state, suspensions, step.calls):
                     yield event
@@ -223,8 +232,9 @@ class Run:
         for form in forms:
             yield activity_event(form)
         yield MessagesSnapshotEvent(messages=history)
-        if state is not None:
-            yield StateSnapshotEvent(snapshot=state)
+        shown = shown_state(state, pending)  # what the client shows, predictions of waiting calls included
+        if shown is not None:
+            yield StateSnapshotEvent(snapshot=shown)
         yield self._finished_event(outcome)
 
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:

@@ -20,6 +20,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 
 from adapter._jsonpatch import PatchError, apply_patch
+from adapter._record import OpenTurn, PendingCall
 from adapter._types import JSON
 
 log = logging.getLogger("adapter.state")
@@ -111,3 +112,39 @@ def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[
     if snapshot:
         return state, [StateSnapshotEvent(snapshot=state if state is not None else {})]
     return state, deltas
+
+
+def advance_state(state: JSON, events: Sequence[BaseEvent]) -> JSON:
+    """The state after a backend's STATE_SNAPSHOT and STATE_DELTA events; a delta that fails to apply is skipped."""
+    for event in events:
+        if isinstance(event, StateSnapshotEvent):
+            state = event.snapshot
+        elif isinstance(event, StateDeltaEvent):
+            try:
+                delta = event.model_dump(mode="json", by_alias=True)["delta"]
+                state = apply_patch(state if state is not None else {}, delta)
+            except PatchError:
+                log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
+    return state
+
+
+def shown_state(state: JSON, pending: Sequence[PendingCall]) -> JSON:
+    """The state as the client shows it while calls wait: the run's, with their predictions."""
+    for call in pending:
+        try:
+            state = patched(state, call.state_patch)
+        except PatchError:
+            log.warning("the prediction of waiting call %s no longer applies; it is not shown", call.tool_call_id)
+    return state
+
+
+def resumed_state(turn: OpenTurn, kept: Sequence[Kept]) -> tuple[JSON, list[BaseEvent]]:
+    """The state once a turn's answers are applied, and one STATE_SNAPSHOT of it (the client's view is uncertain).
+
+    No snapshot when the turn has no state and nothing changed it.
+    """
+    predicted = any(call.state_patch for call in turn.pending)
+    changed = any(each.predicted or (each.tool is not None and each.tool.changed) for each in kept)
+    if turn.state is None and not (predicted or changed):
+        return None, []
+    return commit(turn.state, kept, resync=True)

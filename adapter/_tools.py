@@ -11,7 +11,7 @@ import asyncio
 import functools
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, overload
 
@@ -19,6 +19,7 @@ from ag_ui.core import Tool
 from pydantic import BaseModel
 
 from adapter._errors import ConfigurationError
+from adapter._state import ToolState
 from adapter._types import JSON
 from schema_tools import (
     CallableSignature,
@@ -45,12 +46,32 @@ class ToolContext:
     """What a person answered, when the tool is replayed after raising `InputRequired`."""
     answered: bool = False
     """True on the replay that follows an answered `InputRequired`."""
-    state: JSON = None
+    shared_state: ToolState = field(default_factory=lambda: ToolState(None), repr=False)
+    """This call's view of the run's shared state; read it through `state`, change it with the methods below."""
 
     @property
     def submitted_form_data(self) -> JSON:
         """The form data a person submitted after the tool raised `FormRequired`; None before that."""
         return self.answer if self.answered else None
+
+    @property
+    def state(self) -> JSON:
+        """The run's shared state as this call sees it, its own changes included; a copy."""
+        return self.shared_state.value
+
+    def patch_state(self, operations: Sequence[Mapping[str, Any]]) -> None:
+        """Change the shared state with an RFC 6902 JSON Patch, all or nothing.
+
+        The change is streamed as a `STATE_DELTA` and kept only if the tool returns without error.
+
+        Raises:
+            ValueError: The patch does not apply to the state (`ctx.state` is unchanged).
+        """
+        self.shared_state.patch(operations)
+
+    def set_state(self, value: JSON) -> None:
+        """Replace the whole shared state; streamed as a `STATE_SNAPSHOT`, kept only if the tool succeeds."""
+        self.shared_state.replace(value)
 
 
 class InputRequired(Exception):

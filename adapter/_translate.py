@@ -18,8 +18,6 @@ from ag_ui.core import (
     ReasoningMessageEndEvent,
     ResumeEntry,
     RunAgentInput,
-    StateDeltaEvent,
-    StateSnapshotEvent,
     StepFinishedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -36,7 +34,7 @@ from adapter._conversation import model_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
-from adapter._jsonpatch import PatchError, apply_patch
+from adapter._predict import Predictor
 from adapter._types import (
     Backend,
     BackendInterrupt,
@@ -48,6 +46,7 @@ from adapter._types import (
     Passthrough,
     TextDelta,
     ToolCall,
+    ToolCallChunk,
     Usage,
 )
 
@@ -96,6 +95,10 @@ class Step:
     """The backend's answers to calls it deferred in an earlier step."""
     state_events: list[BaseEvent] = field(default_factory=list)
     """STATE_SNAPSHOT and STATE_DELTA events the backend streamed, in order: they move the run's state."""
+    predictor: Predictor = field(default_factory=Predictor)
+    """The state the calls' arguments predict, as they stream (`Adapter(predict_state=...)`)."""
+    streaming: dict[str, tuple[Segment, list[str]]] = field(default_factory=dict)
+    """Calls whose arguments are streaming (`ToolCallChunk`): the message they belong to, the text sent so far."""
 
     def __post_init__(self) -> None:
         self.segments.append(Segment(self.message_id))
@@ -118,7 +121,9 @@ class Step:
 
     def close_all(self) -> list[BaseEvent]:
         """End everything the step left open, innermost first: for a run that fails mid-step."""
-        closing = self.close_text() + list(reversed(self.closers.values()))
+        closing = self.close_text() + [ToolCallEndEvent(tool_call_id=call_id) for call_id in self.streaming]
+        closing += list(reversed(self.closers.values()))
+        self.streaming.clear()
         self.closers.clear()
         return closing
 
@@ -142,20 +147,6 @@ class Step:
             self.closers[f"reasoning-message:{message_id}"] = ReasoningMessageEndEvent(message_id=message_id)
         elif kind == EventType.REASONING_MESSAGE_END:
             self.closers.pop(f"reasoning-message:{getattr(event, 'message_id', '')}", None)
-
-
-def advance_state(state: Any, events: Sequence[BaseEvent]) -> Any:
-    """The state after a backend's STATE_SNAPSHOT and STATE_DELTA events; a delta that fails to apply is skipped."""
-    for event in events:
-        if isinstance(event, StateSnapshotEvent):
-            state = event.snapshot
-        elif isinstance(event, StateDeltaEvent):
-            try:
-                delta = event.model_dump(mode="json", by_alias=True)["delta"]
-                state = apply_patch(state if state is not None else {}, delta)
-            except PatchError:
-                log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
-    return state
 
 
 def model_request(
@@ -182,8 +173,9 @@ def model_request(
 async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> AsyncIterator[BaseEvent]:
     """Ask the backend for one step and stream it as AG-UI events, collecting it into `step`.
 
-    A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, so no call
-    is ever left open across an await.
+    A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, or piece by
+    piece when the backend streams its arguments (`ToolCallChunk`); `Step.close_all` ends a call the
+    backend left open.
 
     Raises:
         BackendError: The backend failed without saying how (an `AdapterError` it raised passes as is).
@@ -205,6 +197,8 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes."""
     if isinstance(item, TextDelta):
         return _text(item, step)
+    if isinstance(item, ToolCallChunk):
+        return _chunk(item, step)
     if isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
         return step.close_text() + _call(item, step)
     if isinstance(item, LateToolResult):
@@ -233,14 +227,38 @@ def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
     return events
 
 
+def _chunk(item: ToolCallChunk, step: Step) -> list[BaseEvent]:
+    """A piece of a call's arguments: opens the call at its first piece, then streams each piece as it comes."""
+    events: list[BaseEvent] = []
+    if item.id not in step.streaming:
+        events += step.close_text() + step.predictor.start(item.id, item.name)
+        events.append(
+            ToolCallStartEvent(
+                tool_call_id=item.id, tool_call_name=item.name, parent_message_id=step.current.message_id
+            )
+        )
+        step.streaming[item.id] = (step.current, [])
+    if item.arguments:
+        step.streaming[item.id][1].append(item.arguments)
+        events.append(ToolCallArgsEvent(tool_call_id=item.id, delta=item.arguments))
+        events += step.predictor.feed(item.id, item.arguments)
+    return events
+
+
 def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> list[BaseEvent]:
     call = ToolCall(item.id, item.name, item.arguments)
-    segment = step.current
+    if call.id in step.streaming:
+        segment, sent = step.streaming.pop(call.id)
+        events = _rest_of(call, "".join(sent))
+    else:
+        segment = step.current
+        events = (step.predictor.start(call.id, call.name) if isinstance(item, ToolCall) else []) + tool_call_events(
+            call, segment.message_id
+        )
     segment.calls.append(WireToolCall(id=call.id, function=FunctionCall(name=call.name, arguments=call.arguments)))
-    events = tool_call_events(call, segment.message_id)
     if isinstance(item, ToolCall):
         step.calls.append(item)
-        return events
+        return events[:-1] + step.predictor.finish(call.id, call.arguments) + events[-1:]  # complete before END
     if isinstance(item, DeferredToolCall):
         step.deferred.add(item.id)
         return events
@@ -248,6 +266,18 @@ def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> l
     segment.answers.append(answer)
     events.append(result_event(answer))
     return events
+
+
+def _rest_of(call: ToolCall, sent: str) -> list[BaseEvent]:
+    """End a streamed call: the arguments not streamed yet, then TOOL_CALL_END."""
+    events: list[BaseEvent] = []
+    if call.arguments.startswith(sent) and len(call.arguments) > len(sent):
+        events.append(ToolCallArgsEvent(tool_call_id=call.id, delta=call.arguments[len(sent) :]))
+    elif not call.arguments.startswith(sent):
+        log.warning(
+            "call %s ended with arguments other than the ones streamed; the client has the streamed ones", call.id
+        )
+    return [*events, ToolCallEndEvent(tool_call_id=call.id)]
 
 
 def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:

@@ -51,6 +51,20 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallChunk:
+    """A piece of a tool call's arguments, as the model streams them, before the whole `ToolCall`.
+
+    The run streams each piece as a `TOOL_CALL_ARGS` at once (a page renders the arguments as they
+    grow, and predicted state follows them). The complete `ToolCall` with the same id must still
+    follow: it ends the call, and its `arguments` are what the call runs with.
+    """
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts for the model call behind one step, when the backend knows them."""
 
@@ -114,7 +128,15 @@ class BackendInterrupt:
 
 
 BackendItem: TypeAlias = (
-    TextDelta | ToolCall | Usage | ExecutedToolCall | DeferredToolCall | LateToolResult | Passthrough | BackendInterrupt
+    TextDelta
+    | ToolCall
+    | ToolCallChunk
+    | Usage
+    | ExecutedToolCall
+    | DeferredToolCall
+    | LateToolResult
+    | Passthrough
+    | BackendInterrupt
 )
 
 

@@ -4,6 +4,7 @@ import asyncio
 import json
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import httpx
@@ -33,11 +34,12 @@ from ag_ui.core import (
 from ag_ui.core import ToolCall as WireToolCall
 
 from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
-from adapter.backends import BackendError, BackendItem, OpenAIChatBackend, Usage
+from adapter.backends import BackendError, BackendItem, OpenAIChatBackend, ToolCallChunk, Usage
 
 BASE = "https://llm.test/v1"
 KEY = "sk-test-SECRET-0123456789abcdef"
 SSE = {"content-type": "text/event-stream"}
+CONTEXT = Context(description="user", value="Bob")
 ORDER_SCHEMA = {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}
 
 
@@ -123,8 +125,12 @@ def user(content: str) -> UserMessage:
     return UserMessage(id="u1", content=content)
 
 
-async def items(backend: OpenAIChatBackend, model_request: ModelRequest | None = None) -> list[BackendItem]:
-    return [item async for item in backend.stream(model_request or request())]
+async def items(
+    backend: OpenAIChatBackend, model_request: ModelRequest | None = None, *, chunks: bool = False
+) -> list[BackendItem]:
+    """The items of one step; the argument pieces (`ToolCallChunk`) only when `chunks` asks for them."""
+    streamed = [item async for item in backend.stream(model_request or request())]
+    return streamed if chunks else [item for item in streamed if not isinstance(item, ToolCallChunk)]
 
 
 async def failure(backend: OpenAIChatBackend) -> BackendError:
@@ -226,6 +232,34 @@ async def test_parallel_tool_calls_are_accumulated_by_index(
         ToolCall(id="call_a", name="lookup_order", arguments='{"order_id": "A17"}'),
         ToolCall(id="call_b", name="navigate", arguments='{"path": "/orders"}'),
     ]
+
+
+async def test_argument_pieces_stream_as_chunks_before_the_whole_call(
+    router: respx.MockRouter, make_backend: MakeBackend
+) -> None:
+    deltas = [call(0, id="call_1", name="lookup_order", arguments='{"order'), call(0, arguments='_id": "A17"}')]
+    completions(router, ok(*deltas, finish("tool_calls")))
+
+    streamed = await items(make_backend(), chunks=True)
+
+    assert streamed == [
+        ToolCallChunk("call_1", "lookup_order", '{"order'),
+        ToolCallChunk("call_1", "lookup_order", '_id": "A17"}'),
+        ToolCall("call_1", "lookup_order", '{"order_id": "A17"}'),
+    ]
+
+
+async def test_a_call_without_an_id_streams_and_ends_under_one_id(
+    router: respx.MockRouter, make_backend: MakeBackend
+) -> None:
+    nameless = chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"order_id":'}}]})
+    named = chunk({"tool_calls": [{"index": 0, "function": {"name": "lookup_order", "arguments": ' "A17"}'}}]})
+    completions(router, ok(nameless, named, finish("tool_calls")))
+
+    first, whole = await items(make_backend(), chunks=True)
+
+    assert first == ToolCallChunk(first.id, "lookup_order", '{"order_id": "A17"}')  # sent once the name is known
+    assert whole == ToolCall(first.id, "lookup_order", '{"order_id": "A17"}')
 
 
 async def test_calls_without_an_index_are_told_apart_by_id(router: respx.MockRouter, make_backend: MakeBackend) -> None:
@@ -452,6 +486,26 @@ def test_context_leads_when_there_is_no_system_message(make_backend: MakeBackend
     assert [m["role"] for m in body["messages"]] == ["system", "user"]
 
 
+def test_the_state_is_one_system_message_after_the_context(make_backend: MakeBackend) -> None:
+    state = {"recipe": {"title": "Pasta", "ingredients": ["garlic"]}, "note": "é"}
+    shared = replace(request(SystemMessage(id="s", content="Be brief."), user("hi"), context=[CONTEXT]), state=state)
+
+    messages = make_backend().request_body(shared)["messages"]
+
+    assert [m["role"] for m in messages] == ["system", "system", "system", "user"]
+    header, text = messages[2]["content"].split("\n", 1)
+    assert header.startswith("State") and json.loads(text) == state
+
+
+@pytest.mark.parametrize(("options", "state"), [({"send_state": False}, {"a": 1}), ({}, None)], ids=["off", "no-state"])
+def test_no_state_message_when_turned_off_or_there_is_no_state(
+    make_backend: MakeBackend, options: dict[str, Any], state: Any
+) -> None:
+    body = make_backend(**options).request_body(replace(request(user("hi")), state=state))
+
+    assert [m["role"] for m in body["messages"]] == ["user"]
+
+
 def test_image_parts_are_mapped_and_unusable_parts_skipped(
     make_backend: MakeBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -582,15 +636,15 @@ async def test_a_tool_round_trip_takes_two_requests(router: respx.MockRouter, ma
     assert types(events) == [
         "RUN_STARTED",
         "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
-        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_END",
+        "TOOL_CALL_START", "TOOL_CALL_ARGS", "TOOL_CALL_ARGS", "TOOL_CALL_END",
         "TOOL_CALL_RESULT",
         "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END",
         "RUN_FINISHED",
     ]  # fmt: skip
     start = events[4]
     assert (start["toolCallId"], start["toolCallName"]) == ("call_1", "lookup_order")
-    assert events[5]["delta"] == '{"order_id": "A17"}'
-    assert json.loads(events[7]["content"]) == {"order": "A17", "status": "shipped"}
+    assert [events[5]["delta"], events[6]["delta"]] == ['{"order_id":', ' "A17"}']  # streamed as the model wrote it
+    assert json.loads(events[8]["content"]) == {"order": "A17", "status": "shipped"}
     finished = events[-1]
     assert finished["outcome"] == {"type": "success"}
     assert finished["usage"] == [

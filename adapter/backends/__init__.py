@@ -16,6 +16,7 @@ from adapter._types import (
     Passthrough,
     TextDelta,
     ToolCall,
+    ToolCallChunk,
     Usage,
 )
 from adapter.backends._openai import OpenAIChatBackend
@@ -40,6 +41,7 @@ __all__ = [
     "ScriptedBackend",
     "TextDelta",
     "ToolCall",
+    "ToolCallChunk",
     "ToolOutcome",
     "Usage",
     "split_deltas",

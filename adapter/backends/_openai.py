@@ -64,6 +64,8 @@ class OpenAIChatBackend(ClientOwner):
         developer_role: The role developer messages are sent with; "system" works with every server.
         stream_usage: Ask for the usage chunk (`stream_options.include_usage`); some old servers refuse it.
         provider: The provider label of the reported usage; guessed from the host when not given.
+        send_state: Send `ModelRequest.state` (the shared state) as a system message after the context,
+            so the model reads what the page and the tools wrote; False keeps it from the model.
     """
 
     def __init__(
@@ -84,6 +86,7 @@ class OpenAIChatBackend(ClientOwner):
         developer_role: DeveloperRole = "system",
         stream_usage: bool = True,
         provider: str | None = None,
+        send_state: bool = True,
     ) -> None:
         if max_retries < 0 or retry_backoff < 0:
             raise ConfigurationError("max_retries and retry_backoff must not be negative")
@@ -102,6 +105,7 @@ class OpenAIChatBackend(ClientOwner):
         self.temperature = temperature
         self.developer_role: DeveloperRole = developer_role
         self.stream_usage = stream_usage
+        self.send_state = send_state
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend(base_url={_shown(self._url)!r}, model={self.model!r})"
@@ -133,7 +137,12 @@ class OpenAIChatBackend(ClientOwner):
         """The JSON body of the chat-completions request for one step."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": chat_messages(request.messages, request.context, developer_role=self.developer_role),
+            "messages": chat_messages(
+                request.messages,
+                request.context,
+                developer_role=self.developer_role,
+                state=request.state if self.send_state else None,
+            ),
             "stream": True,
         }
         if self.stream_usage:

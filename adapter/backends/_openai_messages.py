@@ -13,7 +13,9 @@
     ModelRequest.context         -> ONE system message after the leading system/developer messages:
                                     a "Context:" line, then "- {description}: {value}" per entry
     ActivityMessage, ReasoningMessage -> dropped
-    ModelRequest.state           -> not sent; a backend tool or the context is the place for it
+    ModelRequest.state           -> ONE system message after the context: a "State ..." header line, then
+                                    the state as compact JSON; none when the state is None (the page
+                                    edits it, tools change it, and the model needs it to answer about it)
 
 The default role for developer messages is "system" because OpenAI accepts "system" on every model,
 while many compatible servers (vLLM, Ollama, llama.cpp) reject the newer "developer" role.
@@ -21,6 +23,7 @@ while many compatible servers (vLLM, Ollama, llama.cpp) reject the newer "develo
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from typing import Any, Literal, TypeAlias
@@ -41,6 +44,7 @@ from ag_ui.core import (
     UserMessage,
 )
 
+from adapter._types import JSON
 from schema_tools import tool_spec
 
 log = logging.getLogger("adapter.backends.openai")
@@ -50,17 +54,29 @@ DeveloperRole: TypeAlias = Literal["system", "developer"]
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _LEADING_ROLES = frozenset({"system", "developer"})
+STATE_HEADER = "State shared with the user's page (JSON; tools may change it):"
 
 
 def chat_messages(
-    messages: Sequence[Message], context: Sequence[Context], *, developer_role: DeveloperRole = "system"
+    messages: Sequence[Message],
+    context: Sequence[Context],
+    *,
+    developer_role: DeveloperRole = "system",
+    state: JSON = None,
 ) -> list[ChatMessage]:
-    """Map the conversation, with the context as one system message after the leading instructions."""
+    """Map the conversation, with the context and the state as system messages after the leading instructions."""
     mapped = [chat for message in messages if (chat := chat_message(message, developer_role)) is not None]
-    if context:
-        at = next((i for i, chat in enumerate(mapped) if chat["role"] not in _LEADING_ROLES), len(mapped))
-        mapped.insert(at, {"role": "system", "content": context_text(context)})
+    extra = ([{"role": "system", "content": context_text(context)}] if context else []) + (
+        [{"role": "system", "content": state_text(state)}] if state is not None else []
+    )
+    at = next((i for i, chat in enumerate(mapped) if chat["role"] not in _LEADING_ROLES), len(mapped))
+    mapped[at:at] = extra
     return mapped
+
+
+def state_text(state: JSON) -> str:
+    """The shared state as the text of one system message: a header line, then the state as JSON."""
+    return f"{STATE_HEADER}\n{json.dumps(state, ensure_ascii=False, separators=(',', ':'))}"
 
 
 def chat_message(message: Message, developer_role: DeveloperRole = "system") -> ChatMessage | None:

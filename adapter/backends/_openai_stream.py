@@ -3,7 +3,9 @@
     ": keepalive", blank lines, "event:", "id:", "retry:"   ignored (SSE framing)
     data: {chunk}        choices[0].delta.content / .refusal -> TextDelta, at once
                          choices[0].delta.tool_calls         -> accumulated by `index`: id and name from the
-                                                                first chunk that has them, arguments concatenated
+                                                                first chunk that has them, arguments concatenated;
+                                                                each new piece of arguments -> ToolCallChunk at
+                                                                once, as soon as the call has a name
                          choices[0].finish_reason            -> the step ends: its ToolCalls, in index order
                          usage (the last one sent)           -> Usage, after the calls
                          {"error": ...}                      -> BackendError
@@ -26,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter._errors import BACKEND_ERROR, BackendError
 from adapter._ids import new_id
-from adapter._types import BackendItem, TextDelta, ToolCall, Usage
+from adapter._types import BackendItem, TextDelta, ToolCall, ToolCallChunk, Usage
 from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import Redactor, error_text, not_sse_error
 
@@ -73,16 +75,30 @@ class _PendingCall:
     id: str | None = None
     name: str | None = None
     arguments: list[str] = field(default_factory=list)
+    streamed_as: str | None = None
+    """The id the call's pieces went out under; the whole call keeps it."""
+    sent: int = 0
+    """How many pieces of `arguments` went out as chunks."""
+
+    def chunk(self) -> list[ToolCallChunk]:
+        """The arguments that arrived since the last chunk, once the call has a name."""
+        if not self.name or self.sent == len(self.arguments):
+            return []
+        self.streamed_as = self.streamed_as or self.id or new_id("call")
+        piece = "".join(self.arguments[self.sent :])
+        self.sent = len(self.arguments)
+        return [ToolCallChunk(self.streamed_as, self.name, piece)]
 
     def done(self) -> ToolCall:
         if not self.name:
             raise BackendError("The model server sent a tool call without a name.", code=BACKEND_ERROR)
-        return ToolCall(id=self.id or new_id("call"), name=self.name, arguments="".join(self.arguments) or "{}")
+        call_id = self.streamed_as or self.id or new_id("call")
+        return ToolCall(id=call_id, name=self.name, arguments="".join(self.arguments) or "{}")
 
 
 @dataclass(slots=True)
 class StepReader:
-    """Collects one step from its chunks: text at once, tool calls when the step ends, usage at the end."""
+    """Collects one step from its chunks: text and argument pieces at once, whole tool calls when the step ends."""
 
     model: str
     provider: str | None = None
@@ -103,7 +119,7 @@ class StepReader:
             if text:
                 items.append(TextDelta(text))
             for call in delta.tool_calls or []:
-                self._add(call)
+                items.extend(self._add(call))
             if choice.finish_reason:
                 self.finished = True
                 items.extend(self._flush())
@@ -116,7 +132,7 @@ class StepReader:
             items.append(self.usage)
         return items
 
-    def _add(self, delta: _ToolCallDelta) -> None:
+    def _add(self, delta: _ToolCallDelta) -> list[ToolCallChunk]:
         call = self.calls.setdefault(self._slot(delta), _PendingCall())
         call.id = call.id or delta.id
         function = delta.function or _FunctionDelta()
@@ -125,6 +141,7 @@ class StepReader:
             call.arguments.append(json.dumps(function.arguments))
         elif function.arguments:
             call.arguments.append(function.arguments)
+        return call.chunk()
 
     def _slot(self, delta: _ToolCallDelta) -> int:
         if delta.index is not None:
