@@ -6,6 +6,9 @@
     /human_in_the_loop          the page's `generate_task_steps` asks a person to pick steps
     /tool_based_generative_ui   the page's `generate_haiku` renders a haiku card
     /backend_tool_rendering     `get_weather` runs on the server; the page renders its result
+    /shared_state               `generate_recipe` writes `state.recipe`; the model reads the page's edits
+    /predictive_state_updates   the page's `write_document` fills `state.document` as the model writes it
+    /agentic_generative_ui      `generate_task_steps_generative_ui` writes `state.steps`, then completes them
 
 The Dojo (apps/dojo in ag-ui-protocol/ag-ui) drives each path through CopilotKit; the tool names and
 parameter schemas are the ones its pages declare. Frontend tools arrive in each run's `tools`, so
@@ -24,10 +27,22 @@ from typing import Literal, TypeAlias
 
 import httpx
 from ag_ui.core import SystemMessage
+from pydantic import BaseModel
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapter import Adapter, Backend, BaseTool, ModelRequest, SQLiteStore, TurnStore, create_app, tool
+from adapter import (
+    Adapter,
+    Backend,
+    BaseTool,
+    ModelRequest,
+    PredictState,
+    SQLiteStore,
+    ToolContext,
+    TurnStore,
+    create_app,
+    tool,
+)
 from adapter.backends import BackendItem, OpenAIChatBackend
 from examples import serving
 
@@ -53,6 +68,43 @@ def get_weather(location: str) -> dict[str, object]:
     return {"temperature": 20, "conditions": "sunny", "humidity": 50, "wind_speed": 10, "feels_like": 25}
 
 
+class Ingredient(BaseModel):
+    icon: str
+    name: str
+    amount: str
+
+
+class Recipe(BaseModel):
+    """The recipe card of the Dojo's shared-state page."""
+
+    title: str
+    skill_level: Literal["Beginner", "Intermediate", "Advanced"]
+    special_preferences: list[str]
+    cooking_time: Literal["5 min", "15 min", "30 min", "45 min", "60+ min"]
+    ingredients: list[Ingredient]
+    instructions: list[str]
+    changes: str = ""
+
+
+@tool
+def generate_recipe(recipe: Recipe) -> str:
+    """Write the whole recipe to the page, the user's edits included; say what changed in `changes`."""
+    return "The recipe is on the page."
+
+
+class Step(BaseModel):
+    description: str
+    status: Literal["pending", "completed"] = "pending"
+
+
+@tool
+def generate_task_steps_generative_ui(steps: list[Step], ctx: ToolContext) -> str:
+    """Make up the steps (a couple of words each, gerund form) a task needs, then perform them."""
+    for index in range(len(steps)):
+        ctx.patch_state([{"op": "add", "path": f"/steps/{index}/status", "value": "completed"}])
+    return f"All {len(steps)} steps are done."
+
+
 @dataclass(frozen=True, slots=True)
 class Feature:
     """One Dojo feature: where it is served, what the model is told, and the server's tools."""
@@ -60,6 +112,7 @@ class Feature:
     path: str
     instructions: str
     tools: tuple[BaseTool, ...] = field(default=())
+    predict_state: tuple[PredictState, ...] = field(default=())
 
 
 FEATURES = (
@@ -79,6 +132,25 @@ FEATURES = (
         "Look up the weather with get_weather before you answer a question about it, then summarise it briefly.",
         (get_weather,),
     ),
+    Feature(
+        "shared_state",
+        "You help with the recipe in the state, which the user edits too. To change it, call generate_recipe "
+        "with the whole recipe.",
+        (generate_recipe,),
+        (PredictState("generate_recipe", "recipe", "recipe"),),
+    ),
+    Feature(
+        "predictive_state_updates",
+        "You write documents. To present one for review, call write_document with the full markdown document; "
+        "never repeat it in a message.",
+        predict_state=(PredictState("write_document", "document", "document"),),
+    ),
+    Feature(
+        "agentic_generative_ui",
+        "When asked to do something, call generate_task_steps_generative_ui with the steps, all pending.",
+        (generate_task_steps_generative_ui,),
+        (PredictState("generate_task_steps_generative_ui", "steps", "steps"),),
+    ),
 )
 
 
@@ -95,6 +167,7 @@ def build_app(
         feature.path: Adapter(
             Instructed(backend, feature.instructions),
             tools=feature.tools,
+            predict_state=feature.predict_state,
             store=shared_store,
             frontend_outcome=frontend_outcome,
         )
