@@ -20,7 +20,7 @@ from restartable import ROOT
 from served_demo import serve_demo
 
 from adapter.conformance import ConformanceFailure, Report, case_catalogue, check
-from examples.demo import build_app
+from examples.demo import FrontendOutcome, build_app
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -36,14 +36,15 @@ def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
     return {case["id"]: case["status"] for case in cases}
 
 
-def demo_agui(tmp_path: Path) -> Any:
+def demo_agui(tmp_path: Path, frontend_outcome: FrontendOutcome = "interrupt") -> Any:
     """The demo's AG-UI sub-app, in-process."""
-    app = build_app(str(tmp_path / "demo.db"))
+    app = build_app(str(tmp_path / "demo.db"), frontend_outcome=frontend_outcome)
     return next(route.app for route in app.routes if getattr(route, "path", "") == "/agui")
 
 
-async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path) -> None:
-    report = await check(demo_agui(tmp_path), **DEMO)
+@pytest.mark.parametrize("frontend_outcome", ["interrupt", "pending"])
+async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path, frontend_outcome: FrontendOutcome) -> None:
+    report = await check(demo_agui(tmp_path, frontend_outcome), **DEMO)
 
     assert report.ok, report.table()
     assert [case.id for case in report.cases] == [case_id for case_id, _, _ in case_catalogue()]
@@ -52,6 +53,7 @@ async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path) -> None:
         for case_id, _, _ in case_catalogue()
     }
     assert "RESUME_UNKNOWN_INTERRUPT" in report["foreign-interrupt"].evidence
+    assert ("pendingToolCallIds" in report["frontend-call"].evidence) == (frontend_outcome == "pending")
     report.raise_for_failures()
 
 

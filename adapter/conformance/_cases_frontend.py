@@ -44,6 +44,8 @@ async def frontend_resolved(probe: Probe) -> Verdict:
         return "fail", f"the answered call {call.call_id} was streamed again: {', '.join(restreamed)}"
     if call.call_id in {str(i.get("toolCallId")) for i in reply.interrupts}:
         return "fail", f"the answered call {call.call_id} was interrupted again"
+    if call.interrupt is None:  # the client's own ToolMessage: the server must not echo it (FE-5)
+        return "pass", f"the ToolMessage for {call.call_id} was taken as the answer; {reply.ending()}"
     if _carries(reply, call.call_id, nonce):
         return "pass", f"the answer became the ToolMessage for {call.call_id}; {reply.ending()}"
     return "warn", f"accepted ({reply.ending()}), but no event shows a ToolMessage for {call.call_id}"

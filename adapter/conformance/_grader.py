@@ -191,7 +191,9 @@ def _after(received: list[Received], ended: Callable[[Received], bool]) -> Recei
     return received[index + 1] if index is not None and index + 1 < len(received) else None
 
 
-def _follow_up(check: str, ended: Callable[[Received], bool], judge: Callable[[Received], str | None]) -> Any:
+def _follow_up(
+    check: str, ended: Callable[[Received], bool], judge: Callable[[Received], str | None]
+) -> Callable[[list[Received]], Check]:
     def grade_follow_up(received: list[Received]) -> Check:
         after = _after(received, ended)
         if after is None:
