@@ -37,7 +37,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], s
         yield endpoint
 
 
-def drive(package: str, url: str, mode: str) -> subprocess.CompletedProcess[str]:
+def drive(package: str, url: str, mode: str, script: str = "drive.mjs") -> subprocess.CompletedProcess[str]:
     node = shutil.which("node")
     assert node is not None, "Node.js is needed: .ci/run expects node and npm on the PATH"
     folder = NODE_DIR / package
@@ -46,7 +46,7 @@ def drive(package: str, url: str, mode: str) -> subprocess.CompletedProcess[str]
     pinned = json.loads((folder / "package.json").read_text())["dependencies"]["@ag-ui/client"]
     assert json.loads(installed.read_text())["version"] == pinned, f"stale node_modules in {folder}: run `npm ci`"
     return subprocess.run(
-        [node, "drive.mjs", url, mode], cwd=folder, capture_output=True, text=True, timeout=TIMEOUT, check=False
+        [node, script, url, mode], cwd=folder, capture_output=True, text=True, timeout=TIMEOUT, check=False
     )
 
 
