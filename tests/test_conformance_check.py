@@ -19,7 +19,7 @@ from conformance_targets import TWO_REFUNDS, PydanticTarget, parallel_approval_a
 from restartable import ROOT
 from served_demo import serve_demo
 
-from adapter.conformance import ConformanceFailure, Report, case_catalogue, check
+from adapter.conformance import ConformanceFailure, Report, assert_conformant, case_catalogue, check
 from examples.demo import FrontendOutcome, build_app
 
 if TYPE_CHECKING:
@@ -58,9 +58,8 @@ async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path, frontend_ou
 
 
 async def test_an_adapter_with_two_parallel_approvals_passes_the_partial_resume_case() -> None:
-    report = await check(parallel_approval_app(), **PARALLEL)
+    report = await assert_conformant(parallel_approval_app(), **PARALLEL)
 
-    assert report.ok, report.table()
     assert report["partial-resume"].status == "pass"
     assert "RESUME_INCOMPLETE" in report["partial-resume"].evidence
     assert {case.id for case in report.cases if case.status != "pass"} == {"restart-resume"}
@@ -82,6 +81,10 @@ async def test_pydantic_ai_fails_replay_partial_resume_and_the_open_approval_cas
     assert target.refunds.count("A1") > 2, "the kit's findings are real refunds"
     with pytest.raises(ConformanceFailure, match="replay"):
         report.raise_for_failures()
+    failing = [case.id for case in report.failures]
+    report.raise_for_failures(allow=failing)
+    with pytest.raises(ValueError, match="no-such-case"):
+        report.raise_for_failures(allow=["no-such-case"])
 
 
 def test_the_case_catalogue_names_rules_from_the_rules_document() -> None:

@@ -5,7 +5,7 @@ is the same from a shell. `create_reference_app()` is the scripted agent that gr
 (`python -m adapter.conformance serve`). See docs/conformance.md.
 """
 
-from adapter.conformance._check import case_catalogue, check
+from adapter.conformance._check import assert_conformant, case_catalogue, check
 from adapter.conformance._reference import Recording, create_reference_app
 from adapter.conformance._report import CaseResult, ConformanceFailure, Report, Status
 from adapter.conformance._restart import restart_command
@@ -16,6 +16,7 @@ __all__ = [
     "Recording",
     "Report",
     "Status",
+    "assert_conformant",
     "case_catalogue",
     "check",
     "create_reference_app",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import httpx
 
 from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_stream
@@ -58,6 +60,42 @@ async def _run(probe: Probe, case: Case) -> CaseResult:
     except httpx.HTTPError as error:
         status, evidence = "fail", f"the request failed: {type(error).__name__}: {error}"
     return CaseResult(case.id, status, evidence, case.rules)
+
+
+async def assert_conformant(
+    target: Target,
+    *,
+    frontend_tool: str,
+    frontend_message: str,
+    approval_message: str,
+    parallel_approval_message: str | None = None,
+    restart: Restart | None = None,
+    allow: Collection[str] = (),
+) -> Report:
+    """The pytest entry point: `check()`, then `ConformanceFailure` (an AssertionError) on any failure.
+
+    Args:
+        target: As for `check()`.
+        frontend_tool: As for `check()`.
+        frontend_message: As for `check()`.
+        approval_message: As for `check()`.
+        parallel_approval_message: As for `check()`.
+        restart: As for `check()`.
+        allow: Case ids whose failure the caller accepts (a known limitation); they still show in the report.
+
+    Returns:
+        The report, when no case outside `allow` failed.
+    """
+    report = await check(
+        target,
+        frontend_tool=frontend_tool,
+        frontend_message=frontend_message,
+        approval_message=approval_message,
+        parallel_approval_message=parallel_approval_message,
+        restart=restart,
+    )
+    report.raise_for_failures(allow=allow)
+    return report
 
 
 def case_catalogue() -> list[tuple[str, tuple[str, ...], str]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeAlias
@@ -71,11 +71,18 @@ class Report:
         """Write the JSON report to `path`."""
         Path(path).write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
 
-    def raise_for_failures(self) -> None:
-        """Raise `ConformanceFailure` naming every failing case: the one line a pytest test needs."""
-        if self.failures:
-            lines = "\n".join(f"  {case.id}: {case.detail}" for case in self.failures)
-            raise ConformanceFailure(f"{len(self.failures)} conformance case(s) failed against {self.target}:\n{lines}")
+    def raise_for_failures(self, *, allow: Collection[str] = ()) -> None:
+        """Raise `ConformanceFailure` naming every failing case, except the case ids in `allow`.
+
+        `allow` is for failures a team knows about and accepts; a case in it that passes is not an error.
+        """
+        unknown = set(allow) - {case.id for case in self.cases}
+        if unknown:
+            raise ValueError(f"allow names cases the check does not have: {', '.join(sorted(unknown))}")
+        failing = [case for case in self.failures if case.id not in allow]
+        if failing:
+            lines = "\n".join(f"  {case.id}: {case.detail}" for case in failing)
+            raise ConformanceFailure(f"{len(failing)} conformance case(s) failed against {self.target}:\n{lines}")
 
     def table(self, *, colour: bool = False) -> str:
         """The report as a readable table: status (coloured on a terminal), case, rules, evidence."""
