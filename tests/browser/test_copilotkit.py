@@ -167,6 +167,15 @@ def test_a_rejected_refund_does_not_run(chat: Chat) -> None:
     assert not (isinstance(declined, dict) and "refunded" in declined), declined
 
 
+def test_a_form_the_page_does_not_render_can_be_cancelled(chat: Chat) -> None:
+    """CopilotKit has no JSON Schema form renderer; the example offers to cancel rather than leave the thread stuck."""
+    chat.say("book a meeting room")
+    card = chat.page.get_by_test_id("interrupt-card")
+    card.get_by_role("button", name="Cancel").click()
+    expect(chat.messages).to_contain_text("OK, no room was booked.")
+    expect(card).to_have_count(0)
+
+
 def test_a_missing_install_says_what_to_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(copilotkitstack, "EXAMPLE", tmp_path)
     with pytest.raises(StackError, match=re.escape("cd examples/copilotkit && npm ci")):
