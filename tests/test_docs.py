@@ -112,11 +112,13 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", ["examples.meeting_room", "examples.support_ticket"])
-def test_a_runnable_example_serves_on_the_port_it_is_given(example: str) -> None:
+@pytest.mark.parametrize("example", ["examples.demo", "examples.meeting_room", "examples.support_ticket"])
+def test_a_runnable_example_serves_on_the_port_it_is_given(example: str, tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     command = [sys.executable, "-m", example, "--port", str(port)]
+    if example == "examples.demo":
+        command += ["--db", str(tmp_path / "demo.db")]  # not a demo.db in the checkout
     with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
         try:
             deadline = time.monotonic() + 30
