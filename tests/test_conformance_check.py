@@ -78,6 +78,7 @@ async def test_pydantic_ai_fails_replay_partial_resume_and_the_open_approval_cas
     assert "ran the tool again" in report["replay"].evidence
     assert "partial resume was accepted" in report["partial-resume"].evidence
     assert found["lifecycle"] == found["approval-denied-approved"] == "pass"
+    assert found["foreign-interrupt"] == "warn", "the FunctionModel's call ids repeat across threads"
     assert target.refunds.count("A1") > 2, "the kit's findings are real refunds"
     with pytest.raises(ConformanceFailure, match="replay"):
         report.raise_for_failures()

@@ -39,11 +39,11 @@ async def foreign_interrupt(probe: Probe) -> Verdict:
     mine = await probe.approval()
     theirs = await probe.approval()
     foreign = str(theirs.first.get("id"))
+    if foreign == mine.first.get("id"):  # the foreign id is this thread's own: nothing to tell apart
+        return "warn", f"both threads got the interrupt id {foreign}: ids are not unique across threads"
     reply = await mine.thread.resume(resolved(foreign, APPROVE))
     if executions(reply, mine.call_of(mine.first)):
         return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran"
-    if foreign == mine.first.get("id"):
-        return "warn", f"both threads got the interrupt id {foreign}: ids are not unique across threads"
     open_ids = {str(i.get("id")) for i in mine.interrupts}
     return held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
 
