@@ -174,3 +174,20 @@ def test_the_docs_page_lists_every_case_with_its_rules() -> None:
     for case_id, rules, _ in case_catalogue():
         (row,) = [line for line in page.splitlines() if line.startswith(f"| `{case_id}` |")]
         assert row.split("|")[2].strip() == ", ".join(rules), case_id
+
+
+def test_the_kits_door_exports_exactly_its_api() -> None:
+    import adapter.conformance
+
+    assert adapter.conformance.__all__ == [
+        "CaseResult",
+        "ConformanceFailure",
+        "Recording",
+        "Report",
+        "Status",
+        "assert_conformant",
+        "case_catalogue",
+        "check",
+        "create_reference_app",
+        "restart_command",
+    ]
