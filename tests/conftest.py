@@ -14,6 +14,7 @@ import httpx
 import pytest
 import uvicorn
 from agui import ORDER, Client
+from externals import in_ci, missing_chromium, missing_node
 from starlette.applications import Starlette
 
 from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
@@ -224,6 +225,20 @@ class Served:
 
 _STOPPING: list[threading.Thread] = []
 """Servers told to exit at teardown: uvicorn's shutdown takes ~0.2 s, so they finish in the background."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that drive Chromium; outside CI, skip those whose dependency is missing, saying how to fix it."""
+    for item in items:
+        if {"browser", "page"} & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.needs_chromium)
+    if in_ci():
+        return  # there, a missing dependency fails its tests (with the same message)
+    missing = {"needs_node": missing_node(), "needs_chromium": missing_chromium()}
+    for item in items:
+        for marker, problem in missing.items():
+            if problem is not None and item.get_closest_marker(marker) is not None:
+                item.add_marker(pytest.mark.skip(reason=f"{marker}: {problem}"))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -19,7 +19,7 @@ from adapter.backends import (
 )
 
 if TYPE_CHECKING:
-    from conftest import Serve
+    from conftest import Kit, Serve
 
 
 class SelfServingAgent:
@@ -145,3 +145,35 @@ async def test_a_call_the_backend_deferred_stays_open_until_it_answers_it(serve:
     assert second.outcome == {"type": "success"}
     stored = (await served.client.get(f"/threads/{thread.id}")).json()["messages"]
     assert [m["toolCallId"] for m in stored if m["role"] == "tool"] == ["call_wipe"]
+
+
+class FailingBackend:
+    """Says a little, then fails with an error whose text must never reach the client."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta]:
+        self.requests.append(request)
+        yield TextDelta("Let me ")
+        yield TextDelta("check")
+        raise RuntimeError("upstream 500: api_key=sk-secret-123")
+
+
+async def test_backend_failure_closes_the_text_and_ends_in_a_sanitised_run_error(serve: Serve, kit: Kit) -> None:
+    served = await serve(Adapter(FailingBackend(), tools=kit.tools))
+
+    reply = await served.client.thread().say("hello")
+
+    assert reply.types == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_ERROR",
+    ]
+    assert reply.error["code"] == "BACKEND_ERROR"
+    assert reply.error["message"]
+    body = reply.body.decode()
+    assert "Traceback" not in body and "sk-secret" not in body and "RuntimeError" not in body

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import pytest
 from agui import FRONTEND_TOOLS, resolved
 
 from adapter import Adapter, ScriptedBackend, SQLiteStore
@@ -59,3 +60,22 @@ async def test_replay_on_a_new_instance_runs_nothing(
     assert replay.types == ["RUN_STARTED", "RUN_FINISHED"]
     assert replay.outcome == {"type": "success"}
     assert kit.count("send_email") == 1
+
+
+class ClosableBackend(ScriptedBackend):
+    closed = False
+
+    async def aclose(self) -> None:
+        self.closed = True
+
+
+async def test_closing_the_adapter_closes_its_backend_and_store(tmp_path: Any) -> None:
+    backend = ClosableBackend()
+    store = SQLiteStore(tmp_path / "t.db")
+    adapter = Adapter(backend, store=store)
+
+    await adapter.aclose()
+
+    assert backend.closed
+    with pytest.raises(RuntimeError):
+        await store.load("t")

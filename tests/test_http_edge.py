@@ -4,7 +4,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -20,7 +20,7 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.core.capabilities import IdentityCapabilities, TransportCapabilities
-from agui import http_scope
+from agui import FRONTEND_TOOLS, extras_in, http_scope, new_id, nulls_in, run_input, user
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message
@@ -28,6 +28,10 @@ from starlette.types import Message
 from adapter import create_app
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
+
+
+if TYPE_CHECKING:
+    from conftest import Connect, Kit
 
 
 @dataclass
@@ -426,3 +430,47 @@ async def test_run_route_only_accepts_post(client: httpx.AsyncClient) -> None:
 def test_options_must_be_positive(handler: RecordingHandler, options: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match="positive"):
         create_app(handler, **options)
+
+
+@pytest.mark.parametrize("declared", [None, "1.0", "1.3"], ids=["absent", "1.0", "1.3"])
+async def test_run_started_declares_the_servers_protocol_version(connect: Connect, declared: str | None) -> None:
+    client = await connect()
+    body = run_input(new_id("thread"), [user("hello")])
+    if declared is None:
+        del body["protocolVersion"]
+    else:
+        body["protocolVersion"] = declared
+
+    reply = await client.post(body)
+
+    assert reply.started["protocolVersion"] == "1.0"
+    assert reply.outcome == {"type": "success"}
+
+
+async def test_capabilities_declare_interrupts_and_only_server_tools(connect: Connect, kit: Kit) -> None:
+    client = await connect()
+    await client.thread(tools=FRONTEND_TOOLS).say("go to orders")
+
+    response = await client.get("/capabilities")
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("application/json")
+    body: dict[str, Any] = response.json()
+    assert nulls_in(body) == []
+    capabilities = AgentCapabilities.model_validate(body)
+    assert extras_in(capabilities) == []
+    hitl = body["humanInTheLoop"]
+    assert (hitl["interrupts"], hitl["approvals"], hitl["approveWithEdits"]) == (True, True, True)
+    assert body["tools"]["clientProvided"] is True
+    assert [item["name"] for item in body["tools"]["items"]] == [t.name for t in kit.tools]
+    assert body["transport"]["streaming"] is True
+
+
+async def test_capabilities_follow_the_approve_with_edits_option(connect: Connect) -> None:
+    client = await connect(approve_with_edits=False)
+    (interrupt,) = (await client.thread().say("email ceo@x.io")).interrupts
+
+    body = (await client.get("/capabilities")).json()
+
+    assert body["humanInTheLoop"]["approveWithEdits"] is False
+    assert "editedArgs" not in interrupt["responseSchema"]["properties"]

@@ -32,6 +32,7 @@ from ag_ui.core import (
     UserMessage,
 )
 from ag_ui.core import ToolCall as WireToolCall
+from agui import run_events
 
 from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
 from adapter.backends import BackendError, BackendItem, OpenAIChatBackend, ToolCallChunk, Usage
@@ -157,12 +158,6 @@ def run_input(
         forwarded_props=None,
         resume=list(resume) if resume is not None else None,
     )
-
-
-async def run(adapter: Adapter, run_agent_input: RunAgentInput) -> list[dict[str, Any]]:
-    return [
-        event.model_dump(mode="json", by_alias=True, exclude_none=True) async for event in adapter.run(run_agent_input)
-    ]
 
 
 def types(events: Sequence[dict[str, Any]]) -> list[str]:
@@ -631,7 +626,7 @@ async def test_a_tool_round_trip_takes_two_requests(router: respx.MockRouter, ma
     )
     adapter = Adapter(make_backend(parallel_tool_calls=False), tools=[lookup_order])
 
-    events = await run(adapter, run_input([UserMessage(id="u1", content="where is A17?")]))
+    events = await run_events(adapter, run_input([UserMessage(id="u1", content="where is A17?")]))
 
     assert types(events) == [
         "RUN_STARTED",
@@ -686,7 +681,7 @@ async def test_a_frontend_tool_interrupts_and_the_resume_payload_reaches_the_mod
     adapter = Adapter(make_backend())
     asked = [UserMessage(id="u1", content="go to orders")]
 
-    first = await run(adapter, run_input(asked, run_id="r1", tools=[NAVIGATE]))
+    first = await run_events(adapter, run_input(asked, run_id="r1", tools=[NAVIGATE]))
 
     assert types(first)[-1] == "RUN_FINISHED"
     outcome = first[-1]["outcome"]
@@ -708,7 +703,7 @@ async def test_a_frontend_tool_interrupts_and_the_resume_payload_reaches_the_mod
             "resume": [{"interruptId": interrupt["id"], "status": "resolved", "payload": payload}],
         }
     )
-    second = await run(adapter, resumed)
+    second = await run_events(adapter, resumed, resumed=True)
 
     assert types(second)[-1] == "RUN_FINISHED"
     assert second[-1]["outcome"] == {"type": "success"}
@@ -871,7 +866,7 @@ async def test_failures_end_the_run_with_a_safe_backend_error(
     adapter = Adapter(make_backend(headers={"api-key": KEY}), tools=[lookup_order])
 
     with caplog.at_level(logging.DEBUG):
-        events = await run(adapter, run_input([user("hi")]))
+        events = await run_events(adapter, run_input([user("hi")]))
 
     error = events[-1]
     assert (error["type"], error["code"]) == ("RUN_ERROR", code)
@@ -983,7 +978,7 @@ async def test_no_retry_after_the_first_token(
     route = completions(router, httpx.Response(200, headers=SSE, content=broken_stream(error)), ok(text("again")))
     adapter = Adapter(make_backend())
 
-    events = await run(adapter, run_input([user("hi")]))
+    events = await run_events(adapter, run_input([user("hi")]))
 
     assert types(events) == [
         "RUN_STARTED",

@@ -6,8 +6,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ag_ui.core import AssistantMessage, ToolMessage
-from agui import CONFIRM_ACTION, FRONTEND_TOOLS, Reply, cancelled, resolved
+from ag_ui.core import ActivityMessage, AssistantMessage, ToolMessage
+from agui import CONFIRM_ACTION, FRONTEND_TOOLS, Reply, cancelled, new_id, resolved, run_input, tool_answer, user
 
 from adapter import ScriptedBackend
 
@@ -243,3 +243,61 @@ async def test_cancelled_frontend_call_tells_the_model(
     assert second.outcome == {"type": "success"}
     assert isinstance(backend.requests[-1].messages[-1], ToolMessage)
     assert isinstance(backend.requests[-1].messages[-2], AssistantMessage)
+
+
+async def test_run_identity_is_echoed_with_the_parent_run(connect: Connect) -> None:
+    client = await connect()
+    body = run_input(new_id("thread"), [user("hello")], parentRunId="run-parent")
+
+    reply = await client.post(body)
+
+    assert reply.types[0] == "RUN_STARTED"
+    assert (reply.started["threadId"], reply.started["runId"]) == (body["threadId"], body["runId"])
+    assert reply.started["parentRunId"] == "run-parent"
+    assert (reply.finished["threadId"], reply.finished["runId"]) == (body["threadId"], body["runId"])
+
+
+async def test_state_is_snapshotted_before_an_interrupt(connect: Connect, backend: ScriptedBackend) -> None:
+    client = await connect()
+    state = {"cart": ["lamp"], "note": None}
+
+    reply = await client.thread().say("email ceo@x.io", state=state)
+
+    (snapshot,) = reply.of("STATE_SNAPSHOT")
+    assert snapshot["snapshot"] == state
+    assert reply.index("MESSAGES_SNAPSHOT") < reply.index("RUN_FINISHED")
+    assert reply.index("STATE_SNAPSHOT") < reply.index("RUN_FINISHED")
+    assert reply.outcome["type"] == "interrupt"
+    assert backend.requests[0].state == state
+
+
+async def test_history_is_repaired_before_the_model_sees_it(connect: Connect, backend: ScriptedBackend) -> None:
+    client = await connect()
+    calls = [
+        {"id": f"call_{n}", "type": "function", "function": {"name": "lookup_order", "arguments": "{}"}}
+        for n in ("answered", "orphan")
+    ]
+    history = [
+        user("earlier"),
+        {"id": "a1", "role": "assistant", "toolCalls": calls},
+        {"id": "act1", "role": "activity", "activityType": "progress", "content": {"done": 1}},
+        tool_answer("call_answered", "found"),
+        tool_answer("call_answered", "found twice"),
+        tool_answer("call_nowhere", "stray"),
+        user("hello"),
+    ]
+
+    reply = await client.post(run_input(new_id("thread"), history))
+
+    assert reply.outcome == {"type": "success"}
+    seen = backend.requests[0].messages
+    assert not [m for m in seen if isinstance(m, ActivityMessage)]
+    answers = [m for m in seen if isinstance(m, ToolMessage)]
+    assert [(m.tool_call_id, m.error) for m in answers] == [("call_answered", None), ("call_orphan", "missing")]
+    assert answers[0].content == "found"
+    position = {m.id: i for i, m in enumerate(seen)}
+    assert position[answers[0].id] == position["a1"] + 1 and position[answers[1].id] == position["a1"] + 2
+    for message in seen:
+        if isinstance(message, AssistantMessage):
+            for call in message.tool_calls or []:
+                assert sum(isinstance(m, ToolMessage) and m.tool_call_id == call.id for m in seen) == 1

@@ -6,7 +6,7 @@ import json
 import logging
 import socket
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
@@ -24,11 +24,15 @@ from ag_ui.core import (
     TextMessageEndEvent,
     TextMessageStartEvent,
 )
-from agui import http_scope
+from agui import http_scope, parse_sse
 from starlette.types import Message
 
 from adapter import create_app
 from adapter._sse import KEEPALIVE, encode_event
+
+if TYPE_CHECKING:
+    from conftest import Connect
+
 
 BODY = json.dumps({"threadId": "t1", "runId": "r1", "messages": []}).encode()
 STARTED = RunStartedEvent(thread_id="t1", run_id="r1", protocol_version="1.0")
@@ -71,18 +75,11 @@ async def post(handler: Any, **options: Any) -> httpx.Response:
         return await client.post("/", content=BODY, headers={"content-type": "application/json"})
 
 
-def parse_sse(body: str) -> tuple[list[dict[str, Any]], int]:
-    """The events and the number of comment frames; every frame must be a single data line or a comment."""
-    assert body.endswith("\n\n")
-    events, comments = [], 0
-    for frame in body[:-2].split("\n\n"):
-        assert "\n" not in frame
-        if frame.startswith(":"):
-            comments += 1
-        else:
-            assert frame.startswith("data: ")
-            events.append(json.loads(frame[len("data: ") :]))
-    return events, comments
+def sse_of(response: httpx.Response) -> tuple[list[dict[str, Any]], int]:
+    """The events and the number of comment frames, after the framing checks of `agui.parse_sse`."""
+    events, comments, problems = parse_sse(response.content)
+    assert problems == []
+    return events, len(comments)
 
 
 def test_encode_event_frames_one_data_line() -> None:
@@ -109,7 +106,7 @@ async def test_stream_headers_and_lf_only_framing() -> None:
     assert response.headers["cache-control"] == "no-store"
     assert response.headers["x-accel-buffering"] == "no"
     assert b"\r" not in response.content
-    events, comments = parse_sse(response.text)
+    events, comments = sse_of(response)
     assert events == [json.loads(encode_event(event)[len("data: ") :]) for event in (STARTED, *TEXT, FINISHED)]
     assert comments == 0
 
@@ -119,9 +116,9 @@ async def test_keepalive_comments_fill_a_silent_gap() -> None:
     slow = await post(ScriptedHandler(STARTED, 0.2, *TEXT, FINISHED), keepalive_interval=0.05)
 
     assert KEEPALIVE in slow.text
-    slow_events, comments = parse_sse(slow.text)
+    slow_events, comments = sse_of(slow)
     assert comments >= 2
-    assert slow_events == parse_sse(quiet.text)[0]
+    assert slow_events == sse_of(quiet)[0]
 
 
 async def test_stream_ends_right_after_the_terminal_event() -> None:
@@ -130,7 +127,7 @@ async def test_stream_ends_right_after_the_terminal_event() -> None:
     with anyio.fail_after(5):
         response = await post(handler)
 
-    events, _ = parse_sse(response.text)
+    events, _ = sse_of(response)
     assert [event["type"] for event in events] == ["RUN_STARTED", "RUN_FINISHED"]
     assert handler.yielded == 2
     assert handler.closed
@@ -139,7 +136,7 @@ async def test_stream_ends_right_after_the_terminal_event() -> None:
 async def test_run_error_is_terminal_too() -> None:
     handler = ScriptedHandler(STARTED, RunErrorEvent(message="nope", code="BACKEND_ERROR"), FINISHED)
 
-    events, _ = parse_sse((await post(handler)).text)
+    events, _ = sse_of(await post(handler))
 
     assert [event["type"] for event in events] == ["RUN_STARTED", "RUN_ERROR"]
     assert events[-1]["code"] == "BACKEND_ERROR"
@@ -151,7 +148,7 @@ async def test_a_raising_handler_ends_with_one_generic_run_error(caplog: pytest.
     with caplog.at_level(logging.ERROR, logger="adapter"):
         response = await post(handler)
 
-    events, _ = parse_sse(response.text)
+    events, _ = sse_of(response)
     assert [event["type"] for event in events] == [
         "RUN_STARTED",
         "TEXT_MESSAGE_START",
@@ -191,7 +188,7 @@ async def test_a_run_that_cannot_finish_ends_with_internal_error(handler: Any) -
     with anyio.fail_after(5):
         response = await post(handler)
 
-    events, _ = parse_sse(response.text)
+    events, _ = sse_of(response)
     assert events[-1] == {"type": "RUN_ERROR", "message": events[-1]["message"], "code": "INTERNAL_ERROR"}
     assert "secret-detail" not in response.text
 
@@ -354,3 +351,13 @@ async def test_a_stalled_client_holds_the_run_back_until_it_leaves() -> None:
 
     assert handler.finalised.is_set()
     assert handler.ticks < 50
+
+
+async def test_multibyte_text_survives_streaming(connect: Connect) -> None:
+    client = await connect()
+
+    reply = await client.thread().say("hello")
+
+    assert reply.text == "héllo 👍🏽 👨‍👩‍👧"
+    assert len(reply.of("TEXT_MESSAGE_CONTENT")) >= 2
+    assert "héllo".encode() in reply.body

@@ -8,7 +8,6 @@ in its output fails the test too. `.ci/run` installs the packages (`npm ci` in e
 from __future__ import annotations
 
 import contextlib
-import json
 import re
 import shutil
 import subprocess
@@ -16,7 +15,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from externals import missing_node
 from served_demo import serve_demo
+
+pytestmark = pytest.mark.needs_node
 
 NODE_DIR = Path(__file__).parent / "node"
 TIMEOUT = 180  # seconds for one driver: 15 scenarios, each one or two runs
@@ -38,16 +40,12 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], s
 
 
 def drive(package: str, url: str, mode: str, script: str = "drive.mjs") -> subprocess.CompletedProcess[str]:
+    problem = missing_node()
+    assert problem is None, problem
     node = shutil.which("node")
-    assert node is not None, "Node.js is needed: .ci/run expects node and npm on the PATH"
-    folder = NODE_DIR / package
-    installed = folder / "node_modules" / "@ag-ui" / "client" / "package.json"
-    assert installed.is_file(), f"run `npm ci` in {folder} (.ci/run does)"
-    pinned = json.loads((folder / "package.json").read_text())["dependencies"]["@ag-ui/client"]
-    assert json.loads(installed.read_text())["version"] == pinned, f"stale node_modules in {folder}: run `npm ci`"
-    return subprocess.run(
-        [node, script, url, mode], cwd=folder, capture_output=True, text=True, timeout=TIMEOUT, check=False
-    )
+    assert node is not None
+    command = [node, script, url, mode]
+    return subprocess.run(command, cwd=NODE_DIR / package, capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
 @pytest.mark.slow

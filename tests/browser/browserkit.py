@@ -15,7 +15,6 @@ import uvicorn
 
 from examples.demo import build_app
 
-CHROMIUM = Path("/usr/bin/chromium")
 # No internet here: these flags keep Chromium from reaching out (QUIC, updates, sync, background fetches).
 CHROMIUM_ARGS = [
     "--headless",
@@ -27,11 +26,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-MISSING_BROWSER = (
-    f"Chromium is not installed at {CHROMIUM}. The browser tests need Debian's chromium: "
-    "apt-get install -y chromium chromium-driver (bash .ci/run does it)."
-)
-MISSING_PLAYWRIGHT = "Playwright for Python is missing: pip install -e '.[dev]' (or pip install playwright)."
 
 
 class DemoServer:

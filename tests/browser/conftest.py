@@ -5,7 +5,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browserkit import CHROMIUM, CHROMIUM_ARGS, MISSING_BROWSER, MISSING_PLAYWRIGHT, DemoServer
+from browserkit import CHROMIUM_ARGS, DemoServer
+from externals import CHROMIUM, missing_chromium
 
 try:
     from playwright.sync_api import Browser, Page, sync_playwright
@@ -35,10 +36,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless. Missing Chromium or Playwright fails the tests with how to install it."""
-    if sync_playwright is None:
-        pytest.fail(MISSING_PLAYWRIGHT, pytrace=False)
-    if not CHROMIUM.exists():
-        pytest.fail(MISSING_BROWSER, pytrace=False)
+    problem = missing_chromium()
+    if problem is not None or sync_playwright is None:
+        pytest.fail(problem or "Playwright for Python is missing", pytrace=False)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser

@@ -10,9 +10,10 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).parents[2]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browserkit import CHROMIUM, CHROMIUM_ARGS, DemoServer  # noqa: E402 - needs ROOT on the path first
+from browserkit import CHROMIUM_ARGS, DemoServer  # noqa: E402 - needs ROOT on the path first
+from externals import CHROMIUM  # noqa: E402
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 
 OUT = ROOT / "docs" / "screenshots"

@@ -23,6 +23,10 @@ def set_quantity(page: Page, quantity: str) -> None:
     page.press("#draft-quantity", "Tab")  # a change is committed when the field is left
 
 
+def run_ended(page: Page) -> None:
+    expect(page.locator("#status")).to_have_attribute("data-state", "idle")
+
+
 def test_the_agent_fills_the_draft_and_says_what_it_filled(page: Page) -> None:
     expect(page.get_by_test_id("draft-version")).to_have_text("v1")
 
@@ -106,7 +110,9 @@ def test_invalid_proposals_are_refused_with_a_reason(page: Page) -> None:
 def test_the_draft_survives_a_reload(page: Page) -> None:
     say(page, "用途：压测")
     expect(page.locator("#draft-purpose")).to_have_value("压测")
+    run_ended(page)  # the reply and the draft are stored only when the run ends
     set_quantity(page, "4")
+    expect(page.get_by_test_id("draft-version")).to_have_text("v3")
 
     page.reload()
 

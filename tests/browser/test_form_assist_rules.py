@@ -6,8 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from ag_ui.core import RunAgentInput
-from agui import cancelled, resolved, run_input, user
+from agui import cancelled, resolved, run_events, run_input, user
 
 from adapter import Adapter, ScriptedBackend
 from examples import form_assist
@@ -59,17 +58,12 @@ def form_context(version: int, **extra: Any) -> list[dict[str, str]]:
     return [{"description": "formContext", "value": json.dumps(context)}]
 
 
-async def run(adapter: Adapter, body: dict[str, Any]) -> list[dict[str, Any]]:
-    events = adapter.run(RunAgentInput.model_validate(body))
-    return [event.model_dump(mode="json", by_alias=True, exclude_none=True) async for event in events]
-
-
 def said(events: list[dict[str, Any]]) -> str:
     return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 
 async def ask(adapter: Adapter, text: str, *, context: list[dict[str, str]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    events = await run(adapter, run_input("t", [user(text)], tools=[UPDATE_FORM_DRAFT], context=context))
+    events = await run_events(adapter, run_input("t", [user(text)], tools=[UPDATE_FORM_DRAFT], context=context))
     (interrupt,) = events[-1]["outcome"]["interrupts"]
     call = next(e for e in events if e["type"] == "TOOL_CALL_ARGS")
     return interrupt, json.loads(call["delta"])
@@ -85,7 +79,8 @@ async def test_the_call_is_made_for_the_version_the_page_sent_and_the_reply_says
 ) -> None:
     interrupt, arguments = await ask(adapter, "申请两台云服务器，地域选北京", context=form_context(7))
     answer = {"applied": True, "reason": None, "version": 8, "fields": ["quantity", "region"]}
-    done = await run(adapter, run_input("t", [], resume=[resolved(interrupt["id"], answer)], context=form_context(8)))
+    resume = run_input("t", [], resume=[resolved(interrupt["id"], answer)], context=form_context(8))
+    done = await run_events(adapter, resume, resumed=True)
 
     assert arguments == {
         "formId": "compute-request",
@@ -124,14 +119,14 @@ async def test_the_call_is_made_for_the_version_the_page_sent_and_the_reply_says
 )
 async def test_a_refusal_is_explained(adapter: Adapter, text: str, answer: Any, reply: str) -> None:
     interrupt, _ = await ask(adapter, text, context=form_context(1))
-    done = await run(adapter, run_input("t", [], resume=[resolved(interrupt["id"], answer)]))
+    done = await run_events(adapter, run_input("t", [], resume=[resolved(interrupt["id"], answer)]), resumed=True)
 
     assert said(done) == reply
 
 
 async def test_a_cancelled_call_changes_nothing_and_says_so(adapter: Adapter) -> None:
     interrupt, _ = await ask(adapter, "用途：压测", context=form_context(1))
-    done = await run(adapter, run_input("t", [], resume=[cancelled(interrupt["id"])]))
+    done = await run_events(adapter, run_input("t", [], resume=[cancelled(interrupt["id"])]), resumed=True)
 
     assert said(done) == "表单没有修改（cancelled）。"
 
@@ -144,8 +139,8 @@ async def test_without_a_form_context_the_call_names_the_form_and_version_zero(a
 
 async def test_the_submission_is_acknowledged_with_the_submitted_values(adapter: Adapter) -> None:
     context = form_context(5, status="submitted")
-    done = await run(adapter, run_input("t", [user("确认提交：数量 1，地域 上海")], context=context))
-    early = await run(adapter, run_input("t2", [user("确认提交")], context=form_context(5)))
+    done = await run_events(adapter, run_input("t", [user("确认提交：数量 1，地域 上海")], context=context))
+    early = await run_events(adapter, run_input("t2", [user("确认提交")], context=form_context(5)))
 
     assert said(done).startswith("已收到提交（第 5 版）：数量 1，地域 上海，用途 。")
     assert said(early) == "还没有收到已提交的表单。请在右侧检查后点击“确认提交”。"

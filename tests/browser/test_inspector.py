@@ -8,7 +8,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from browserkit import CHROMIUM, CHROMIUM_ARGS
+from browserkit import CHROMIUM_ARGS
+from externals import CHROMIUM, missing_chromium
 from playwright.sync_api import Page, expect, sync_playwright
 from served_demo import serve_demo
 from starlette.applications import Starlette
@@ -58,7 +59,8 @@ def test_without_the_package_the_option_says_what_to_install(monkeypatch: pytest
 @pytest.fixture
 def page(request: pytest.FixtureRequest) -> Iterator[Page]:
     """A page in headless Debian Chromium; a screenshot lands in tests/artifacts/ when the test fails."""
-    assert CHROMIUM.is_file(), f"{CHROMIUM} is missing: apt-get install chromium (.ci/run does)"
+    problem = missing_chromium()
+    assert problem is None, problem
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})

@@ -1,0 +1,53 @@
+"""What some tests need beyond pip: the TypeScript clients (`npm ci`) and Chromium under Playwright.
+
+A test that needs one is marked (`needs_node`, `needs_chromium`). Where a dependency is missing, a
+local run skips the test and says which command installs it. Under CI (`CI` set, as `.ci/run`
+sets it) nothing is skipped: the test runs and fails with the same message, so a missing
+dependency can never pass there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+NODE_CLIENTS = (TESTS / "node" / "client-1.0", TESTS / "node" / "client-0.0.59")
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def in_ci() -> bool:
+    """True under CI, where a missing dependency must fail its tests, never skip them."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def missing_node() -> str | None:
+    """What is missing for the TypeScript-client tests, with the fix; None when nothing is."""
+    if shutil.which("node") is None:
+        return "Node.js is not on the PATH; the TypeScript-client tests need it: apt-get install -y nodejs npm."
+    stale = [folder for folder in NODE_CLIENTS if not _installed(folder)]
+    if not stale:
+        return None
+    commands = " && ".join(f"(cd {folder.relative_to(TESTS.parent)} && npm ci)" for folder in stale)
+    return f"the pinned @ag-ui/client is not installed: run {commands} (bash .ci/run does)."
+
+
+def missing_chromium() -> str | None:
+    """What is missing for the browser tests, with the fix; None when nothing is."""
+    if importlib.util.find_spec("playwright") is None:
+        return "Playwright for Python is missing: pip install -e '.[dev]' (or pip install playwright)."
+    if not CHROMIUM.exists():
+        return f"Chromium is not at {CHROMIUM}: apt-get install -y chromium chromium-driver (bash .ci/run does)."
+    return None
+
+
+def _installed(folder: Path) -> bool:
+    """`npm ci` has installed the version of @ag-ui/client that the folder's package.json pins."""
+    installed = folder / "node_modules" / "@ag-ui" / "client" / "package.json"
+    if not installed.is_file():
+        return False
+    pinned = json.loads((folder / "package.json").read_text())["dependencies"]["@ag-ui/client"]
+    return bool(json.loads(installed.read_text())["version"] == pinned)
