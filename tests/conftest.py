@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 from agui import ORDER, Client
-from externals import in_ci, missing_chromium, missing_node
+from externals import in_ci, missing_chromium, missing_copilotkit, missing_node
 from starlette.applications import Starlette
 
 from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
@@ -234,7 +234,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.needs_chromium)
     if in_ci():
         return  # there, a missing dependency fails its tests (with the same message)
-    missing = {"needs_node": missing_node(), "needs_chromium": missing_chromium()}
+    missing = {
+        "needs_node": missing_node(),
+        "needs_copilotkit": missing_copilotkit(),
+        "needs_chromium": missing_chromium(),
+    }
     for item in items:
         for marker, problem in missing.items():
             if problem is not None and item.get_closest_marker(marker) is not None:

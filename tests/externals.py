@@ -1,9 +1,9 @@
-"""What some tests need beyond pip: the TypeScript clients (`npm ci`) and Chromium under Playwright.
+"""What some tests need beyond pip: the TypeScript clients and the CopilotKit example (`npm ci`), Chromium.
 
-A test that needs one is marked (`needs_node`, `needs_chromium`). Where a dependency is missing, a
-local run skips the test and says which command installs it. Under CI (`CI` set, as `.ci/run`
-sets it) nothing is skipped: the test runs and fails with the same message, so a missing
-dependency can never pass there.
+A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`). Where a
+dependency is missing, a local run skips the test and says which command installs it. Under CI
+(`CI` set, as `.ci/run` sets it) nothing is skipped: the test runs and fails with the same message,
+so a missing dependency can never pass there.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
 NODE_CLIENTS = (TESTS / "node" / "client-1.0", TESTS / "node" / "client-0.0.59")
+COPILOTKIT = TESTS.parent / "examples" / "copilotkit"
 CHROMIUM = Path("/usr/bin/chromium")
+NO_NODE = "Node.js is not on the PATH: apt-get install -y nodejs npm."
+MISSING_PLAYWRIGHT = "Playwright for Python is missing: pip install -e '.[dev]' (or pip install playwright)."
 
 
 def in_ci() -> bool:
@@ -27,7 +30,7 @@ def in_ci() -> bool:
 def missing_node() -> str | None:
     """What is missing for the TypeScript-client tests, with the fix; None when nothing is."""
     if shutil.which("node") is None:
-        return "Node.js is not on the PATH; the TypeScript-client tests need it: apt-get install -y nodejs npm."
+        return NO_NODE
     stale = [folder for folder in NODE_CLIENTS if not _installed(folder)]
     if not stale:
         return None
@@ -35,10 +38,19 @@ def missing_node() -> str | None:
     return f"the pinned @ag-ui/client is not installed: run {commands} (bash .ci/run does)."
 
 
+def missing_copilotkit() -> str | None:
+    """What is missing for the CopilotKit example's tests, with the fix; None when nothing is."""
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        return NO_NODE
+    if not (COPILOTKIT / "node_modules" / ".package-lock.json").exists():
+        return "the CopilotKit example is not installed: run (cd examples/copilotkit && npm ci) (bash .ci/run does)."
+    return None
+
+
 def missing_chromium() -> str | None:
     """What is missing for the browser tests, with the fix; None when nothing is."""
     if importlib.util.find_spec("playwright") is None:
-        return "Playwright for Python is missing: pip install -e '.[dev]' (or pip install playwright)."
+        return MISSING_PLAYWRIGHT
     if not CHROMIUM.exists():
         return f"Chromium is not at {CHROMIUM}: apt-get install -y chromium chromium-driver (bash .ci/run does)."
     return None

@@ -151,6 +151,7 @@ def drive(package: str, url: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_node
 def test_the_1_0_client_passes_every_scenario(reference_url: str) -> None:
     output = drive("client-1.0", reference_url)
 
@@ -160,6 +161,7 @@ def test_the_1_0_client_passes_every_scenario(reference_url: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.needs_node
 def test_the_0_0_59_clients_known_limits_are_graded_failures(reference_url: str) -> None:
     output = drive("client-0.0.59", reference_url)
 

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+from externals import CHROMIUM as CHROMIUM  # re-exported for the scripts beside the tests
+from externals import MISSING_PLAYWRIGHT as MISSING_PLAYWRIGHT
 
 from examples.demo import build_app
 

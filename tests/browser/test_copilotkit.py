@@ -22,6 +22,8 @@ try:
 except ImportError:  # a failure in the fixtures, never a skip
     pass
 
+pytestmark = pytest.mark.needs_copilotkit
+
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 
 pytestmark = pytest.mark.slow
