@@ -22,8 +22,6 @@ try:
 except ImportError:  # a failure in the fixtures, never a skip
     pass
 
-pytestmark = pytest.mark.needs_copilotkit
-
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 
 pytestmark = pytest.mark.slow
@@ -108,6 +106,7 @@ def chat(browser: Browser, stack: Stack, request: pytest.FixtureRequest) -> Iter
     assert not errors, f"the page reported errors: {errors}"
 
 
+@pytest.mark.needs_copilotkit
 def test_a_frontend_tool_runs_in_the_page_and_its_result_reaches_the_agent(chat: Chat) -> None:
     chat.say("go to settings")
     expect(chat.messages).to_contain_text("I opened the settings page for you.")
@@ -120,6 +119,7 @@ def test_a_frontend_tool_runs_in_the_page_and_its_result_reaches_the_agent(chat:
     assert chat.results("navigate")[-1]["error"] == "no page called nowhere"
 
 
+@pytest.mark.needs_copilotkit
 def test_show_toast_runs_in_the_page(chat: Chat) -> None:
     chat.say("toast: hello from CopilotKit")
     expect(chat.page.get_by_test_id("toasts")).to_have_text("hello from CopilotKit")
@@ -134,6 +134,7 @@ def test_show_toast_runs_in_the_page(chat: Chat) -> None:
         pytest.param("Decline", {"confirmed": False}, "Understood, I will not delete report.pdf.", id="declined"),
     ],
 )
+@pytest.mark.needs_copilotkit
 def test_a_confirm_card_waits_for_the_person(chat: Chat, button: str, answer: dict[str, bool], reply: str) -> None:
     chat.say("confirm delete report.pdf")
     card = chat.page.get_by_test_id("confirm-card")
@@ -146,6 +147,7 @@ def test_a_confirm_card_waits_for_the_person(chat: Chat, button: str, answer: di
     assert chat.results("confirm_action") == [answer]
 
 
+@pytest.mark.needs_copilotkit
 def test_an_approved_refund_runs_once(chat: Chat) -> None:
     chat.say("refund order A100")
     card = chat.page.get_by_test_id("approval-card")
@@ -160,6 +162,7 @@ def test_an_approved_refund_runs_once(chat: Chat) -> None:
     expect(chat.messages).to_contain_text(refund["reference"])
 
 
+@pytest.mark.needs_copilotkit
 def test_a_rejected_refund_does_not_run(chat: Chat) -> None:
     chat.say("refund order B200")
     card = chat.page.get_by_test_id("approval-card")
