@@ -172,6 +172,7 @@ def test_a_rejected_refund_does_not_run(chat: Chat) -> None:
     assert not (isinstance(declined, dict) and "refunded" in declined), declined
 
 
+@pytest.mark.needs_copilotkit
 def test_a_form_the_page_does_not_render_can_be_cancelled(chat: Chat) -> None:
     """CopilotKit has no JSON Schema form renderer; the example offers to cancel rather than leave the thread stuck."""
     chat.say("book a meeting room")
