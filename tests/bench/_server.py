@@ -40,6 +40,11 @@ STREAM_TEXT = " ".join(f"w{i}" for i in range(WORDS))
 """The reply of workload A: split into one delta per word by the ScriptedBackend."""
 STREAM_PROMPT = "stream please"
 ROUND_TRIP_PROMPT = "go to orders"
+SHORT_PROMPT = "fifty please"
+SHORT_TEXT = " ".join(f"d{i}" for i in range(50))
+"""The reply of the fixed-cost workload: 50 deltas."""
+KIND_HEADER = "x-bench-kind"
+"""Names the captured event list the baseline replays, where the input alone does not tell."""
 NAVIGATE = {
     "name": "navigate",
     "description": "The client's page navigation.",
@@ -58,6 +63,7 @@ def adapter_app(db_path: str | None) -> Starlette:
     backend = ScriptedBackend(
         [
             Rule(rf"^{STREAM_PROMPT}$", reply=STREAM_TEXT),
+            Rule(rf"^{SHORT_PROMPT}$", reply=SHORT_TEXT),
             Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it."),
         ]
     )
@@ -75,7 +81,9 @@ def baseline_app(events_path: str) -> Starlette:
 
     async def run(request: Request) -> Response:
         run_input = RunAgentInput.model_validate_json(await request.body())
-        kind = "resume" if run_input.resume else "interrupt" if run_input.tools else "stream"
+        kind = request.headers.get(KIND_HEADER) or (
+            "resume" if run_input.resume else "interrupt" if run_input.tools else "stream"
+        )
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(replay(captured[kind]), media_type=encoder.get_content_type(), headers=headers)
 

@@ -1,0 +1,272 @@
+"""Benchmark what a request costs as its thread grows, against a stateless bare-Starlette baseline.
+
+    python tests/bench/bench_growth.py [--check] [--profile] [--reps N] [--sizes 0,100,1000]
+
+Both servers run under uvicorn in processes of their own (`_server.py`), the adapter on a SQLiteStore
+in a temp dir; the client is httpx in this process. Every figure is server CPU (`GET /__cpu` deltas,
+every thread of the process), median of `--reps` samples, the two sides alternating.
+
+The baseline parses the `RunAgentInput` and replays the event list the adapter produced for the same
+request (captured first, per workload and size). Having no store, it is always sent the full history:
+that is what a stateless target needs. Workloads:
+
+- growth: a thread with N prior turns (a turn: user, assistant tool call, tool result, assistant text;
+  about 600 B). `new`: a new run with the full history that calls the client's `navigate` tool and
+  ends in an interrupt; `resume-full`: its resume, with the history as the client holds it;
+  `resume-empty`: the resume of another such thread with `messages: []`. Slope: least squares over
+  the sizes, µs per prior turn. Target: each slope <= 2x the baseline's.
+- payload: a new run whose history holds one user message of 256 KB, against one without it: CPU per
+  KB of body. Target <= 1.5x.
+- fixed: 100 concurrent runs of 50 text deltas each: CPU per run. Target <= 1.1x.
+- round trip: frontend call, interrupt, resume with the snapshot, success; CPU per round trip. Target
+  <= 1.3x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from _server import KIND_HEADER, NAVIGATE, ROUND_TRIP_PROMPT, SHORT_PROMPT
+from bench_adapter import Row, Server, calibrate, events_of, new_id, outcome_of, round_trip, run_input, table
+
+PAYLOAD_KB = 256
+CONCURRENT = 100
+TARGETS = {"slope": 2.0, "payload": 1.5, "fixed": 1.1, "round trip": 1.3}
+_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+
+Body = dict[str, Any]
+
+
+def prior_turns(count: int) -> list[dict[str, Any]]:
+    """`count` settled turns of a conversation, as a client sends them back."""
+    messages: list[dict[str, Any]] = []
+    for k in range(count):
+        call = {"id": f"call-{k}", "type": "function", "function": {"name": "navigate", "arguments": '{"path": "/p"}'}}
+        messages += [
+            {"id": f"u-{k}", "role": "user", "content": f"go to page{k}, the one with the order list"},
+            {"id": f"a-{k}", "role": "assistant", "toolCalls": [call]},
+            {"id": f"t-{k}", "role": "tool", "toolCallId": f"call-{k}", "content": '{"navigated": true}'},
+            {"id": f"r-{k}", "role": "assistant", "content": "Opened it. The order list is on the page now."},
+        ]
+    return messages
+
+
+def held_by_client(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages a client holds after a run that ended calling its tool: what it sent, plus the call."""
+    calls = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    args = {e["toolCallId"]: e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS"}
+    assistant = {
+        "id": calls[0]["parentMessageId"],
+        "role": "assistant",
+        "toolCalls": [
+            {"id": c["toolCallId"], "type": "function", "function": {"name": c["toolCallName"], "arguments": ""}}
+            for c in calls
+        ],
+    }
+    for call in assistant["toolCalls"]:
+        call["function"]["arguments"] = args.get(call["id"], "")
+    return [*sent, assistant]
+
+
+class Bench:
+    """Posts bodies to a server and records, for the adapter, the events the baseline will replay."""
+
+    def __init__(self, server: Server, captured: dict[str, list[dict[str, Any]]]) -> None:
+        self.server = server
+        self.captured = captured
+        self.capturing = server.kind == "adapter"
+
+    async def post(self, kind: str, body: Body, baseline_body: Body | None = None) -> list[dict[str, Any]]:
+        if self.server.kind == "baseline" and baseline_body is not None:
+            body = baseline_body
+        content = json.dumps(body).encode()
+        headers = {**_HEADERS, KIND_HEADER: kind}
+        async with self.server.http.stream("POST", "/agui/", content=content, headers=headers) as response:
+            raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        if response.status_code != 200:
+            raise RuntimeError(f"{self.server.kind}: {response.status_code} {raw[:300]!r}")
+        events = events_of(raw)
+        if self.capturing:
+            self.captured.setdefault(kind, events)
+        return events
+
+
+async def cpu_of(server: Server, work: Awaitable[Any]) -> tuple[float, Any]:
+    before = await server.cpu()
+    result = await work
+    return (await server.cpu() - before) * 1000 - server.probe_ms, result
+
+
+async def growth(bench: Bench, size: int) -> dict[str, float]:
+    """One sample of the three growth requests at `size` prior turns: CPU ms of each."""
+    history = prior_turns(size)
+    cost: dict[str, float] = {}
+    sent = [*history, {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
+    thread = new_id("thread")
+    cost["new"], first = await cpu_of(bench.server, bench.post(f"new:{size}", _body(thread, sent)))
+    full = _resume_body(thread, held_by_client(sent, first), first)
+    cost["resume-full"], _ = await cpu_of(bench.server, bench.post(f"resume-full:{size}", full))
+    other = new_id("thread")
+    again = await bench.post(f"new:{size}", _body(other, sent))
+    empty = _resume_body(other, [], again)
+    stateless = _resume_body(other, held_by_client(sent, again), again)
+    cost["resume-empty"], _ = await cpu_of(bench.server, bench.post(f"resume-empty:{size}", empty, stateless))
+    return cost
+
+
+def _body(thread_id: str, messages: list[dict[str, Any]]) -> Body:
+    return run_input(thread_id, messages, tools=[NAVIGATE])
+
+
+def _resume_body(thread_id: str, messages: list[dict[str, Any]], first: list[dict[str, Any]]) -> Body:
+    outcome = outcome_of(first)
+    if outcome["type"] != "interrupt":
+        raise RuntimeError(f"the new run ended in {outcome}, expected an interrupt")
+    entries = [{"interruptId": i["id"], "status": "resolved", "payload": {"navigated": True}} for i in outcome["interrupts"]]
+    return run_input(thread_id, messages, tools=[NAVIGATE], resume=entries)
+
+
+async def payload(bench: Bench, kb: int) -> float:
+    padding = [{"id": new_id("user"), "role": "user", "content": "x" * (kb * 1024)}] if kb else []
+    ask = {"id": new_id("user"), "role": "user", "content": SHORT_PROMPT}
+    body = run_input(new_id("thread"), [*padding, {"id": "r0", "role": "assistant", "content": "ok"}, ask])
+    cost, _ = await cpu_of(bench.server, bench.post(f"payload:{kb}", body))
+    return cost
+
+
+async def fixed(bench: Bench) -> float:
+    def body() -> Body:
+        return run_input(new_id("thread"), [{"id": new_id("user"), "role": "user", "content": SHORT_PROMPT}])
+
+    cost, _ = await cpu_of(bench.server, asyncio.gather(*(bench.post("fixed", body()) for _ in range(CONCURRENT))))
+    return float(cost) / CONCURRENT
+
+
+async def trip(bench: Bench) -> float:
+    cost, _ = await cpu_of(bench.server, round_trip(bench.server))
+    return float(cost)
+
+
+def slope(sizes: list[int], costs: list[float]) -> float:
+    """Least-squares µs per prior turn."""
+    mean_x, mean_y = statistics.fmean(sizes), statistics.fmean(costs)
+    num = sum((x - mean_x) * (y - mean_y) for x, y in zip(sizes, costs, strict=True))
+    return 1000 * num / sum((x - mean_x) ** 2 for x in sizes)
+
+
+async def alternate(benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int) -> dict[str, list[Any]]:
+    samples: dict[str, list[Any]] = {b.server.kind: [] for b in benches}
+    for _ in range(reps):
+        for bench in benches:
+            samples[bench.server.kind].append(await work(bench))
+    return samples
+
+
+async def measure(benches: list[Bench], sizes: list[int], reps: int) -> list[Row]:
+    rows: list[Row] = []
+    per_size: dict[str, dict[str, list[float]]] = {b.server.kind: {} for b in benches}
+    for size in sizes:
+        samples = await alternate(benches, lambda b, n=size: growth(b, n), reps)
+        for kind, runs in samples.items():
+            for request in ("new", "resume-full", "resume-empty"):
+                per_size[kind].setdefault(request, []).append(statistics.median(r[request] for r in runs))
+    for request in ("new", "resume-full", "resume-empty"):
+        adapter, baseline = per_size["adapter"][request], per_size["baseline"][request]
+        label = f"growth {request}"
+        rows.append(Row(label, "µs CPU / prior turn", slope(sizes, adapter), slope(sizes, baseline), ("<=", 2.0)))
+        rows.append(Row(label, f"ms CPU at {sizes[-1]} turns", adapter[-1], baseline[-1]))
+    small = await alternate(benches, lambda b: payload(b, 0), reps)
+    large = await alternate(benches, lambda b: payload(b, PAYLOAD_KB), reps)
+    per_kb = [(statistics.median(large[k]) - statistics.median(small[k])) / PAYLOAD_KB for k in ("adapter", "baseline")]
+    rows.append(Row("payload", "ms CPU / KB of body", *per_kb, ("<=", TARGETS["payload"])))
+    runs = await alternate(benches, fixed, max(reps // 2, 3))
+    rows.append(Row(f"fixed: {CONCURRENT} runs x 50 deltas", "ms CPU / run", *_medians(runs), ("<=", TARGETS["fixed"])))
+    trips = await alternate(benches, trip, reps * 3)
+    rows.append(Row("frontend round trip, SQLite", "ms CPU / round trip", *_medians(trips), ("<=", TARGETS["round trip"])))
+    return rows
+
+
+def _medians(samples: dict[str, list[float]]) -> tuple[float, float]:
+    return statistics.median(samples["adapter"]), statistics.median(samples["baseline"])
+
+
+async def capture(adapter: Bench, sizes: list[int]) -> None:
+    """Run every workload once on the adapter: the event lists the baseline replays, and a warm-up."""
+    for size in sizes:
+        await growth(adapter, size)
+    for kb in (0, PAYLOAD_KB):
+        await payload(adapter, kb)
+    await fixed(adapter)
+    first, second = await round_trip(adapter.server)
+    adapter.captured.update(interrupt=first, resume=second)
+
+
+async def profile(server: Server, out: Path, size: int) -> None:
+    import pstats
+
+    (await server.http.post("/__profile/start")).raise_for_status()
+    for _ in range(3):
+        await growth(Bench(server, {}), size)
+    (await server.http.post("/__profile/stop")).raise_for_status()
+    print(f"\n=== adapter, growth at {size} turns, 3 samples: adapter frames by cumulative time ===")
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("cumulative").print_stats(r"/adapter/", 30)
+    stats.sort_stats("tottime").print_stats(15)
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    sizes = [int(s) for s in args.sizes.split(",")]
+    captured: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="agui-bench-") as tmp:
+        out = Path(tmp, "server.pstats")
+        adapter = Server("adapter", "--db", str(Path(tmp, "turns.db")), "--profile-out", str(out))
+        servers = [adapter]
+        try:
+            await adapter.wait_ready()
+            await capture(Bench(adapter, captured), sizes)
+            events = Path(tmp, "events.json")
+            events.write_text(json.dumps(captured))
+            baseline = Server("baseline", "--events", str(events))
+            servers.append(baseline)
+            await baseline.wait_ready()
+            for server in servers:
+                await calibrate(server)
+            load, started = os.getloadavg()[0], time.perf_counter()
+            rows = await measure([Bench(server, captured) for server in servers], sizes, args.reps)
+            print(table(rows))
+            print(f"\n(medians of {args.reps} samples per side, alternating; {time.perf_counter() - started:.0f} s; "
+                  f"load average before: {load:.2f} on {os.cpu_count()} CPUs)")
+            if args.profile:
+                await profile(adapter, out, sizes[-1])
+        finally:
+            for server in servers:
+                await server.aclose()
+    missed = [row for row in rows if row.met is False]
+    print("all targets met" if not missed else "missed: " + ", ".join(f"{r.workload} {r.metric}" for r in missed))
+    return 1 if args.check and missed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--profile", action="store_true", help="profile the adapter at the largest size")
+    parser.add_argument("--reps", type=int, default=5, help="samples per side and size (>= 3)")
+    parser.add_argument("--sizes", default="0,100,1000", help="prior turns, comma-separated")
+    args = parser.parse_args(argv)
+    if args.reps < 3:
+        parser.error("--reps must be at least 3")
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
