@@ -58,7 +58,9 @@ class Server:
             [sys.executable, str(SERVER), kind, *options], stdout=subprocess.PIPE, text=True
         )
         self.url = f"http://127.0.0.1:{self._port()}"
-        self.http = httpx.AsyncClient(base_url=self.url, timeout=30.0, trust_env=False)
+        # Idle connections expire before uvicorn's 5 s keep-alive timeout closes them under the client.
+        limits = httpx.Limits(keepalive_expiry=2.0)
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=30.0, trust_env=False, limits=limits)
         self.probe_ms = 0.0
 
     def _port(self) -> int:
