@@ -5,6 +5,7 @@ and the stores are in `adapter.stores`.
 """
 
 from adapter._adapter import Adapter
+from adapter._config import HistoryMode
 from adapter._errors import AdapterError, ConfigurationError, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
@@ -26,6 +27,7 @@ __all__ = [
     "FormRequired",
     "FrontendOutcome",
     "FunctionTool",
+    "HistoryMode",
     "InputRequired",
     "Listener",
     "MemoryStore",

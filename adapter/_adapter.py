@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, get_args
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.core.capabilities import (
@@ -18,7 +18,7 @@ from ag_ui.core.capabilities import (
 
 from adapter import _thread_api
 from adapter._compat import for_unversioned_peer
-from adapter._config import EngineConfig
+from adapter._config import EngineConfig, HistoryMode
 from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
@@ -61,6 +61,10 @@ class Adapter:
         predict_state: Tools (server or client) whose arguments write part of the shared state: the
             state shows them while the model streams them, and keeps them if the call succeeds
             (docs/tools.md, "Predictive state updates").
+        history: Who keeps the conversation. "client" (the default): each input's `messages` are the
+            history, as AG-UI clients send it; the store keeps only what it lacks. "server": the stored
+            conversation is the history, and an input's `messages` only add the ones the store does not
+            hold (by message id), so a client may send just its new message (docs/stores.md).
         clock: The time source, for tests.
     """
 
@@ -81,6 +85,7 @@ class Adapter:
         claim_lease: timedelta = timedelta(minutes=5),
         client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
         predict_state: Iterable[PredictState] = (),
+        history: HistoryMode = "client",
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
@@ -89,6 +94,8 @@ class Adapter:
                 raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if history not in get_args(HistoryMode):
+            raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
         registered = list(forms)
         self.config = EngineConfig(
             backend=backend,
@@ -101,6 +108,7 @@ class Adapter:
             claim_lease=claim_lease,
             client_tool_policy=client_tool_policy,
             predictions=_predictions(predict_state),
+            history=history,
             clock=clock or (lambda: datetime.now(UTC)),
         )
         """The engine's frozen configuration, which every run reads."""
@@ -175,7 +183,7 @@ class Adapter:
         if entries is None:
             resolved = await _thread_api.queued_entries(self.config.store, thread_id)
         else:
-            record = await RecordHandle(self.config.store, thread_id).load()
+            record = await RecordHandle(self.config.store, thread_id).load(messages=False)
             resolved = _thread_api.resume_entries(record, entries, metadata)
         run_input = RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
         async for event in self.run(run_input):

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
@@ -15,6 +15,9 @@ from adapter._tools import BaseTool
 from adapter._types import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy
+
+HistoryMode = Literal["client", "server"]
+"""Who keeps a thread's conversation: the client, resending it with every input, or the server's store."""
 
 
 class BackgroundTasks:
@@ -47,6 +50,7 @@ class EngineConfig:
     listeners: tuple[Listener, ...]
     claim_lease: timedelta
     client_tool_policy: SchemaPolicy | None
+    history: HistoryMode
     clock: Callable[[], datetime]
     predictions: tuple[PredictState, ...] = ()
     background: BackgroundTasks = field(default_factory=BackgroundTasks)

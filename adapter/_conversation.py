@@ -8,7 +8,7 @@ missing, and answers to no call are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
@@ -49,21 +49,26 @@ def _answers_for(
     return placed
 
 
-def keep_server_activity(client: Sequence[Message], stored: Sequence[Message]) -> list[Message]:
+def keep_server_activity(
+    client: Sequence[Message], stored_ids: Sequence[str], cards: Mapping[str, ActivityMessage]
+) -> list[Message]:
     """The client's history, with the server's activity messages as the server stored them.
 
+    `stored_ids` are the ids of the stored conversation in order, `cards` its activity messages by id.
     A card the client sent back is replaced by the stored one, so a client can never move a form's
     status. Each card it left out goes right after the message it followed on the server, so a form's
     card stays where it was asked for.
     """
-    cards = {message.id: message for message in stored if isinstance(message, ActivityMessage)}
+    if not cards:
+        return list(client)
     merged = [cards.get(m.id, m) if isinstance(m, ActivityMessage) else m for m in client]
     present = {message.id for message in merged}
     previous: str | None = None
-    for message in stored:
-        if isinstance(message, ActivityMessage) and message.id not in present:
+    for message_id in stored_ids:
+        card = cards.get(message_id)
+        if card is not None and message_id not in present:
             at = next((i + 1 for i, m in enumerate(merged) if m.id == previous), len(merged))
-            merged.insert(at, message)
-            present.add(message.id)
-        previous = message.id
+            merged.insert(at, card)
+            present.add(message_id)
+        previous = message_id
     return merged

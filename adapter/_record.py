@@ -1,4 +1,4 @@
-"""What the store keeps for a thread: the open (suspended) turn and the last applied resume.
+"""What the store keeps for a thread beside its messages: the open (suspended) turn, the last applied resume.
 
 These records are the server's truth about a suspended turn: which calls wait for an answer, with
 which arguments, under which frozen response schema. A client's `messages` can never change them.
@@ -12,16 +12,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
-from ag_ui.core import Interrupt, Message
-from pydantic import BaseModel, Field, TypeAdapter
+from ag_ui.core import ActivityMessage, Interrupt, Message
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from adapter._types import JSON, wire_json
+from adapter.stores import StoredMessage, ThreadHead
 
 SuspensionKind = Literal["frontend", "approval", "input", "form", "backend"]
 """Why a call waits: a client tool, an approval before a server tool runs, a tool that asked for input
 (replayed once answered), the `request_user_input` control tool, or the backend's own interrupt."""
 
 _messages = TypeAdapter(list[Message])
+_activity = TypeAdapter(ActivityMessage)
 
 
 class PendingCall(BaseModel):
@@ -104,19 +106,19 @@ class AppliedResume(BaseModel):
 
 
 class ThreadRecord(BaseModel):
-    """Everything the store keeps for one thread."""
+    """The small records the store keeps beside a thread's messages (see `adapter.stores`)."""
 
     thread_id: str
-    messages: list[dict[str, Any]] = Field(default_factory=list)
-    """The thread's conversation as of its last run, as wire JSON, activity messages included."""
     open_turn: OpenTurn | None = None
     applied: AppliedResume | None = None
     queued: list[dict[str, Any]] | None = None
     """Resume entries accepted by `Adapter.submit_resume`, waiting for a worker to continue the turn."""
 
-    def conversation(self) -> list[Message]:
-        """The stored conversation as protocol messages."""
-        return _messages.validate_python(self.messages)
+    @classmethod
+    def from_head(cls, thread_id: str, head: ThreadHead) -> ThreadRecord:
+        """The records of a stored head. Only these small records are validated, never the messages."""
+        records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
+        return cls.model_validate({"thread_id": thread_id, **records})
 
 
 def answer_fingerprint(status: str, payload: JSON) -> str:
@@ -125,6 +127,20 @@ def answer_fingerprint(status: str, payload: JSON) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Messages as wire JSON, for storage."""
-    return [wire_json(message) for message in messages]
+def stored_message(message: Message) -> StoredMessage:
+    """A message as the store keeps it: wire JSON text, ASCII-escaped (a lone surrogate has no UTF-8 form)."""
+    return StoredMessage(message.id, message.role, json.dumps(wire_json(message)))
+
+
+def parse_messages(stored: Sequence[StoredMessage]) -> list[Message]:
+    """Stored messages as protocol messages, validated in one pass."""
+    text = "[" + ",".join(message.json for message in stored) + "]"
+    try:
+        return _messages.validate_json(text)
+    except ValidationError:
+        return _messages.validate_python(json.loads(text))  # pydantic's JSON parser refuses escaped lone surrogates
+
+
+def stored_cards(stored: Sequence[StoredMessage]) -> dict[str, ActivityMessage]:
+    """The activity messages (form cards) among stored messages, by id; no other message is decoded."""
+    return {m.id: _activity.validate_python(json.loads(m.json)) for m in stored if m.role == "activity"}

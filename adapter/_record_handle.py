@@ -1,4 +1,4 @@
-"""The handle on one thread's stored record (`_record`): loaded once per run, claimed and saved by compare-and-set."""
+"""The handle on one thread in the store: its records (`_record`) read once, its messages written a turn at a time."""
 
 from __future__ import annotations
 
@@ -10,35 +10,88 @@ from typing import Any
 from ag_ui.core import Message
 
 from adapter import _errors as codes
+from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
-from adapter._record import AppliedResume, OpenTurn, ThreadRecord, dump_messages
-from adapter.stores import StoreConflict, TurnStore
+from adapter._record import AppliedResume, OpenTurn, ThreadRecord, parse_messages, stored_cards, stored_message
+from adapter.stores import StaleClaim, StoreConflict, StoredMessage, ThreadChange, ThreadHead, TurnStore
 
 log = logging.getLogger("adapter.record")
 
 
 class RecordHandle:
-    """The record of one thread as this run last read or wrote it."""
+    """The thread as this run last read or wrote it.
+
+    The run's history and the store agree on `history[:synced]`, position for position; a save
+    appends the rest, replaces the form cards that moved, and sets the records that changed.
+    After a claim every save carries the claim number as its fence.
+    """
 
     def __init__(self, store: TurnStore, thread_id: str) -> None:
         self.store = store
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id)
         self.version = 0
-        self._before_claim: ThreadRecord | None = None
+        self.stored: Sequence[StoredMessage] = ()
+        self.synced = 0
+        self._keep: int | None = None
+        self._head: ThreadHead | None = None
+        self._fence: int | None = None
+        self._conversation: list[Message] | None = None
 
-    async def load(self) -> ThreadRecord | None:
-        """Read the thread's record; None when the thread has never been stored."""
-        stored = await self.store.load(self.thread_id)
+    async def load(self, *, messages: bool = True) -> ThreadRecord | None:
+        """Read the thread's records (and its messages, unless told not to); None for a new thread."""
+        stored = await self.store.load(self.thread_id, since=0 if messages else None)
         if stored is None:
             return None
-        self.record, self.version = ThreadRecord.model_validate(stored.document), stored.version
+        self._head, self.version = stored.head, stored.head.version
+        self.record = ThreadRecord.from_head(self.thread_id, stored.head)
+        self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
         return self.record
+
+    def conversation(self) -> list[Message]:
+        """The stored messages as protocol messages, validated once per request."""
+        if self._conversation is None:
+            self._conversation = parse_messages(self.stored)
+        return list(self._conversation)
+
+    def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
+        """The history a new run starts from.
+
+        Server-kept: the stored conversation, plus the client's messages the store does not hold.
+        Client-kept: the client's messages, with the server's form cards as stored; the store keeps
+        the part it already holds and, if the client rewrote its history, drops the rest.
+        """
+        if server_kept:
+            history, known = self.conversation(), {message.id for message in self.stored}
+            for message in client:
+                if message.id not in known:
+                    known.add(message.id)
+                    history.append(message)
+            return history
+        history = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
+        self.synced = next(
+            (i for i, (ours, theirs) in enumerate(zip(history, self.stored, strict=False)) if ours.id != theirs.id),
+            min(len(history), len(self.stored)),
+        )
+        self._keep = self.synced if self.synced < len(self.stored) else None
+        return history
+
+    def resumed_history(self, client: Sequence[Message]) -> tuple[list[Message], bool]:
+        """The history a resume continues, and whether the client's messages already hold all of it.
+
+        The history is the stored conversation: the truth about the open turn, whatever the client sent.
+        The client holds it when its messages have the stored ids in order, form cards aside.
+        """
+        merged = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
+        count = len(self.stored)
+        held = len(merged) >= count and all(
+            ours.id == theirs.id for ours, theirs in zip(merged[:count], self.stored, strict=True)
+        )
+        return self.conversation(), held
 
     async def claim(self, gate: Resume, run_id: str, now: datetime) -> None:
         """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins."""
-        self._before_claim = self.record.model_copy(deep=True)
         claimed = gate.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
         applied = AppliedResume(
             run_id=run_id,
@@ -46,31 +99,36 @@ class RecordHandle:
             request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
             action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
         )
-        record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
+        change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
         try:
-            await self._save(record)
+            await self._save(change)
         except StoreConflict:
             raise ResumeError("another request resumed this turn first", code=codes.RESUME_CONFLICT) from None
+        assert self._head is not None  # a turn to claim was loaded
+        self._fence = self._head.claim + 1
+        self.record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
 
     async def queue(self, entries: list[dict[str, Any]]) -> None:
         """Store submitted answers for a worker to apply; a racing submission gets RESUME_CONFLICT."""
         try:
-            await self._save(self.record.model_copy(update={"queued": entries}))
+            await self._save(ThreadChange(queued=entries))
         except StoreConflict:
             raise ResumeError("the turn changed while the answers were submitted", code=codes.RESUME_CONFLICT) from None
 
     async def release(self) -> None:
-        """Give the turn back untouched, after a resume failed before it applied anything."""
-        if self._before_claim is None:
+        """Give the turn back as it was read, after a resume failed before it applied anything."""
+        head = self._head
+        if self._fence is None or head is None:
             return
         try:
-            await self._save(self._before_claim)
+            await self._save(ThreadChange(open_turn=head.open_turn, applied=head.applied, queued=head.queued))
         except StoreConflict:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
 
-    async def close_turn(self, history: Sequence[Message]) -> None:
+    async def close_turn(self, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
         """The open turn's answers are applied: store them; nothing waits on this thread any more."""
-        await self._save(self.record.model_copy(update={"open_turn": None, "messages": dump_messages(history)}))
+        await self._save(self._change(history, moved, open_turn=None), history)
+        self.record = self.record.model_copy(update={"open_turn": None})
 
     async def open_turn(
         self, turn: OpenTurn, history: Sequence[Message], resumed_outcome: dict[str, Any] | None
@@ -81,48 +139,72 @@ class RecordHandle:
             applied = None  # a newer interrupted run supersedes earlier answers: replaying them is unknown (RES-9)
         elif applied is not None:
             applied = applied.model_copy(update={"outcome": resumed_outcome})
-        update = {"open_turn": turn, "applied": applied, "messages": dump_messages(history)}
+        change = self._change(history, open_turn=_json(turn), applied=_json(applied) if applied else None)
         try:
-            await self._save(self.record.model_copy(update=update))
+            await self._save(change, history)
         except StoreConflict:
             message = "the thread changed while this run was in progress"
             raise AdapterError(message, code=codes.THREAD_CONFLICT) from None
+        self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
     async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
         """Store the conversation of a finished run, and how a resumed run ended (for replays)."""
-        messages = dump_messages(history)
 
-        def finished(record: ThreadRecord) -> ThreadRecord:
-            applied = record.applied
+        def finished() -> ThreadChange:
+            applied = self.record.applied
             if resumed_outcome is not None and applied is not None and applied.run_id == run_id:
-                applied = applied.model_copy(update={"outcome": resumed_outcome})
-            return record.model_copy(update={"messages": messages, "applied": applied})
+                return self._change(history, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
+            return self._change(history)
 
-        await self._update(finished)
+        await self._update(finished, history)
 
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
         """Remember how a resumed run ended, so that a replay of its resume ends the same way."""
 
-        def recorded(record: ThreadRecord) -> ThreadRecord:
-            applied = record.applied
+        def recorded() -> ThreadChange | None:
+            applied = self.record.applied
             if applied is None or applied.run_id != run_id:
-                return record
-            return record.model_copy(update={"applied": applied.model_copy(update={"outcome": outcome})})
+                return None
+            return ThreadChange(applied=_json(applied.model_copy(update={"outcome": outcome})))
 
         await self._update(recorded)
 
-    async def _update(self, change: Callable[[ThreadRecord], ThreadRecord], attempts: int = 3) -> None:
-        """Apply `change` to the latest record, re-reading it when another request wrote in between."""
+    async def _update(
+        self, change: Callable[[], ThreadChange | None], history: Sequence[Message] | None = None, attempts: int = 3
+    ) -> None:
+        """Save `change()` against the latest records, re-reading them when another request wrote in between.
+
+        After a conflict the run's history replaces the stored one whole: the last writer's conversation wins.
+        """
         for _ in range(attempts):
+            wanted = change()
+            if wanted is None:
+                return
             try:
-                await self._save(change(self.record))
+                await self._save(wanted, history)
+                return
+            except StaleClaim:
+                log.warning("thread %s was claimed by another run; this run's update was refused", self.thread_id)
                 return
             except StoreConflict:
-                await self.load()
+                await self.load(messages=False)
+                if history is not None:
+                    self.synced, self._keep = 0, 0  # the stored conversation is unknown now: replace it whole
         log.warning("thread %s kept changing; an update was dropped", self.thread_id)
 
-    async def _save(self, record: ThreadRecord) -> None:
-        self.version = await self.store.save(
-            self.thread_id, record.model_dump(mode="json"), expected_version=self.version
-        )
-        self.record = record
+    def _change(self, history: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> ThreadChange:
+        moved_ids = {message.id for message in moved}
+        kept = history[: self.synced] if moved_ids else ()
+        replace = {i: stored_message(m) for i, m in enumerate(kept) if m.id in moved_ids}
+        append = [stored_message(message) for message in history[self.synced :]]
+        return ThreadChange(append=append, replace=replace, keep=self._keep, **records)
+
+    async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
+        self.version = await self.store.save(self.thread_id, change, expected_version=self.version, fence=self._fence)
+        self._keep = None
+        if history is not None:
+            self.synced = len(history)
+
+
+def _json(model: OpenTurn | AppliedResume) -> dict[str, Any]:
+    return model.model_dump(mode="json")

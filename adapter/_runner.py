@@ -35,7 +35,6 @@ from adapter import _errors as codes
 from adapter._answers import Settled, settle_answers
 from adapter._calls import CallBudget, run_calls
 from adapter._config import EngineConfig
-from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._events import activity_event, result_event, token_usage
 from adapter._forms import pending_form
@@ -117,8 +116,7 @@ class Run:
         if isinstance(gate, Resume):
             stream = self._resume(gate, toolset)
         else:
-            stored = record.conversation() if record else []
-            history = keep_server_activity(self.input.messages, stored)
+            history = self.handle.history(self.input.messages, server_kept=self.config.history == "server")
             await self._notify(TurnEventType.TURN_STARTED)
             stream = self._model_loop(history, self.input.state, toolset)
         async for event in stream:
@@ -129,8 +127,11 @@ class Run:
         self.turn_id = gate.turn.turn_id
         self.budget = CallBudget(self.config.max_tool_calls, frozenset(gate.turn.counted_calls))
         self.deferred = frozenset(gate.turn.deferred_calls)
-        history = self.handle.record.conversation()
-        yield MessagesSnapshotEvent(messages=history)  # makes the answered calls known (SNAP-1b, RES-2)
+        history, held = self.handle.resumed_history(self.input.messages)
+        if not held:
+            # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
+            # does not know (RES-2); a client that sent the whole thread needs no restatement.
+            yield MessagesSnapshotEvent(messages=history)
         settled = await self._apply(gate, toolset, history)
         for activity in settled.activities:
             yield activity_event(activity)
@@ -167,7 +168,7 @@ class Run:
             await self.handle.release()
             raise
         settled.apply_to(history, self.turn_id, self.config.now())
-        await self.handle.close_turn(history)
+        await self.handle.close_turn(history, settled.activities)
         return settled
 
     async def _model_loop(
@@ -231,7 +232,7 @@ class Run:
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
             yield activity_event(form)
-        yield MessagesSnapshotEvent(messages=history)
+        yield MessagesSnapshotEvent(messages=history)  # SNAP-1a: the whole history before an interrupt's RUN_FINISHED
         shown = shown_state(state, pending)  # what the client shows, predictions of waiting calls included
         if shown is not None:
             yield StateSnapshotEvent(snapshot=shown)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -61,7 +62,7 @@ async def submit_resume(
 ) -> bool:
     """Check the answers against the open turn and store them for `resume`; False if already applied."""
     handle = RecordHandle(config.store, thread_id)
-    record = await handle.load()
+    record = await handle.load(messages=False)
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
     gate = check_resume(
@@ -79,7 +80,7 @@ async def submit_resume(
 
 async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
     """The answers `submit_resume` stored for the thread."""
-    record = await RecordHandle(store, thread_id).load()
+    record = await RecordHandle(store, thread_id).load(messages=False)
     if record is None or not record.queued:
         raise ResumeError("no answers were submitted for this thread", code=codes.RESUME_REQUIRED)
     return [ResumeEntry.model_validate(entry) for entry in record.queued]
@@ -87,12 +88,14 @@ async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
 
 async def read_thread(store: TurnStore, thread_id: str) -> dict[str, Any] | None:
     """The stored conversation (form cards included) and any open interrupts, as wire JSON."""
-    record = await RecordHandle(store, thread_id).load()
+    handle = RecordHandle(store, thread_id)
+    record = await handle.load()
     if record is None:
         return None
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
-    return {"threadId": thread_id, "messages": record.messages, "interrupts": interrupts}
+    messages = [json.loads(message.json) for message in handle.stored]
+    return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
 
 
 async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
@@ -102,7 +105,8 @@ async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
-    history: list[Message] = record.conversation()
+    history = handle.conversation()
+    moved: list[Message] = []
     for call in turn.pending:
         if call.tool_call_id is None:
             continue  # a backend's own interrupt: no call to answer
@@ -115,8 +119,9 @@ async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
             )
         )
         with contextlib.suppress(ActivityConflict):  # a card already settled has nothing to cancel
-            move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=config.now())
-    await handle.close_turn(history)
+            card = move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=config.now())
+            moved.extend([card] if card else [])
+    await handle.close_turn(history, moved)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(
         config.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)

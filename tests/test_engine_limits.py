@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, MemoryStore, ScriptedBackend, tool
 from adapter.backends import Call, Rule
-from adapter.stores import StoreConflict, Versioned
+from adapter.stores import StoreConflict, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Clock, Kit, MakeAdapter, Serve
 
 
 class BrokenStore(MemoryStore):
-    async def load(self, thread_id: str) -> Versioned | None:
+    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
         raise RuntimeError("disk on fire: /secret/path")
 
 
@@ -50,11 +50,13 @@ class RacingStore(MemoryStore):
 
     race = False
 
-    async def save(self, thread_id: str, document: dict[str, Any], *, expected_version: int) -> int:
-        if self.race and document.get("open_turn", {}) and document["open_turn"].get("claimed_by"):
+    async def save(
+        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+    ) -> int:
+        if self.race and change.claim:
             self.race = False
             raise StoreConflict(thread_id, expected_version)
-        return await super().save(thread_id, document, expected_version=expected_version)
+        return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
 
 
 async def test_a_claim_that_loses_a_race_changes_nothing(serve: Serve, make_adapter: MakeAdapter, kit: Kit) -> None:
@@ -79,15 +81,11 @@ async def test_a_claim_left_by_a_crashed_replica_expires_with_its_lease(
     served = await serve(make_adapter(store=store, clock=clock, claim_lease=timedelta(minutes=5)))
     thread = served.client.thread(tools=FRONTEND_TOOLS)
     (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
-    stored = await served.call(store.load(thread.id))
+    stored = await served.call(store.load(thread.id, since=None))
     assert stored is not None
-    crashed = dict(stored.document)
-    crashed["open_turn"] = {
-        **crashed["open_turn"],
-        "claimed_by": "run-on-a-dead-replica",
-        "claimed_at": clock.now.isoformat(),
-    }
-    await served.call(store.save(thread.id, crashed, expected_version=stored.version))
+    crashed = {**stored.head.open_turn, "claimed_by": "run-on-a-dead-replica", "claimed_at": clock.now.isoformat()}
+    claimed = ThreadChange(open_turn=crashed, claim=True)
+    await served.call(store.save(thread.id, claimed, expected_version=stored.head.version))
     entry = resolved(interrupt["id"], {"approved": True})
 
     while_held = await thread.resume(entry)

@@ -17,6 +17,7 @@ DOORS = {
         "FormRequired",
         "FrontendOutcome",
         "FunctionTool",
+        "HistoryMode",
         "InputRequired",
         "Listener",
         "MemoryStore",
@@ -62,7 +63,19 @@ DOORS = {
         "split_deltas",
         "summarize",
     ],
-    "adapter.stores": ["MemoryStore", "SQLiteStore", "StoreConflict", "TurnStore", "Versioned"],
+    # A store author's kit: the protocol, what it reads and writes, its errors; and the stores that ship.
+    "adapter.stores": [
+        "KEEP",
+        "MemoryStore",
+        "SQLiteStore",
+        "StaleClaim",
+        "StoreConflict",
+        "StoredMessage",
+        "StoredThread",
+        "ThreadChange",
+        "ThreadHead",
+        "TurnStore",
+    ],
 }
 
 # ../shared/DESIGN.md "Public surface": names tests and users outside the package import from `adapter`.

@@ -15,7 +15,7 @@ from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, Reply, Thread, cancelled, new_id, resolved, run_input, user
 
 from adapter import ScriptedBackend
-from adapter.stores import Versioned
+from adapter.stores import StoredThread
 
 if TYPE_CHECKING:
     from conftest import Clock, Connect, Kit, MakeAdapter, Serve, Served
@@ -34,7 +34,7 @@ class Suspended:
         (interrupt,) = self.first.interrupts
         return interrupt
 
-    async def stored(self) -> Versioned | None:
+    async def stored(self) -> StoredThread | None:
         assert self.served.adapter is not None
         return await self.served.call(self.served.adapter.store.load(self.thread.id))
 
@@ -63,7 +63,7 @@ def assert_refused(reply: Reply, code: str) -> None:
     assert isinstance(reply.error["message"], str) and reply.error["message"]
 
 
-async def assert_still_resumable(suspended: Suspended, kit: Kit, before: Versioned | None) -> None:
+async def assert_still_resumable(suspended: Suspended, kit: Kit, before: StoredThread | None) -> None:
     """The refused input changed nothing: the record is as it was and a valid resume still applies."""
     assert kit.count("send_email") == 0
     assert await suspended.stored() == before

@@ -1,7 +1,27 @@
-"""Turn stores: where suspended turns wait for their resume."""
+"""Turn stores: where threads and their suspended turns are kept (the layout is in `_protocol`)."""
 
 from adapter.stores._memory import MemoryStore
-from adapter.stores._protocol import StoreConflict, TurnStore, Versioned
+from adapter.stores._protocol import (
+    KEEP,
+    StaleClaim,
+    StoreConflict,
+    StoredMessage,
+    StoredThread,
+    ThreadChange,
+    ThreadHead,
+    TurnStore,
+)
 from adapter.stores._sqlite import SQLiteStore
 
-__all__ = ["MemoryStore", "SQLiteStore", "StoreConflict", "TurnStore", "Versioned"]
+__all__ = [
+    "KEEP",
+    "MemoryStore",
+    "SQLiteStore",
+    "StaleClaim",
+    "StoreConflict",
+    "StoredMessage",
+    "StoredThread",
+    "ThreadChange",
+    "ThreadHead",
+    "TurnStore",
+]

@@ -9,19 +9,44 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, Literal, TypeVar
 
-from adapter.stores._protocol import StoreConflict, Versioned
+from adapter.stores._protocol import (
+    JSONValue,
+    StaleClaim,
+    StoreConflict,
+    StoredMessage,
+    StoredThread,
+    ThreadChange,
+    ThreadHead,
+)
+from adapter.stores._sqlite_migrate import migrate_documents
 
 _T = TypeVar("_T")
 
 _BUSY_TIMEOUT_MS: Final = 5_000
 _WAL_RETRY_PAUSE: Final = 0.01
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS agui_turns (
-    thread_id TEXT PRIMARY KEY,
-    version   INTEGER NOT NULL,
-    document  TEXT NOT NULL
+_SCHEMA: Final = (
+    """
+    CREATE TABLE IF NOT EXISTS agui_threads (
+        thread_id     TEXT PRIMARY KEY,
+        version       INTEGER NOT NULL,
+        claim         INTEGER NOT NULL,
+        message_count INTEGER NOT NULL,
+        open_turn     TEXT NOT NULL DEFAULT 'null',
+        applied       TEXT NOT NULL DEFAULT 'null',
+        queued        TEXT NOT NULL DEFAULT 'null'
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS agui_messages (
+        thread_id  TEXT NOT NULL,
+        position   INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        role       TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        PRIMARY KEY (thread_id, position)
+    ) WITHOUT ROWID
+    """,
 )
-"""
 
 
 class SQLiteStore:
@@ -31,13 +56,17 @@ class SQLiteStore:
 
     - Every call runs on one worker thread that owns the connection, so the event loop never blocks
       on disk or on a lock. Calls from one store instance are serialised in order.
-    - The file is opened, switched to WAL journal mode and given its table on first use.
+    - The file is opened, switched to WAL journal mode and given its tables on first use: a thread's
+      head in `agui_threads`, its messages one row each in `agui_messages`. A file from before this
+      layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one transaction.
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
-      version is read, so two instances (or processes) racing on one thread serialise, and the loser
-      gets `StoreConflict` with nothing changed. A writer that can't get the lock within the busy
-      timeout (5 s) fails with `sqlite3.OperationalError`, which is not a conflict.
-    - Documents are stored as JSON text, serialised before the call returns to the loop, so callers
-      may mutate their dict afterwards; `load` returns a fresh copy each time.
+      version and claim number are read, so two instances (or processes) racing on one thread
+      serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
+      that can't get the lock within the busy timeout (5 s) fails with `sqlite3.OperationalError`,
+      which is not a conflict. A save writes the rows it changes: appended messages, replaced ones,
+      the head; never the rest of the thread.
+    - Head records are serialised before the call returns to the loop, so callers may mutate their
+      values afterwards; `load` returns fresh copies each time.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
 
@@ -60,22 +89,25 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-sqlite")
         self._closed = False
 
-    async def load(self, thread_id: str) -> Versioned | None:
-        """Return the thread's document and version, or None when the thread has none."""
-        return await self._call(self._load, thread_id)
+    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
+        """Return the thread's head and its messages from position `since` on, or None for no thread."""
+        return await self._call(self._load, thread_id, since)
 
-    async def save(self, thread_id: str, document: dict[str, Any], *, expected_version: int) -> int:
-        """Store `document` if the thread is still at `expected_version` (0: absent).
+    async def save(
+        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+    ) -> int:
+        """Write `change` if the thread is at `expected_version` (0: absent) and, with `fence`, at that claim.
 
         Returns:
             The new version, `expected_version + 1`.
 
         Raises:
+            StaleClaim: `fence` is not the thread's claim number; nothing was written.
             StoreConflict: The stored version differs from `expected_version`; nothing was written.
         """
-        # ASCII-escaped: a lone surrogate from client JSON would not encode to UTF-8 for SQLite.
-        text = json.dumps(document)
-        return await self._call(self._save, thread_id, text, expected_version)
+        # Serialised before the call returns to the loop, so callers may mutate their values afterwards.
+        records = {name: _text(value) for name, value in change.records().items()}
+        return await self._call(self._save, thread_id, change, records, expected_version, fence)
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread."""
@@ -100,7 +132,9 @@ class SQLiteStore:
                 connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
                 _enable_wal(connection)
                 connection.execute(f"PRAGMA synchronous = {self._synchronous}")
-                connection.execute(_SCHEMA)
+                for statement in _SCHEMA:
+                    connection.execute(statement)
+                migrate_documents(connection)
             except BaseException:
                 connection.close()
                 raise
@@ -112,36 +146,96 @@ class SQLiteStore:
             self._connection.close()
             self._connection = None
 
-    def _load(self, thread_id: str) -> Versioned | None:
-        row = (
-            self._connect()
-            .execute("SELECT document, version FROM agui_turns WHERE thread_id = ?", (thread_id,))
-            .fetchone()
-        )
-        if row is None:
-            return None
-        return Versioned(json.loads(row[0]), row[1])
+    def _load(self, thread_id: str, since: int | None) -> StoredThread | None:
+        connection = self._connect()
+        # One read transaction, so the head and the messages are of the same version.
+        connection.execute("BEGIN")
+        try:
+            row = connection.execute(
+                "SELECT version, claim, message_count, open_turn, applied, queued "
+                "FROM agui_threads WHERE thread_id = ?",
+                (thread_id,),
+            ).fetchone()
+            if row is None:
+                return None
+            head = ThreadHead(row[0], row[1], row[2], *(json.loads(text) for text in row[3:]))
+            start = head.message_count if since is None else min(max(since, 0), head.message_count)
+            rows = connection.execute(
+                "SELECT message_id, role, body FROM agui_messages "
+                "WHERE thread_id = ? AND position >= ? ORDER BY position",
+                (thread_id, start),
+            ).fetchall()
+        finally:
+            connection.execute("COMMIT")
+        return StoredThread(head, start, [StoredMessage(*row) for row in rows])
 
-    def _save(self, thread_id: str, text: str, expected_version: int) -> int:
+    def _save(
+        self, thread_id: str, change: ThreadChange, records: dict[str, str], expected_version: int, fence: int | None
+    ) -> int:
         connection = self._connect()
         # IMMEDIATE takes the write lock before the read, so no other writer can slip in between.
         connection.execute("BEGIN IMMEDIATE")
         try:
-            row = connection.execute("SELECT version FROM agui_turns WHERE thread_id = ?", (thread_id,)).fetchone()
-            current = 0 if row is None else int(row[0])
-            if current != expected_version:
+            row = connection.execute(
+                "SELECT version, claim, message_count FROM agui_threads WHERE thread_id = ?", (thread_id,)
+            ).fetchone()
+            version, claim, count = row if row is not None else (0, 0, 0)
+            if fence is not None and claim != fence:
+                raise StaleClaim(thread_id, expected_version, fence)
+            if version != expected_version:
                 raise StoreConflict(thread_id, expected_version)
-            connection.execute(
-                "INSERT INTO agui_turns (thread_id, version, document) VALUES (?, ?, ?) "
-                "ON CONFLICT (thread_id) DO UPDATE SET version = excluded.version, document = excluded.document",
-                (thread_id, current + 1, text),
+            change.check(count)
+            count = _write_messages(connection, thread_id, change, count)
+            _write_head(
+                connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None
             )
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
-        return current + 1
+        return version + 1
+
+
+def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, count: int) -> int:
+    """Apply the change's messages; return the thread's new message count."""
+    if change.keep is not None:
+        connection.execute("DELETE FROM agui_messages WHERE thread_id = ? AND position >= ?", (thread_id, change.keep))
+        count = change.keep
+    connection.executemany(
+        "UPDATE agui_messages SET message_id = ?, role = ?, body = ? WHERE thread_id = ? AND position = ?",
+        [(m.id, m.role, m.json, thread_id, position) for position, m in change.replace.items()],
+    )
+    connection.executemany(
+        "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
+        [(thread_id, count + offset, m.id, m.role, m.json) for offset, m in enumerate(change.append)],
+    )
+    return count + len(change.append)
+
+
+def _write_head(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    numbers: tuple[int, int, int],
+    records: dict[str, str],
+    *,
+    exists: bool,
+) -> None:
+    columns = ["version", "claim", "message_count", *records]  # record names come from _RECORDS, never from input
+    values = [*numbers, *records.values()]
+    if exists:
+        assignments = ", ".join(f"{column} = ?" for column in columns)
+        connection.execute(f"UPDATE agui_threads SET {assignments} WHERE thread_id = ?", (*values, thread_id))
+    else:
+        marks = ", ".join("?" for _ in range(len(columns) + 1))
+        connection.execute(
+            f"INSERT INTO agui_threads (thread_id, {', '.join(columns)}) VALUES ({marks})", (thread_id, *values)
+        )
+
+
+def _text(value: JSONValue) -> str:
+    # ASCII-escaped: a lone surrogate from client JSON would not encode to UTF-8 for SQLite.
+    return json.dumps(value)
 
 
 def _enable_wal(connection: sqlite3.Connection) -> None:

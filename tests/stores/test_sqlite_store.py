@@ -1,0 +1,172 @@
+"""What SQLiteStore adds to the contract: a file shared by instances, WAL, close, and the migration of old files."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from adapter import Adapter, FormDefinition, ScriptedBackend
+from adapter.backends import Call, Rule
+from adapter.stores import SQLiteStore, StoreConflict, StoredMessage, ThreadChange
+
+LEGACY = Path(__file__).with_name("legacy_v1.db")
+"""Written by the one-document-per-thread layout (before issue 10): five threads in telling states."""
+
+
+def msg(message_id: str) -> StoredMessage:
+    return StoredMessage(message_id, "user", f'{{"id": "{message_id}", "role": "user", "content": "hi"}}')
+
+
+@pytest.fixture
+async def sqlite_pair(tmp_path: Path) -> AsyncIterator[tuple[SQLiteStore, SQLiteStore]]:
+    """Two independent store instances on one file, as two replicas would have."""
+    first, second = SQLiteStore(tmp_path / "shared.db"), SQLiteStore(tmp_path / "shared.db")
+    yield first, second
+    await first.close()
+    await second.close()
+
+
+async def test_data_survives_a_new_instance(tmp_path: Path) -> None:
+    before = SQLiteStore(tmp_path / "turns.db")
+    await before.save("t1", ThreadChange(append=[msg("m0")], open_turn={"open": ["i1"]}), expected_version=0)
+    await before.close()
+
+    after = SQLiteStore(tmp_path / "turns.db")
+    try:
+        loaded = await after.load("t1")
+        assert loaded is not None
+        assert (loaded.head.open_turn, loaded.head.version, list(loaded.messages)) == ({"open": ["i1"]}, 1, [msg("m0")])
+        assert await after.save("t1", ThreadChange(open_turn=None), expected_version=1) == 2
+    finally:
+        await after.close()
+
+
+async def test_instances_on_one_file_see_each_others_writes(sqlite_pair: tuple[SQLiteStore, SQLiteStore]) -> None:
+    first, second = sqlite_pair
+    await first.save("t1", ThreadChange(append=[msg("by-first")]), expected_version=0)
+
+    loaded = await second.load("t1")
+
+    assert loaded is not None and [m.id for m in loaded.messages] == ["by-first"]
+    with pytest.raises(StoreConflict):
+        await second.save("t1", ThreadChange(append=[msg("by-second")]), expected_version=0)
+
+
+async def test_cas_across_instances_has_exactly_one_winner(sqlite_pair: tuple[SQLiteStore, SQLiteStore]) -> None:
+    first, second = sqlite_pair
+    for version in range(5):
+        results = await asyncio.gather(
+            *(
+                instance.save("t1", ThreadChange(append=[msg(f"r{version}w{i}")]), expected_version=version)
+                for i, instance in enumerate([first, second] * 5)
+            ),
+            return_exceptions=True,
+        )
+
+        assert sum(result == version + 1 for result in results) == 1
+        assert sum(isinstance(result, StoreConflict) for result in results) == 9
+    loaded = await first.load("t1")
+    assert loaded is not None and [m.id[:2] for m in loaded.messages] == ["r0", "r1", "r2", "r3", "r4"]
+
+
+async def test_uses_the_wal_journal(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "turns.db")
+    await store.save("t1", ThreadChange(), expected_version=0)
+    await store.close()
+
+    # Header bytes 18-19 are the file format versions; 2 means WAL, and it persists after close.
+    assert (tmp_path / "turns.db").read_bytes()[18:20] == b"\x02\x02"
+
+
+async def test_refuses_use_after_close(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "turns.db")
+    await store.close()
+    await store.close()
+
+    with pytest.raises(RuntimeError, match="closed"):
+        await store.load("t1")
+
+
+def legacy_documents(path: Path) -> dict[str, tuple[int, dict[str, object]]]:
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT thread_id, version, document FROM agui_turns").fetchall()
+    return {thread_id: (version, json.loads(text)) for thread_id, version, text in rows}
+
+
+async def test_a_file_of_the_old_layout_migrates_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(LEGACY, path)
+    documents = legacy_documents(path)
+    assert set(documents) == {"finished", "open-frontend", "resumed", "open-form", "queued"}
+
+    store = SQLiteStore(path)
+    try:
+        for thread_id, (version, document) in documents.items():
+            loaded = await store.load(thread_id)
+            assert loaded is not None
+            head = loaded.head
+            assert (head.version, head.claim, head.message_count) == (version, 0, len(document["messages"]))
+            assert (head.open_turn, head.applied, head.queued) == tuple(
+                document.get(name) for name in ("open_turn", "applied", "queued")
+            )
+            assert [json.loads(m.json) for m in loaded.messages] == document["messages"]
+            assert [(m.id, m.role) for m in loaded.messages] == [(m["id"], m["role"]) for m in document["messages"]]
+        await store.save("resumed", ThreadChange(append=[msg("after")]), expected_version=documents["resumed"][0])
+    finally:
+        await store.close()
+
+    with sqlite3.connect(path) as connection:
+        tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    assert "agui_turns" not in tables
+
+
+async def test_instances_racing_to_migrate_one_file_move_each_thread_once(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(LEGACY, path)
+    stores = [SQLiteStore(path) for _ in range(4)]
+    try:
+        loaded = await asyncio.gather(*(store.load("resumed") for store in stores))
+        assert {(t.head.version, t.head.message_count) for t in loaded if t is not None} == {(4, 4)}
+    finally:
+        for store in stores:
+            await store.close()
+
+
+async def test_an_adapter_resumes_the_turns_of_a_migrated_file(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(LEGACY, path)
+    # The rules the file was written with: the open turns continue where they stopped.
+    backend = ScriptedBackend(
+        [
+            Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it."),
+            Rule(r"contact", steps=[[Call("request_user_input", {"formKey": "contact"})]], reply="Thanks."),
+        ]
+    )
+    contact = FormDefinition(
+        "contact", "Contact details.", {"type": "object", "properties": {"email": {"type": "string"}}}
+    )
+    adapter = Adapter(backend, forms=[contact], store=SQLiteStore(path))
+    try:
+        opened = await adapter.thread("open-frontend")
+        assert opened is not None
+        (interrupt,) = opened["interrupts"]
+        entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"navigated": True}}
+        resumed = [event async for event in adapter.resume("open-frontend", [entry])]
+        queued = [event async for event in adapter.resume("queued")]
+
+        for events in (resumed, queued):
+            assert events[-1].type == "RUN_FINISHED" and events[-1].outcome.type == "success"
+        after = await adapter.thread("queued")
+        assert after is not None and after["interrupts"] == []
+        cards = [m for m in after["messages"] if m["role"] == "activity"]
+        assert [card["content"]["status"] for card in cards] == ["SUBMITTED"]
+        finished = await adapter.thread("resumed")
+        assert finished is not None and [m["role"] for m in finished["messages"]][-1] == "assistant"
+    finally:
+        await adapter.aclose()
