@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app
+from adapter import Adapter, HistoryMode, ScriptedBackend, SQLiteStore, create_app
 from examples import form_assist, serving
 from examples.backend_choice import choose_backend
 from examples.demo_agent import HELP, RULES, forms, tools
@@ -34,12 +34,14 @@ def build_app(
     db_path: str = "demo.db",
     *,
     frontend_outcome: FrontendOutcome = "interrupt",
+    history: HistoryMode = "client",
     inspector: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Starlette:
     """The demo app: the page at / (a JSON hint for non-browsers), its files under /static, the adapter at /agui.
 
     `frontend_outcome="pending"` serves clients older than AG-UI 1.0 (see the README's Interop section);
+    `history="server"` keeps the conversation in the store, so a client may send only new messages;
     `inspector=True` serves the agui-inspector page at /agui/inspector/;
     `environ` may put a real agent behind it (`examples/backend_choice.py`).
     """
@@ -51,6 +53,7 @@ def build_app(
         forms=forms,
         store=SQLiteStore(db_path),
         frontend_outcome=frontend_outcome,
+        history=history,
     )
 
     async def index(request: Request) -> Response:
@@ -83,12 +86,24 @@ def main(argv: list[str] | None = None) -> None:
         default="interrupt",
         help="how a client-tool call ends the run; 'pending' for clients older than AG-UI 1.0",
     )
+    parser.add_argument(
+        "--history",
+        choices=["client", "server"],
+        default="client",
+        help="who keeps the conversation; 'server' lets a client send only its new messages",
+    )
     parser.add_argument("--inspector", action="store_true", help="serve the agui-inspector page at /agui/inspector/")
     args = parser.parse_args(argv)
     print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
     if args.inspector:
         print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
-    app = build_app(args.db, frontend_outcome=args.frontend_outcome, inspector=args.inspector, environ=os.environ)
+    app = build_app(
+        args.db,
+        frontend_outcome=args.frontend_outcome,
+        history=args.history,
+        inspector=args.inspector,
+        environ=os.environ,
+    )
     serving.run(app, args)
 
 

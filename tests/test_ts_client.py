@@ -25,43 +25,52 @@ TIMEOUT = 180  # seconds for one driver: 15 scenarios, each one or two runs
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], str]]:
-    """The AG-UI endpoint of a demo served with the given `frontend_outcome`, one server per mode."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, str], str]]:
+    """The AG-UI endpoint of a demo served with the given `frontend_outcome` and `history`, one server each."""
     with contextlib.ExitStack() as stack:
-        urls: dict[str, str] = {}
+        urls: dict[tuple[str, str], str] = {}
 
-        def endpoint(mode: str) -> str:
-            if mode not in urls:
-                db = tmp_path_factory.mktemp(f"demo-{mode}") / "demo.db"
-                urls[mode] = stack.enter_context(serve_demo(db, frontend_outcome=mode)) + "/agui/"
-            return urls[mode]
+        def endpoint(mode: str, history: str = "client") -> str:
+            if (mode, history) not in urls:
+                db = tmp_path_factory.mktemp(f"demo-{mode}-{history}") / "demo.db"
+                served = serve_demo(db, frontend_outcome=mode, history=history)
+                urls[mode, history] = stack.enter_context(served) + "/agui/"
+            return urls[mode, history]
 
         yield endpoint
 
 
-def drive(package: str, url: str, mode: str, script: str = "drive.mjs") -> subprocess.CompletedProcess[str]:
+def drive(
+    package: str, url: str, mode: str, script: str = "drive.mjs", history: str = "client"
+) -> subprocess.CompletedProcess[str]:
     problem = missing_node()
     assert problem is None, problem
     node = shutil.which("node")
     assert node is not None
-    command = [node, script, url, mode]
+    command = [node, script, url, mode, history]
     return subprocess.run(command, cwd=NODE_DIR / package, capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    ("package", "mode"),
+    ("package", "mode", "history"),
     [
-        pytest.param("client-1.0", "interrupt", id="1.0-interrupt"),
-        pytest.param("client-1.0", "pending", id="1.0-pending"),
-        pytest.param("client-0.0.59", "pending", id="0.0.59-pending"),
-        pytest.param("client-0.0.59", "interrupt", id="0.0.59-interrupt"),
+        pytest.param("client-1.0", "interrupt", "client", id="1.0-interrupt"),
+        pytest.param("client-1.0", "pending", "client", id="1.0-pending"),
+        pytest.param("client-0.0.59", "pending", "client", id="0.0.59-pending"),
+        pytest.param("client-0.0.59", "interrupt", "client", id="0.0.59-interrupt"),
+        # Adapter(history="server"): the client still sends everything, and once only its new message.
+        pytest.param("client-1.0", "interrupt", "server", id="1.0-interrupt-server-history"),
+        pytest.param("client-0.0.59", "pending", "server", id="0.0.59-pending-server-history"),
     ],
 )
-def test_the_client_runs_every_demo_scenario(demo: Callable[[str], str], package: str, mode: str) -> None:
-    result = drive(package, demo(mode), mode)
+def test_the_client_runs_every_demo_scenario(
+    demo: Callable[[str, str], str], package: str, mode: str, history: str
+) -> None:
+    result = drive(package, demo(mode, history), mode, history=history)
 
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
-    assert re.search(r"^client-\S+ \(\w+\): (\d+) of \1 scenarios passed$", result.stdout, re.MULTILINE), output
+    assert re.search(r"^client-\S+ \([^)]+\): (\d+) of \1 scenarios passed$", result.stdout, re.MULTILINE), output
+    assert ("server history" in result.stdout) == (history == "server"), output
     assert "[ag-ui]" not in output, output

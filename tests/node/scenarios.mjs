@@ -295,3 +295,27 @@ export const serverScenarios = [
     },
   ],
 ];
+
+/** With the demo's `history="server"`: the server keeps the thread, so a page may send only what is new. */
+export const serverHistoryScenarios = [
+  [
+    "server-kept history: a run that sends only its new message",
+    async (HttpAgent, url) => {
+      const chat = new Conversation(HttpAgent, url);
+      await chat.say("look up order A100");
+      chat.succeeded();
+      const earlier = chat.messages.map((m) => m.id);
+      const latest = { id: uniqueId("user"), role: "user", content: "hello" };
+      chat.agent.setMessages([latest]);
+      await chat.run({});
+      chat.succeeded();
+      expectText(chat.messages, "Try:");
+      const response = await fetch(`${url}threads/${chat.agent.threadId}`);
+      check(response.ok, "the thread should be stored", response.status);
+      const stored = (await response.json()).messages.map((m) => m.id);
+      check(earlier.every((id, i) => stored[i] === id), "the stored thread should keep the earlier run", stored);
+      check(stored[earlier.length] === latest.id, "the new message should follow it", stored);
+      check(new Set(stored).size === stored.length, "each message should be stored once", stored);
+    },
+  ],
+];

@@ -1,5 +1,5 @@
 // The demo scenarios through @ag-ui/client 0.0.59, the version CopilotKit and assistant-ui pin.
-// Usage: node drive.mjs <agui-url> [pending|interrupt]: the demo's `frontend_outcome`, "pending" by
+// Usage: node drive.mjs <agui-url> [pending|interrupt] [client|server]: the demo's `frontend_outcome`, "pending" by
 // default, the mode meant for clients older than AG-UI 1.0.
 //
 // 0.0.59 predates 1.0. Its core parses a success outcome strictly, so `pendingToolCallIds` would make
@@ -9,10 +9,19 @@
 
 import { HttpAgent } from "@ag-ui/client";
 import { runScenarios } from "../harness.mjs";
-import { clientToolByMessage, clientToolByResume, clientToolScenarios, serverScenarios } from "../scenarios.mjs";
+import {
+  clientToolByMessage,
+  clientToolByResume,
+  clientToolScenarios,
+  serverHistoryScenarios,
+  serverScenarios,
+} from "../scenarios.mjs";
 
 const mode = process.argv[3] ?? "pending";
 const clientTool = { interrupt: clientToolByResume, pending: clientToolByMessage }[mode];
 if (clientTool === undefined) throw new Error(`unknown mode ${mode}`);
 
-await runScenarios(`client-0.0.59 (${mode})`, HttpAgent, [...serverScenarios, ...clientToolScenarios(clientTool)]);
+const history = process.argv[4] ?? "client"; // the demo's `history`: "server" adds its own scenarios
+const extra = history === "server" ? serverHistoryScenarios : [];
+const label = `client-0.0.59 (${mode}${history === "server" ? ", server history" : ""})`;
+await runScenarios(label, HttpAgent, [...serverScenarios, ...clientToolScenarios(clientTool), ...extra]);
