@@ -118,7 +118,7 @@ class SchemaWalk:
             self.anchors.setdefault(value, pointer(parent))
         elif key == "$id" and (parent or not (isinstance(value, str) and value.startswith("urn:"))):
             self.add(path, "id", "$id is allowed only at the root and only as a urn: (nothing is fetched)")
-        elif key == "$schema" and (parent or value not in DIALECTS):
+        elif key == "$schema" and (parent or not (isinstance(value, str) and value in DIALECTS)):
             self.add(path, "schema-dialect", "only the Draft 2020-12 $schema, at the root, is allowed")
         elif key == "$vocabulary":
             self.add(path, "vocabulary", "$vocabulary belongs in meta-schemas")
