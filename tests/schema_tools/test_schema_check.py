@@ -89,7 +89,9 @@ HOSTILE = [
     pytest.param(
         {"$schema": "http://json-schema.org/draft-07/schema#"}, [("/$schema", "schema-dialect")], id="other-dialect"
     ),
-    pytest.param({"$schema": []}, [("/$schema", "schema-dialect")], id="dialect-not-a-string"),
+    pytest.param(
+        {"$schema": []}, [("/$schema", "metaschema"), ("/$schema", "schema-dialect")], id="dialect-not-a-string"
+    ),
     pytest.param({"$vocabulary": {}}, [("/$vocabulary", "vocabulary")], id="vocabulary"),
     pytest.param(
         obj(a={"type": "string", "widget": "html"}), [("/properties/a/widget", "unknown-keyword")], id="unknown"
