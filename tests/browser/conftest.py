@@ -9,9 +9,13 @@ from browserkit import CHROMIUM_ARGS, DemoServer
 from externals import CHROMIUM, missing_chromium
 
 try:
-    from playwright.sync_api import Browser, Page, sync_playwright
+    from playwright.sync_api import Browser, Page, expect, sync_playwright
 except ImportError:  # a failure below, never a skip
     sync_playwright = None
+else:
+    # expect() waits for a condition, 5 s by default: too short on a loaded 2-core machine, where a run
+    # through the CopilotKit runtime can take longer. A generous bound costs nothing when things are fast.
+    expect.set_options(timeout=30_000)
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 FAILED = pytest.StashKey[bool]()
