@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import contextlib
 import cProfile
 import json
@@ -67,6 +68,9 @@ def adapter_app(db_path: str | None) -> Starlette:
             Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it."),
         ]
     )
+    # The scripted backend records every request for tests; a long benchmark would keep every history alive,
+    # and the garbage collector's passes over that heap would be charged to the adapter.
+    backend.requests = collections.deque(maxlen=1)  # type: ignore[assignment]
     adapter = Adapter(backend, store=MemoryStore() if db_path is None else SQLiteStore(db_path))
     return _with_bench_routes(Mount(MOUNT, app=create_app(adapter)), on_shutdown=adapter.aclose)
 
