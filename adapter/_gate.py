@@ -167,8 +167,8 @@ def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[
         )
     if answer.message is not None and call.kind == "frontend":
         return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
-    if call.kind == "backend":
-        return  # the backend that asked checks its own answers; they pass through unchanged
+    # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
+    # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
     _require_valid(answer.payload, call.response_schema, call.interrupt_id, "payload")
     if call.kind == "approval" and isinstance(answer.payload, dict) and "editedArgs" in answer.payload:
         _require_valid(answer.payload["editedArgs"], edited_args_schema or {}, call.interrupt_id, "editedArgs")

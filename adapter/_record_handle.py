@@ -130,6 +130,23 @@ class RecordHandle:
         await self._save(self._change(history, moved, open_turn=None), history)
         self.record = self.record.model_copy(update={"open_turn": None})
 
+    async def hold_turn(self, turn: OpenTurn, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
+        """Store the answers applied so far, while the backend's own answers are forwarded; the claim stays."""
+        await self._save(self._change(history, moved, open_turn=_json(turn)), history)
+        self.record = self.record.model_copy(update={"open_turn": turn})
+
+    async def reopen_turn(self, turn: OpenTurn) -> None:
+        """The backend refused its answers or could not be reached: the turn waits again, its answers unspent."""
+        applied = self._head.applied if self._head is not None else None  # the records as read, before the claim
+        waiting = turn.model_copy(update={"claimed_by": None, "claimed_at": None})
+        try:
+            await self._save(ThreadChange(open_turn=_json(waiting), applied=applied))
+        except StoreConflict:
+            log.warning("thread %s changed before a refused resume could reopen its turn", self.thread_id)
+            return
+        previous = AppliedResume.model_validate(applied) if applied else None
+        self.record = self.record.model_copy(update={"open_turn": waiting, "applied": previous})
+
     async def open_turn(
         self, turn: OpenTurn, history: Sequence[Message], resumed_outcome: dict[str, Any] | None
     ) -> None:

@@ -74,6 +74,10 @@ class Run:
         """The tool calls this turn has made; replaced, never changed, as calls are made."""
         self.deferred: frozenset[str] = frozenset()
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
+        self.held: OpenTurn | None = None
+        """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
+        self.reopened = False
+        """The backend refused those answers (or was unreachable): the turn waits again as it was."""
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
         """The run's events, from RUN_STARTED to exactly one terminal event."""
@@ -168,7 +172,13 @@ class Run:
             await self.handle.release()
             raise
         settled.apply_to(history, self.turn_id, self.config.now())
-        await self.handle.close_turn(history, settled.activities)
+        if settled.forward and not settled.suspensions:
+            # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
+            backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
+            self.held = gate.turn.model_copy(update={"pending": backend_calls})
+            await self.handle.hold_turn(self.held, history, settled.activities)
+        else:
+            await self.handle.close_turn(history, settled.activities)
         return settled
 
     async def _model_loop(
@@ -178,14 +188,21 @@ class Run:
             step = Step(new_id("msg"), deferred=set(self.deferred), predictor=Predictor(self.config.predictions, state))
             self.open_step = step
             request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
-            async for event in stream_step(self.config.backend, request, step):
-                yield event
+            try:
+                async for event in stream_step(self.config.backend, request, step):
+                    yield event
+            except Exception:
+                await self._reopen()
+                raise
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = advance_state(state, step.state_events)
             self.open_step = None
             self.usage.extend(step.usage)
             self.deferred = frozenset(step.deferred)
             history.extend(step.messages())
+            if self.held is not None:
+                self.held = None
+                await self.handle.close_turn(history)  # the backend took its answers: they are spent
             if not step.calls and not step.interrupts:
                 yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
@@ -255,7 +272,7 @@ class Run:
         return self._finished_event(outcome)
 
     async def _failed(self, exc: AdapterError) -> None:
-        if isinstance(exc, ResumeError):
+        if isinstance(exc, ResumeError) or self.reopened:
             return  # the turn was refused, not failed: it still waits exactly as before
         if self.resuming:
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
@@ -271,6 +288,9 @@ class Run:
 
         Replaying that resume then says what happened, instead of waiting for an outcome that will never come.
         """
+        if self.held is not None:
+            self.config.background.keep(asyncio.ensure_future(self._reopen()))
+            return
         if not self.resuming or self.ended:
             return
         outcome = {
@@ -285,6 +305,13 @@ class Run:
             await self.handle.record_outcome(self.input.run_id, outcome)
 
         self.config.background.keep(asyncio.ensure_future(record_once_settled()))
+
+    async def _reopen(self) -> None:
+        """Give the held turn back: the same interrupts wait, and the same or a corrected resume may come."""
+        held, self.held = self.held, None
+        if held is not None:
+            await self.handle.reopen_turn(held)
+            self.reopened = True
 
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
