@@ -200,7 +200,8 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     if isinstance(item, ToolCallChunk):
         return _chunk(item, step)
     if isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
-        return step.close_text() + _call(item, step)
+        entered = [] if item.id in step.streaming else _enter(step, item.message_id)
+        return step.close_text() + entered + _call(item, step)
     if isinstance(item, LateToolResult):
         return _late_result(item, step)
     if isinstance(item, Passthrough):
@@ -216,7 +217,7 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
 def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
     if not delta.text:
         return []  # an empty delta is legal but noisy (TXT-4)
-    events: list[BaseEvent] = []
+    events = _enter(step, delta.message_id)
     if not step.text_open:
         if step.current.calls:
             step.segments.append(Segment(new_id("msg")))
@@ -245,6 +246,21 @@ def _chunk(item: ToolCallChunk, step: Step) -> list[BaseEvent]:
     return events
 
 
+def _enter(step: Step, message_id: str | None) -> list[BaseEvent]:
+    """Write into the assistant message the backend named: the step's own if nothing was written yet, else a new one."""
+    if message_id is None or message_id == step.current.message_id:
+        return []
+    if any(segment.message_id == message_id for segment in step.segments):
+        return []  # a name used earlier in the step would reopen a message (TXT-3): keep writing where we are
+    events = step.close_text()
+    current = step.current
+    if current.text or current.calls or current.answers or any(seg is current for seg, _ in step.streaming.values()):
+        step.segments.append(Segment(message_id))
+    else:
+        current.message_id = message_id
+    return events
+
+
 def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> list[BaseEvent]:
     call = ToolCall(item.id, item.name, item.arguments)
     if call.id in step.streaming:
@@ -262,7 +278,9 @@ def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> l
     if isinstance(item, DeferredToolCall):
         step.deferred.add(item.id)
         return events
-    answer = ToolMessage(id=new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error)
+    answer = ToolMessage(
+        id=item.result_id or new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error
+    )
     segment.answers.append(answer)
     events.append(result_event(answer))
     return events
@@ -286,7 +304,9 @@ def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
         log.warning("ignored the backend's result for call %s, which it did not defer", item.tool_call_id)
         return []
     step.deferred.discard(item.tool_call_id)
-    answer = ToolMessage(id=new_id("msg"), tool_call_id=item.tool_call_id, content=item.content, error=item.error)
+    answer = ToolMessage(
+        id=item.message_id or new_id("msg"), tool_call_id=item.tool_call_id, content=item.content, error=item.error
+    )
     step.late.append(answer)
     return [result_event(answer)]
 

@@ -39,6 +39,8 @@ class TextDelta:
     """A piece of assistant text, streamed as it arrives."""
 
     text: str
+    message_id: str | None = None
+    """The id the backend gave the assistant message, when it keeps its own history (see `ToolCall`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,13 @@ class ToolCall:
     id: str
     name: str
     arguments: str = "{}"
+    message_id: str | None = None
+    """The id of the assistant message that made the call, when the backend names it.
+
+    A backend that keeps its own copy of the conversation (an upstream agent with a checkpointer)
+    merges the messages it is sent by id; keeping its ids means it never sees one message twice.
+    None: the engine mints one.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,10 @@ class ExecutedToolCall:
     arguments: str
     content: str
     error: str | None = None
+    message_id: str | None = None
+    """The assistant message's id, as for `ToolCall`."""
+    result_id: str | None = None
+    """The id of the tool message that holds the result, when the backend names it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +108,8 @@ class DeferredToolCall:
     id: str
     name: str
     arguments: str
+    message_id: str | None = None
+    """The assistant message's id, as for `ToolCall`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +119,8 @@ class LateToolResult:
     tool_call_id: str
     content: str
     error: str | None = None
+    message_id: str | None = None
+    """The id of the tool message that holds the result, when the backend names it."""
 
 
 @dataclass(frozen=True, slots=True)

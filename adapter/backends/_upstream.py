@@ -14,10 +14,10 @@ How its events become items is described in `_upstream_events`.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 
 import httpx
-from ag_ui.core import PROTOCOL_VERSION, RunAgentInput
+from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInput, ToolMessage
 
 from adapter._errors import ConfigurationError
 from adapter._ids import new_id
@@ -72,7 +72,7 @@ class AGUIUpstream(ClientOwner):
     async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         """Run the upstream agent once and stream its step: text, calls, passthrough events, interrupts."""
         body = self.run_input(request).model_dump_json(by_alias=True, exclude_none=True)
-        reader = EventReader(frozenset(tool.name for tool in request.tools), self._redact)
+        reader = EventReader(frozenset(t.name for t in request.tools), self._redact, _unanswered(request.messages))
         try:
             async with self._client.stream(
                 "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
@@ -113,6 +113,12 @@ class AGUIUpstream(ClientOwner):
         if not response.is_success:
             raise upstream_error(f"The upstream agent failed (HTTP {status}).")
         raise upstream_error("The upstream agent did not answer with an event stream.")
+
+
+def _unanswered(messages: Sequence[Message]) -> set[str]:
+    """The calls in `messages` without an answer: the ones the upstream deferred and may answer now."""
+    called = {call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
+    return called - {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
 
 
 def _secrets(headers: Mapping[str, str]) -> list[str]:

@@ -1,13 +1,17 @@
 """An upstream AG-UI agent's event stream as backend items, read as it arrives.
 
     RUN_STARTED, TEXT_MESSAGE_START/END      consumed
-    TEXT_MESSAGE_CONTENT, TEXT_MESSAGE_CHUNK  TextDelta for assistant text (the engine mints its own message ids)
+    TEXT_MESSAGE_CONTENT, TEXT_MESSAGE_CHUNK  TextDelta for assistant text, under the upstream's message id
     TOOL_CALL_START/ARGS/END, TOOL_CALL_CHUNK buffered by toolCallId; when the call ends:
         a tool named in the request           -> ToolCall: the engine runs it or suspends on it
         any other tool (the upstream's own)    -> ExecutedToolCall, once its TOOL_CALL_RESULT arrives
+                                              (each keeps its parentMessageId, and a result its messageId)
     STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
     REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
-    MESSAGES_SNAPSHOT                         dropped: the engine's conversation is the truth
+    MESSAGES_SNAPSHOT                         reconciled: a result that only the snapshot carries, for an
+                                              own call of this run or a call the request left unanswered,
+                                              becomes ExecutedToolCall or LateToolResult; the rest is dropped
+                                              (the engine's conversation is the truth)
     SUBAGENT_*, any event a subagent made     dropped
     TOOL_CALL_RESULT for an earlier run's call  LateToolResult: the answer to a call an interrupt deferred
     RUN_FINISHED                              the end: an own call still without a result is deferred
@@ -32,6 +36,7 @@ from ag_ui.core import (
     BaseEvent,
     Event,
     EventType,
+    MessagesSnapshotEvent,
     RunErrorEvent,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
@@ -44,6 +49,7 @@ from ag_ui.core import (
     ToolCallEndEvent,
     ToolCallResultEvent,
     ToolCallStartEvent,
+    ToolMessage,
 )
 from pydantic import TypeAdapter, ValidationError
 
@@ -99,14 +105,18 @@ def upstream_error(message: str) -> BackendError:
 class _Call:
     id: str
     name: str
+    parent: str | None = None
+    """The upstream's id of the assistant message that made the call."""
     arguments: list[str] = field(default_factory=list)
     result: str | None = None
+    result_id: str | None = None
 
-    def executed(self, content: str, error: str | None = None) -> ExecutedToolCall:
-        return ExecutedToolCall(self.id, self.name, "".join(self.arguments), content, error)
+    def executed(self, content: str, error: str | None = None, result_id: str | None = None) -> ExecutedToolCall:
+        arguments = "".join(self.arguments)
+        return ExecutedToolCall(self.id, self.name, arguments, content, error, self.parent, result_id)
 
     def deferred(self) -> DeferredToolCall:
-        return DeferredToolCall(self.id, self.name, "".join(self.arguments))
+        return DeferredToolCall(self.id, self.name, "".join(self.arguments), self.parent)
 
 
 @dataclass(slots=True)
@@ -116,6 +126,8 @@ class EventReader:
     engine_tools: frozenset[str]
     """The tools the request named: calls to them are the engine's to dispatch."""
     redact: Redactor = field(default_factory=Redactor)
+    unanswered: set[str] = field(default_factory=set)
+    """Calls the request left unanswered (the upstream deferred them): their results may come late."""
     finished: bool = False
     open_calls: dict[str, _Call] = field(default_factory=dict)
     """Calls started and not yet ended."""
@@ -150,7 +162,7 @@ class EventReader:
         return self._text(event.message_id, event.delta or "")
 
     def handle_call_start(self, event: ToolCallStartEvent) -> list[BackendItem]:
-        self.open_calls[event.tool_call_id] = _Call(event.tool_call_id, event.tool_call_name)
+        self.open_calls[event.tool_call_id] = _Call(event.tool_call_id, event.tool_call_name, event.parent_message_id)
         return []
 
     def handle_call_args(self, event: ToolCallArgsEvent) -> list[BackendItem]:
@@ -170,7 +182,7 @@ class EventReader:
         if call_id not in self.open_calls:
             if not event.tool_call_name:
                 raise upstream_error("The upstream agent started a tool call without a name.")
-            self.open_calls[call_id] = _Call(call_id, event.tool_call_name)
+            self.open_calls[call_id] = _Call(call_id, event.tool_call_name, event.parent_message_id)
         self.chunked = call_id
         self.open_calls[call_id].arguments.append(event.delta or "")
         return items
@@ -178,13 +190,28 @@ class EventReader:
     def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
         content = _content(event.content)
         if event.tool_call_id in self.awaiting:
-            return [self.awaiting.pop(event.tool_call_id).executed(content)]
+            return [self.awaiting.pop(event.tool_call_id).executed(content, result_id=event.message_id)]
         if event.tool_call_id in self.open_calls:
-            self.open_calls[event.tool_call_id].result = content  # a result before its call's END
-        else:
-            # A call of an earlier run: the one its interrupt deferred. The engine checks that it was.
-            return [LateToolResult(event.tool_call_id, content)]
-        return []
+            call = self.open_calls[event.tool_call_id]  # a result before its call's END
+            call.result, call.result_id = content, event.message_id
+            return []
+        # A call of an earlier run: the one its interrupt deferred. The engine checks that it was.
+        self.unanswered.discard(event.tool_call_id)
+        return [LateToolResult(event.tool_call_id, content, message_id=event.message_id)]
+
+    def handle_snapshot(self, event: MessagesSnapshotEvent) -> list[BackendItem]:
+        """Take the results only the snapshot carries (ag-ui-langgraph reports an approved tool's result so)."""
+        items: list[BackendItem] = []
+        for message in event.messages:
+            if not isinstance(message, ToolMessage):
+                continue
+            call_id, content = message.tool_call_id, _content(message.content)
+            if call_id in self.awaiting:
+                items.append(self.awaiting.pop(call_id).executed(content, message.error, message.id))
+            elif call_id in self.unanswered:
+                self.unanswered.discard(call_id)
+                items.append(LateToolResult(call_id, content, message.error, message.id))
+        return items
 
     def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
         self.finished = True
@@ -214,7 +241,7 @@ class EventReader:
 
     def _text(self, message_id: str | None, delta: str) -> list[BackendItem]:
         role = self.text_roles.get(message_id or "", "assistant")
-        return [TextDelta(delta)] if delta and role == "assistant" else []
+        return [TextDelta(delta, message_id)] if delta and role == "assistant" else []
 
     def _open(self, call_id: str) -> _Call:
         call = self.open_calls.get(call_id)
@@ -229,9 +256,9 @@ class EventReader:
         if call is None:
             raise upstream_error("The upstream agent ended a tool call it never started.")
         if call.name in self.engine_tools:
-            return [ToolCall(call.id, call.name, "".join(call.arguments) or "{}")]
+            return [ToolCall(call.id, call.name, "".join(call.arguments) or "{}", call.parent)]
         if call.result is not None:
-            return [call.executed(call.result)]
+            return [call.executed(call.result, result_id=call.result_id)]
         self.awaiting[call.id] = call
         return []
 
@@ -245,6 +272,7 @@ _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
     EventType.TOOL_CALL_END: EventReader.handle_call_end,
     EventType.TOOL_CALL_CHUNK: EventReader.handle_call_chunk,
     EventType.TOOL_CALL_RESULT: EventReader.handle_call_result,
+    EventType.MESSAGES_SNAPSHOT: EventReader.handle_snapshot,
     EventType.RUN_FINISHED: EventReader.handle_run_finished,
     EventType.RUN_ERROR: EventReader.handle_run_error,
 }
