@@ -79,6 +79,13 @@ class PydanticAgent:
             yield f"Done: {answered[-1].tool_name} said {json.dumps(answered[-1].content)}"
             return
         prompt = next(p.content for p in last.parts if isinstance(p, UserPromptPart))
+        if "delete both" in str(prompt):
+            for index, path in enumerate(["/tmp/a.txt", "/tmp/b.txt"]):
+                arguments = json.dumps({"path": path})
+                yield {
+                    index: DeltaToolCall(name="delete_file", json_args=arguments, tool_call_id=f"pai-delete-{index}")
+                }
+            return
         for phrase, name, arguments in _CALLS:
             if phrase in str(prompt):
                 yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=f"pai-{name}")}

@@ -1,0 +1,264 @@
+"""AGUIUpstream in front of other frameworks' AG-UI servers, each with a scripted model (issue 15).
+
+Every case runs against each framework: Pydantic AI and LangGraph in this process, reached through a
+`Link` that records what we send and can refuse to connect, as a server that is down does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import RunAgentInput
+from agui import NAVIGATE, assert_clean_stream, cancelled, resolved, run_input, user
+from test_upstream_pydantic_ai import PydanticAgent
+from upstreams.kit import Link, tool_call_problems
+from upstreams.langgraph_agent import LangGraphUpstream
+
+from adapter import Adapter, SQLiteStore
+from adapter._sse import encode_event
+from adapter.backends import AGUIUpstream
+from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
+
+
+@dataclass
+class Framework:
+    """One wrapped framework: its app, and the files its approval-gated tool really deleted."""
+
+    name: str
+    app: ASGIApp
+    deleted: list[str]
+
+
+def pydantic_ai() -> Framework:
+    agent = PydanticAgent()
+    return Framework("pydantic_ai", agent.app, agent.deleted)
+
+
+def langgraph() -> Framework:
+    agent = LangGraphUpstream()
+    return Framework("langgraph", agent.app, agent.deleted)
+
+
+@pytest.fixture(params=[pydantic_ai, langgraph], ids=lambda make: make.__name__)
+def framework(request: pytest.FixtureRequest) -> Framework:
+    make: Callable[[], Framework] = request.param
+    return make()
+
+
+@dataclass
+class Wrapped:
+    """Our adapter in front of a framework, over a link we can cut."""
+
+    framework: Framework
+    link: Link
+    adapter: Adapter
+
+    async def run(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        events = [event async for event in self.adapter.run(RunAgentInput.model_validate(body))]
+        return assert_clean_stream("".join(encode_event(e) for e in events).encode(), resumed="resume" in body)
+
+    async def ask(self, thread: str, text: str, **extra: Any) -> list[dict[str, Any]]:
+        """A new message, sent with the conversation so far, as a client keeps it."""
+        stored = await self.adapter.thread(thread)
+        history = [m for m in stored["messages"] if m["role"] != "activity"] if stored else []
+        return await self.run(run_input(thread, [*history, user(text)], **extra))
+
+    async def answer(self, thread: str, *entries: dict[str, Any], **extra: Any) -> list[dict[str, Any]]:
+        return await self.run(run_input(thread, [], resume=list(entries), **extra))
+
+    async def open_interrupts(self, thread: str) -> list[dict[str, Any]]:
+        stored = await self.adapter.thread(thread)
+        assert stored is not None
+        interrupts: list[dict[str, Any]] = stored["interrupts"]
+        return interrupts
+
+
+def wrap(framework: Framework, store: SQLiteStore | None = None, link: Link | None = None) -> Wrapped:
+    link = link or Link(StreamingASGITransport(framework.app))
+    backend = AGUIUpstream("http://upstream/", client=httpx.AsyncClient(transport=link))
+    return Wrapped(framework, link, Adapter(backend, store=store))
+
+
+@pytest.fixture
+async def wrapped(framework: Framework) -> AsyncIterator[Wrapped]:
+    each = wrap(framework)
+    yield each
+    await each.adapter.aclose()
+
+
+def interrupts_of(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+    assert events[-1]["outcome"]["type"] == "interrupt", events[-1]
+    interrupts: list[dict[str, Any]] = events[-1]["outcome"]["interrupts"]
+    return interrupts
+
+
+def text_of(events: list[dict[str, Any]]) -> str:
+    return "".join(e["delta"] for e in events if e["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def error_of(events: list[dict[str, Any]]) -> str:
+    assert events[-1]["type"] == "RUN_ERROR", events[-1]
+    code: str = events[-1]["code"]
+    return code
+
+
+APPROVE = {"approved": True}
+
+# ag-ui-langgraph 0.0.47 still calls LangGraph's deprecated get_config_jsonschema; that is its own business.
+pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
+
+
+async def test_a_client_tool_call_becomes_our_interrupt_and_its_answer_reaches_the_agent(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "go to orders", tools=[NAVIGATE]))
+    answered = await wrapped.answer("t", resolved(interrupt["id"], {"opened": "/orders"}), tools=[NAVIGATE])
+
+    assert interrupt["reason"] == "tool_call"
+    assert text_of(answered).startswith("Done: navigate said")
+    assert "/orders" in text_of(answered)
+    assert answered[-1]["outcome"] == {"type": "success"}
+
+
+async def test_the_agents_own_approval_passes_through_with_its_id_and_schema(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+
+    sent = wrapped.link.exchanges[-1]
+    (upstream_interrupt,) = sent.events[-1]["outcome"]["interrupts"]
+    assert interrupt["id"] == upstream_interrupt["id"]
+    assert interrupt["toolCallId"] == upstream_interrupt["toolCallId"]
+    assert interrupt["responseSchema"]["properties"]["approved"] == {"type": "boolean"}
+    assert wrapped.framework.deleted == []
+
+
+@pytest.mark.parametrize(("answer", "deleted"), [(APPROVE, 1), ({"approved": False}, 0), (None, 0)])
+async def test_approve_runs_the_tool_once_and_reject_or_cancel_never(
+    wrapped: Wrapped, answer: dict[str, Any] | None, deleted: int
+) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    entry = resolved(interrupt["id"], answer) if answer is not None else cancelled(interrupt["id"])
+    finished = await wrapped.answer("t", entry)
+
+    assert finished[-1]["type"] == "RUN_FINISHED", finished[-1]
+    assert wrapped.framework.deleted == ["/tmp/draft.txt"] * deleted
+    assert await wrapped.open_interrupts("t") == []
+
+
+async def test_a_replayed_resume_runs_nothing(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    entry = resolved(interrupt["id"], APPROVE)
+    first = await wrapped.answer("t", entry)
+    sent = len(wrapped.link.exchanges)
+    again = await wrapped.answer("t", entry)
+
+    assert again[-1] == {**first[-1], "runId": again[-1]["runId"]}
+    assert len(wrapped.link.exchanges) == sent
+    assert wrapped.framework.deleted == ["/tmp/draft.txt"]
+
+
+async def test_a_restart_between_the_interrupt_and_the_resume_loses_nothing(
+    framework: Framework, tmp_path: Path
+) -> None:
+    database = str(tmp_path / "turns.db")
+    before = wrap(framework, SQLiteStore(database))
+    (interrupt,) = interrupts_of(await before.ask("t", "delete the draft"))
+    await before.adapter.aclose()
+    after = wrap(framework, SQLiteStore(database))
+    finished = await after.answer("t", resolved(interrupt["id"], APPROVE))
+    await after.adapter.aclose()
+
+    assert finished[-1]["outcome"] == {"type": "success"}
+    assert framework.deleted == ["/tmp/draft.txt"]
+
+
+async def test_a_bad_answer_is_refused_here_and_a_good_one_then_applies(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    sent = len(wrapped.link.exchanges)
+    refused = await wrapped.answer("t", resolved(interrupt["id"], {"approved": "yes"}))
+    still_open = await wrapped.open_interrupts("t")
+    applied = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+
+    assert error_of(refused) == "RESUME_PAYLOAD_INVALID"
+    assert len(wrapped.link.exchanges) == sent + 1  # only the good answer went upstream
+    assert [each["id"] for each in still_open] == [interrupt["id"]]
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert wrapped.framework.deleted == ["/tmp/draft.txt"]
+
+
+async def test_an_answer_the_upstream_could_not_take_is_not_spent(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    wrapped.link.down = True
+    failed = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+    still_open = await wrapped.open_interrupts("t")
+    wrapped.link.down = False
+    applied = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+
+    assert error_of(failed) == "UPSTREAM_ERROR"
+    assert [each["id"] for each in still_open] == [interrupt["id"]]
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert wrapped.framework.deleted == ["/tmp/draft.txt"]
+
+
+async def test_every_tool_call_the_upstream_sees_is_made_once_and_answered_once(wrapped: Wrapped) -> None:
+    (navigate,) = interrupts_of(await wrapped.ask("t", "go to orders", tools=[NAVIGATE]))
+    await wrapped.answer("t", resolved(navigate["id"], {"opened": "/orders"}), tools=[NAVIGATE])
+    (approval,) = interrupts_of(await wrapped.ask("t", "delete the draft", tools=[NAVIGATE]))
+    await wrapped.answer("t", resolved(approval["id"], APPROVE), tools=[NAVIGATE])
+    await wrapped.ask("t", "thanks", tools=[NAVIGATE])
+
+    for exchange in wrapped.link.exchanges:
+        waiting = [approval["toolCallId"]] if exchange.body.get("resume") else []
+        assert tool_call_problems(exchange.body["messages"], waiting=waiting) == [], exchange.body["messages"]
+    for snapshot in wrapped.link.exchanges[-1].snapshots():  # the history an upstream keeps, if it keeps one
+        assert tool_call_problems(snapshot) == [], snapshot
+
+
+async def test_the_approved_tools_result_is_recorded_and_reaches_the_next_turn(wrapped: Wrapped) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+    stored = await wrapped.adapter.thread("t")
+    await wrapped.ask("t", "thanks")
+
+    assert stored is not None
+    results = [m for m in stored["messages"] if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
+    assert [m["content"] for m in results] == ["deleted /tmp/draft.txt"]
+    last_sent = wrapped.link.exchanges[-1].body["messages"]
+    sent_results = [m for m in last_sent if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
+    assert [m["content"] for m in sent_results] == ["deleted /tmp/draft.txt"]
+
+
+def langgraph_resuming_by_id() -> Framework:
+    agent = LangGraphUpstream(resume_by_id=True)
+    return Framework("langgraph_resuming_by_id", agent.app, agent.deleted)
+
+
+@pytest.mark.parametrize("make", [pydantic_ai, langgraph_resuming_by_id])
+async def test_two_parallel_approvals_from_one_step_are_answered_together(make: Callable[[], Framework]) -> None:
+    wrapped = wrap(make())
+    interrupts = interrupts_of(await wrapped.ask("t", "delete both"))
+    finished = await wrapped.answer("t", *(resolved(each["id"], APPROVE) for each in interrupts))
+
+    assert len({each["id"] for each in interrupts}) == 2
+    assert finished[-1]["outcome"] == {"type": "success"}
+    assert sorted(wrapped.framework.deleted) == ["/tmp/a.txt", "/tmp/b.txt"]
+    assert await wrapped.open_interrupts("t") == []
+
+
+async def test_stock_ag_ui_langgraph_refusing_two_answers_leaves_the_turn_open_and_cancellable() -> None:
+    """ag-ui-langgraph 0.0.47 cannot resume two parallel interrupts: the answers are not spent, the turn can end."""
+    wrapped = wrap(langgraph())
+    interrupts = interrupts_of(await wrapped.ask("t", "delete both"))
+    refused = await wrapped.answer("t", *(resolved(each["id"], APPROVE) for each in interrupts))
+    still_open = await wrapped.open_interrupts("t")
+    cancelled_here = await wrapped.adapter.cancel_turn("t")
+    after = await wrapped.ask("t", "hello")
+
+    assert error_of(refused) == "UPSTREAM_ERROR"
+    assert [each["id"] for each in still_open] == [each["id"] for each in interrupts]
+    assert cancelled_here is True
+    assert after[-1]["type"] == "RUN_FINISHED", after[-1]
+    assert wrapped.framework.deleted == []
