@@ -1,0 +1,85 @@
+"""Answers to a backend's own interrupts: checked against its schema, and spent only when it accepts them."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ag_ui.core import Interrupt, RunAgentInput
+from agui import collect, resolved, run_input, user
+
+from adapter import Adapter, ModelRequest, TextDelta
+from adapter._errors import BackendError
+from adapter._types import BackendInterrupt, BackendItem
+
+SCHEMA = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
+
+
+class Asking:
+    """A backend that stops for its own interrupt, and refuses the first `refusals` answers it is sent."""
+
+    def __init__(self, refusals: int = 0) -> None:
+        self.refusals = refusals
+        self.forwarded: list[list[dict[str, Any]]] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        if not request.resume:
+            yield BackendInterrupt([Interrupt(id="up-1", reason="confirmation", response_schema=SCHEMA)])
+            return
+        self.forwarded.append([entry.model_dump(mode="json") for entry in request.resume])
+        if len(self.forwarded) <= self.refusals:
+            raise BackendError("The upstream agent failed: no such interrupt", code="UPSTREAM_ERROR")
+        yield TextDelta("accepted")
+
+
+async def run(adapter: Adapter, body: dict[str, Any]) -> list[dict[str, Any]]:
+    return await collect(adapter.run(RunAgentInput.model_validate(body)), resumed="resume" in body)
+
+
+async def open_ids(adapter: Adapter) -> list[str]:
+    stored = await adapter.thread("t")
+    assert stored is not None
+    return [each["id"] for each in stored["interrupts"]]
+
+
+async def test_a_payload_that_fails_the_backends_schema_is_refused_before_it_is_forwarded() -> None:
+    backend = Asking()
+    adapter = Adapter(backend)
+    await run(adapter, run_input("t", [user("go")]))
+
+    refused = await run(adapter, run_input("t", [], resume=[resolved("up-1", {"approved": "yes"})]))
+
+    assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "RESUME_PAYLOAD_INVALID")
+    assert backend.forwarded == []
+    assert await open_ids(adapter) == ["up-1"]
+
+
+async def test_a_refused_forward_leaves_the_interrupt_open_for_the_same_answer_again() -> None:
+    backend = Asking(refusals=1)
+    adapter = Adapter(backend)
+    await run(adapter, run_input("t", [user("go")]))
+    entry = resolved("up-1", {"approved": True})
+
+    refused = await run(adapter, run_input("t", [], resume=[entry]))
+    still_open = await open_ids(adapter)
+    applied = await run(adapter, run_input("t", [], resume=[entry]))
+    replayed = await run(adapter, run_input("t", [], resume=[entry]))
+
+    assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "UPSTREAM_ERROR")
+    assert still_open == ["up-1"]
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert replayed[-1]["outcome"] == {"type": "success"}
+    assert len(backend.forwarded) == 2  # the refused one and the accepted one; the replay sent nothing
+    assert await open_ids(adapter) == []
+
+
+async def test_a_corrected_answer_may_follow_a_refused_one() -> None:
+    backend = Asking(refusals=1)
+    adapter = Adapter(backend)
+    await run(adapter, run_input("t", [user("go")]))
+
+    await run(adapter, run_input("t", [], resume=[resolved("up-1", {"approved": True})]))
+    corrected = await run(adapter, run_input("t", [], resume=[resolved("up-1", {"approved": False})]))
+
+    assert corrected[-1]["outcome"] == {"type": "success"}
+    assert [entries[0]["payload"] for entries in backend.forwarded] == [{"approved": True}, {"approved": False}]
