@@ -185,7 +185,12 @@ class Run:
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
     ) -> AsyncIterator[BaseEvent]:
         for _ in range(self.config.max_steps):
-            step = Step(new_id("msg"), deferred=set(self.deferred), predictor=Predictor(self.config.predictions, state))
+            step = Step(
+                new_id("msg"),
+                deferred=set(self.deferred),
+                predictor=Predictor(self.config.predictions, state),
+                taken={m.id for m in history},
+            )
             self.open_step = step
             request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
             try:

@@ -93,6 +93,8 @@ class Step:
     that this step updates as it streams; the run takes it over once the step ends."""
     late: list[ToolMessage] = field(default_factory=list)
     """The backend's answers to calls it deferred in an earlier step."""
+    taken: set[str] = field(default_factory=set)
+    """Message ids the thread already uses: a backend's name for a new message must be a new one (EVT-3)."""
     state_events: list[BaseEvent] = field(default_factory=list)
     """STATE_SNAPSHOT and STATE_DELTA events the backend streamed, in order: they move the run's state."""
     predictor: Predictor = field(default_factory=Predictor)
@@ -250,8 +252,8 @@ def _enter(step: Step, message_id: str | None) -> list[BaseEvent]:
     """Write into the assistant message the backend named: the step's own if nothing was written yet, else a new one."""
     if message_id is None or message_id == step.current.message_id:
         return []
-    if any(segment.message_id == message_id for segment in step.segments):
-        return []  # a name used earlier in the step would reopen a message (TXT-3): keep writing where we are
+    if message_id in step.taken or any(segment.message_id == message_id for segment in step.segments):
+        return []  # a name already used would reopen a message (TXT-3): keep writing where we are
     events = step.close_text()
     current = step.current
     if current.text or current.calls or current.answers or any(seg is current for seg, _ in step.streaming.values()):
@@ -259,6 +261,14 @@ def _enter(step: Step, message_id: str | None) -> list[BaseEvent]:
     else:
         current.message_id = message_id
     return events
+
+
+def _fresh(step: Step, message_id: str | None) -> str:
+    """The backend's id for a new tool message if the thread does not use it yet, else one we mint."""
+    if message_id is None or message_id in step.taken:
+        return new_id("msg")
+    step.taken.add(message_id)
+    return message_id
 
 
 def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> list[BaseEvent]:
@@ -278,9 +288,7 @@ def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> l
     if isinstance(item, DeferredToolCall):
         step.deferred.add(item.id)
         return events
-    answer = ToolMessage(
-        id=item.result_id or new_id("msg"), tool_call_id=item.id, content=item.content, error=item.error
-    )
+    answer = ToolMessage(id=_fresh(step, item.result_id), tool_call_id=item.id, content=item.content, error=item.error)
     segment.answers.append(answer)
     events.append(result_event(answer))
     return events
@@ -305,7 +313,7 @@ def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
         return []
     step.deferred.discard(item.tool_call_id)
     answer = ToolMessage(
-        id=item.message_id or new_id("msg"), tool_call_id=item.tool_call_id, content=item.content, error=item.error
+        id=_fresh(step, item.message_id), tool_call_id=item.tool_call_id, content=item.content, error=item.error
     )
     step.late.append(answer)
     return [result_event(answer)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 from ag_ui.core import BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
@@ -39,7 +39,7 @@ class TextDelta:
     """A piece of assistant text, streamed as it arrives."""
 
     text: str
-    message_id: str | None = None
+    message_id: str | None = field(default=None, compare=False)
     """The id the backend gave the assistant message, when it keeps its own history (see `ToolCall`)."""
 
 
@@ -50,12 +50,13 @@ class ToolCall:
     id: str
     name: str
     arguments: str = "{}"
-    message_id: str | None = None
+    message_id: str | None = field(default=None, compare=False)
     """The id of the assistant message that made the call, when the backend names it.
 
     A backend that keeps its own copy of the conversation (an upstream agent with a checkpointer)
     merges the messages it is sent by id; keeping its ids means it never sees one message twice.
-    None: the engine mints one.
+    None, or an id the thread already uses: the engine mints one. Message ids are names, not part of
+    an item's equality.
     """
 
 
@@ -92,9 +93,9 @@ class ExecutedToolCall:
     arguments: str
     content: str
     error: str | None = None
-    message_id: str | None = None
+    message_id: str | None = field(default=None, compare=False)
     """The assistant message's id, as for `ToolCall`."""
-    result_id: str | None = None
+    result_id: str | None = field(default=None, compare=False)
     """The id of the tool message that holds the result, when the backend names it."""
 
 
@@ -108,7 +109,7 @@ class DeferredToolCall:
     id: str
     name: str
     arguments: str
-    message_id: str | None = None
+    message_id: str | None = field(default=None, compare=False)
     """The assistant message's id, as for `ToolCall`."""
 
 
@@ -119,7 +120,7 @@ class LateToolResult:
     tool_call_id: str
     content: str
     error: str | None = None
-    message_id: str | None = None
+    message_id: str | None = field(default=None, compare=False)
     """The id of the tool message that holds the result, when the backend names it."""
 
 

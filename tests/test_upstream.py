@@ -276,7 +276,7 @@ async def test_text_and_passthrough_events_keep_their_order(
     assert events[1] == {"type": "STEP_STARTED", "stepName": "plan"}
     assert events[12]["delta"] == [{"op": "replace", "path": "/n", "value": 2}]
     assert events[0]["runId"] == events[-1]["runId"] != "up-run"
-    assert "up-msg" not in {each.get("messageId") for each in events}
+    assert {each["messageId"] for each in events if each["type"].startswith("TEXT_MESSAGE")} == {"up-msg"}
     assert "".join(each["delta"] for each in events if each["type"] == "TEXT_MESSAGE_CONTENT") == "Hello"
 
 
@@ -952,3 +952,24 @@ async def test_the_in_process_upstream_receives_the_request() -> None:
 
     assert seen[0]["accept"] == "text/event-stream"
     assert seen[0]["body"]["messages"] == [{"id": "u1", "role": "user", "content": "hi"}]
+
+
+async def test_the_upstreams_message_ids_are_kept_unless_the_thread_already_uses_them(
+    router: respx.MockRouter, make_upstream: MakeUpstream
+) -> None:
+    upstream_runs(
+        router,
+        ok(STARTED, call("up-own-1", "search_docs", '{"q": 1}'), result("up-own-1", "found"), finished()),
+        ok(STARTED, text("Done."), finished()),
+    )
+    adapter = Adapter(make_upstream())
+
+    await run(adapter, run_input("t1", [user("search")]))
+    stored = await adapter.thread("t1")
+    assert stored is not None
+    second = await run(adapter, run_input("t1", [*stored["messages"], user("more")]))
+
+    (assistant, answer) = [m for m in stored["messages"] if m["role"] != "user"]
+    assert (assistant["id"], answer["id"]) == ("up-msg", "up-result-up-own-1")
+    (started,) = [e["messageId"] for e in second if e["type"] == "TEXT_MESSAGE_START"]
+    assert started != "up-msg"  # the upstream named a message the thread already has: we mint one

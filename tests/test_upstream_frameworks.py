@@ -1,12 +1,13 @@
 """AGUIUpstream in front of other frameworks' AG-UI servers, each with a scripted model (issue 15).
 
-Every case runs against each framework: Pydantic AI and LangGraph in this process, reached through a
-`Link` that records what we send and can refuse to connect, as a server that is down does.
+Every case runs against each framework: Pydantic AI and LangGraph in this process, Strands in its own
+process and virtualenv (see `strands_server`), each reached through a `Link` that records what we
+send and can refuse to connect, as a server that is down does.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput
-from agui import NAVIGATE, assert_clean_stream, cancelled, resolved, run_input, user
+from agui import NAVIGATE, assert_clean_stream, cancelled, new_id, resolved, run_input, user
 from test_upstream_pydantic_ai import PydanticAgent
-from upstreams.kit import Link, tool_call_problems
+from upstreams.kit import Link, StrandsServer, tool_call_problems
 from upstreams.langgraph_agent import LangGraphUpstream
 
 from adapter import Adapter, SQLiteStore
@@ -27,27 +28,56 @@ from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 
 @dataclass
 class Framework:
-    """One wrapped framework: its app, and the files its approval-gated tool really deleted."""
+    """One wrapped framework: how to reach it, and the files its approval-gated tool really deleted."""
 
     name: str
-    app: ASGIApp
-    deleted: list[str]
+    url: str
+    transport: Callable[[], httpx.AsyncBaseTransport]
+    executions: Callable[[], list[str]]
+
+    @property
+    def deleted(self) -> list[str]:
+        return self.executions()
+
+
+def in_process(name: str, app: ASGIApp, deleted: list[str]) -> Framework:
+    return Framework(name, "http://upstream/", lambda: StreamingASGITransport(app), lambda: list(deleted))
 
 
 def pydantic_ai() -> Framework:
     agent = PydanticAgent()
-    return Framework("pydantic_ai", agent.app, agent.deleted)
+    return in_process("pydantic_ai", agent.app, agent.deleted)
 
 
 def langgraph() -> Framework:
     agent = LangGraphUpstream()
-    return Framework("langgraph", agent.app, agent.deleted)
+    return in_process("langgraph", agent.app, agent.deleted)
 
 
-@pytest.fixture(params=[pydantic_ai, langgraph], ids=lambda make: make.__name__)
+def strands(server: StrandsServer) -> Framework:
+    server.clear()
+    return Framework("strands", server.url, httpx.AsyncHTTPTransport, server.deleted)
+
+
+@pytest.fixture(scope="session")
+def strands_server() -> Iterator[StrandsServer]:
+    server = StrandsServer.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["pydantic_ai", "langgraph", "strands"])
 def framework(request: pytest.FixtureRequest) -> Framework:
-    make: Callable[[], Framework] = request.param
+    if request.param == "strands":
+        return strands(request.getfixturevalue("strands_server"))
+    make: Callable[[], Framework] = {"pydantic_ai": pydantic_ai, "langgraph": langgraph}[request.param]
     return make()
+
+
+@pytest.fixture
+def thread() -> str:
+    """A thread id of its own: the Strands server lives as long as the session, with every thread in it."""
+    return new_id(thread)
 
 
 @dataclass
@@ -79,8 +109,8 @@ class Wrapped:
 
 
 def wrap(framework: Framework, store: SQLiteStore | None = None, link: Link | None = None) -> Wrapped:
-    link = link or Link(StreamingASGITransport(framework.app))
-    backend = AGUIUpstream("http://upstream/", client=httpx.AsyncClient(transport=link))
+    link = link or Link(framework.transport())
+    backend = AGUIUpstream(framework.url, client=httpx.AsyncClient(transport=link))
     return Wrapped(framework, link, Adapter(backend, store=store))
 
 
@@ -114,9 +144,11 @@ APPROVE = {"approved": True}
 pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
 
 
-async def test_a_client_tool_call_becomes_our_interrupt_and_its_answer_reaches_the_agent(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "go to orders", tools=[NAVIGATE]))
-    answered = await wrapped.answer("t", resolved(interrupt["id"], {"opened": "/orders"}), tools=[NAVIGATE])
+async def test_a_client_tool_call_becomes_our_interrupt_and_its_answer_reaches_the_agent(
+    wrapped: Wrapped, thread: str
+) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "go to orders", tools=[NAVIGATE]))
+    answered = await wrapped.answer(thread, resolved(interrupt["id"], {"opened": "/orders"}), tools=[NAVIGATE])
 
     assert interrupt["reason"] == "tool_call"
     assert text_of(answered).startswith("Done: navigate said")
@@ -124,8 +156,8 @@ async def test_a_client_tool_call_becomes_our_interrupt_and_its_answer_reaches_t
     assert answered[-1]["outcome"] == {"type": "success"}
 
 
-async def test_the_agents_own_approval_passes_through_with_its_id_and_schema(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+async def test_the_agents_own_approval_passes_through_with_its_id_and_schema(wrapped: Wrapped, thread: str) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
 
     sent = wrapped.link.exchanges[-1]
     (upstream_interrupt,) = sent.events[-1]["outcome"]["interrupts"]
@@ -137,23 +169,23 @@ async def test_the_agents_own_approval_passes_through_with_its_id_and_schema(wra
 
 @pytest.mark.parametrize(("answer", "deleted"), [(APPROVE, 1), ({"approved": False}, 0), (None, 0)])
 async def test_approve_runs_the_tool_once_and_reject_or_cancel_never(
-    wrapped: Wrapped, answer: dict[str, Any] | None, deleted: int
+    wrapped: Wrapped, thread: str, answer: dict[str, Any] | None, deleted: int
 ) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
     entry = resolved(interrupt["id"], answer) if answer is not None else cancelled(interrupt["id"])
-    finished = await wrapped.answer("t", entry)
+    finished = await wrapped.answer(thread, entry)
 
     assert finished[-1]["type"] == "RUN_FINISHED", finished[-1]
     assert wrapped.framework.deleted == ["/tmp/draft.txt"] * deleted
-    assert await wrapped.open_interrupts("t") == []
+    assert await wrapped.open_interrupts(thread) == []
 
 
-async def test_a_replayed_resume_runs_nothing(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+async def test_a_replayed_resume_runs_nothing(wrapped: Wrapped, thread: str) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
     entry = resolved(interrupt["id"], APPROVE)
-    first = await wrapped.answer("t", entry)
+    first = await wrapped.answer(thread, entry)
     sent = len(wrapped.link.exchanges)
-    again = await wrapped.answer("t", entry)
+    again = await wrapped.answer(thread, entry)
 
     assert again[-1] == {**first[-1], "runId": again[-1]["runId"]}
     assert len(wrapped.link.exchanges) == sent
@@ -161,26 +193,26 @@ async def test_a_replayed_resume_runs_nothing(wrapped: Wrapped) -> None:
 
 
 async def test_a_restart_between_the_interrupt_and_the_resume_loses_nothing(
-    framework: Framework, tmp_path: Path
+    framework: Framework, thread: str, tmp_path: Path
 ) -> None:
     database = str(tmp_path / "turns.db")
     before = wrap(framework, SQLiteStore(database))
-    (interrupt,) = interrupts_of(await before.ask("t", "delete the draft"))
+    (interrupt,) = interrupts_of(await before.ask(thread, "delete the draft"))
     await before.adapter.aclose()
     after = wrap(framework, SQLiteStore(database))
-    finished = await after.answer("t", resolved(interrupt["id"], APPROVE))
+    finished = await after.answer(thread, resolved(interrupt["id"], APPROVE))
     await after.adapter.aclose()
 
     assert finished[-1]["outcome"] == {"type": "success"}
     assert framework.deleted == ["/tmp/draft.txt"]
 
 
-async def test_a_bad_answer_is_refused_here_and_a_good_one_then_applies(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+async def test_a_bad_answer_is_refused_here_and_a_good_one_then_applies(wrapped: Wrapped, thread: str) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
     sent = len(wrapped.link.exchanges)
-    refused = await wrapped.answer("t", resolved(interrupt["id"], {"approved": "yes"}))
-    still_open = await wrapped.open_interrupts("t")
-    applied = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+    refused = await wrapped.answer(thread, resolved(interrupt["id"], {"approved": "yes"}))
+    still_open = await wrapped.open_interrupts(thread)
+    applied = await wrapped.answer(thread, resolved(interrupt["id"], APPROVE))
 
     assert error_of(refused) == "RESUME_PAYLOAD_INVALID"
     assert len(wrapped.link.exchanges) == sent + 1  # only the good answer went upstream
@@ -189,13 +221,13 @@ async def test_a_bad_answer_is_refused_here_and_a_good_one_then_applies(wrapped:
     assert wrapped.framework.deleted == ["/tmp/draft.txt"]
 
 
-async def test_an_answer_the_upstream_could_not_take_is_not_spent(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
+async def test_an_answer_the_upstream_could_not_take_is_not_spent(wrapped: Wrapped, thread: str) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
     wrapped.link.down = True
-    failed = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
-    still_open = await wrapped.open_interrupts("t")
+    failed = await wrapped.answer(thread, resolved(interrupt["id"], APPROVE))
+    still_open = await wrapped.open_interrupts(thread)
     wrapped.link.down = False
-    applied = await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
+    applied = await wrapped.answer(thread, resolved(interrupt["id"], APPROVE))
 
     assert error_of(failed) == "UPSTREAM_ERROR"
     assert [each["id"] for each in still_open] == [interrupt["id"]]
@@ -203,12 +235,12 @@ async def test_an_answer_the_upstream_could_not_take_is_not_spent(wrapped: Wrapp
     assert wrapped.framework.deleted == ["/tmp/draft.txt"]
 
 
-async def test_every_tool_call_the_upstream_sees_is_made_once_and_answered_once(wrapped: Wrapped) -> None:
-    (navigate,) = interrupts_of(await wrapped.ask("t", "go to orders", tools=[NAVIGATE]))
-    await wrapped.answer("t", resolved(navigate["id"], {"opened": "/orders"}), tools=[NAVIGATE])
-    (approval,) = interrupts_of(await wrapped.ask("t", "delete the draft", tools=[NAVIGATE]))
-    await wrapped.answer("t", resolved(approval["id"], APPROVE), tools=[NAVIGATE])
-    await wrapped.ask("t", "thanks", tools=[NAVIGATE])
+async def test_every_tool_call_the_upstream_sees_is_made_once_and_answered_once(wrapped: Wrapped, thread: str) -> None:
+    (navigate,) = interrupts_of(await wrapped.ask(thread, "go to orders", tools=[NAVIGATE]))
+    await wrapped.answer(thread, resolved(navigate["id"], {"opened": "/orders"}), tools=[NAVIGATE])
+    (approval,) = interrupts_of(await wrapped.ask(thread, "delete the draft", tools=[NAVIGATE]))
+    await wrapped.answer(thread, resolved(approval["id"], APPROVE), tools=[NAVIGATE])
+    await wrapped.ask(thread, "thanks", tools=[NAVIGATE])
 
     for exchange in wrapped.link.exchanges:
         waiting = [approval["toolCallId"]] if exchange.body.get("resume") else []
@@ -217,45 +249,50 @@ async def test_every_tool_call_the_upstream_sees_is_made_once_and_answered_once(
         assert tool_call_problems(snapshot) == [], snapshot
 
 
-async def test_the_approved_tools_result_is_recorded_and_reaches_the_next_turn(wrapped: Wrapped) -> None:
-    (interrupt,) = interrupts_of(await wrapped.ask("t", "delete the draft"))
-    await wrapped.answer("t", resolved(interrupt["id"], APPROVE))
-    stored = await wrapped.adapter.thread("t")
-    await wrapped.ask("t", "thanks")
+async def test_the_approved_tools_result_is_recorded_and_reaches_the_next_turn(wrapped: Wrapped, thread: str) -> None:
+    (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
+    await wrapped.answer(thread, resolved(interrupt["id"], APPROVE))
+    stored = await wrapped.adapter.thread(thread)
+    await wrapped.ask(thread, "thanks")
 
     assert stored is not None
     results = [m for m in stored["messages"] if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
-    assert [m["content"] for m in results] == ["deleted /tmp/draft.txt"]
+    assert [m["content"].strip('"') for m in results] == ["deleted /tmp/draft.txt"]
     last_sent = wrapped.link.exchanges[-1].body["messages"]
     sent_results = [m for m in last_sent if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
-    assert [m["content"] for m in sent_results] == ["deleted /tmp/draft.txt"]
+    assert [m["content"].strip('"') for m in sent_results] == ["deleted /tmp/draft.txt"]
 
 
 def langgraph_resuming_by_id() -> Framework:
     agent = LangGraphUpstream(resume_by_id=True)
-    return Framework("langgraph_resuming_by_id", agent.app, agent.deleted)
+    return in_process("langgraph_resuming_by_id", agent.app, agent.deleted)
 
 
-@pytest.mark.parametrize("make", [pydantic_ai, langgraph_resuming_by_id])
-async def test_two_parallel_approvals_from_one_step_are_answered_together(make: Callable[[], Framework]) -> None:
-    wrapped = wrap(make())
-    interrupts = interrupts_of(await wrapped.ask("t", "delete both"))
-    finished = await wrapped.answer("t", *(resolved(each["id"], APPROVE) for each in interrupts))
+@pytest.mark.parametrize("name", ["pydantic_ai", "langgraph_resuming_by_id", "strands"])
+async def test_two_parallel_approvals_from_one_step_are_answered_together(
+    request: pytest.FixtureRequest, name: str, thread: str
+) -> None:
+    if name == "strands":
+        wrapped = wrap(strands(request.getfixturevalue("strands_server")))
+    else:
+        wrapped = wrap({"pydantic_ai": pydantic_ai, "langgraph_resuming_by_id": langgraph_resuming_by_id}[name]())
+    interrupts = interrupts_of(await wrapped.ask(thread, "delete both"))
+    finished = await wrapped.answer(thread, *(resolved(each["id"], APPROVE) for each in interrupts))
 
     assert len({each["id"] for each in interrupts}) == 2
     assert finished[-1]["outcome"] == {"type": "success"}
     assert sorted(wrapped.framework.deleted) == ["/tmp/a.txt", "/tmp/b.txt"]
-    assert await wrapped.open_interrupts("t") == []
+    assert await wrapped.open_interrupts(thread) == []
 
 
-async def test_stock_ag_ui_langgraph_refusing_two_answers_leaves_the_turn_open_and_cancellable() -> None:
+async def test_stock_ag_ui_langgraph_refusing_two_answers_leaves_the_turn_open_and_cancellable(thread: str) -> None:
     """ag-ui-langgraph 0.0.47 cannot resume two parallel interrupts: the answers are not spent, the turn can end."""
     wrapped = wrap(langgraph())
-    interrupts = interrupts_of(await wrapped.ask("t", "delete both"))
-    refused = await wrapped.answer("t", *(resolved(each["id"], APPROVE) for each in interrupts))
-    still_open = await wrapped.open_interrupts("t")
-    cancelled_here = await wrapped.adapter.cancel_turn("t")
-    after = await wrapped.ask("t", "hello")
+    interrupts = interrupts_of(await wrapped.ask(thread, "delete both"))
+    refused = await wrapped.answer(thread, *(resolved(each["id"], APPROVE) for each in interrupts))
+    still_open = await wrapped.open_interrupts(thread)
+    cancelled_here = await wrapped.adapter.cancel_turn(thread)
+    after = await wrapped.ask(thread, "hello")
 
     assert error_of(refused) == "UPSTREAM_ERROR"
     assert [each["id"] for each in still_open] == [each["id"] for each in interrupts]

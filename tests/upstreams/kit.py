@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -79,3 +84,76 @@ def tool_call_problems(messages: Iterable[Mapping[str, Any]], *, waiting: Iterab
             problems.append(f"{call} is answered {answers[call]} times")
     problems += [f"{call} is answered but never called" for call in answers if call not in calls]
     return problems
+
+
+STRANDS_SERVER = Path(__file__).with_name("strands_server.py")
+STRANDS_REQUIREMENTS = Path(__file__).with_name("strands-requirements.txt")
+
+
+def strands_python() -> Path:
+    """The interpreter of the Strands virtualenv: $AGUI_STRANDS_PYTHON, or `<this venv>-strands` beside ours.
+
+    ag-ui-strands 1.0.2 needs an older opentelemetry-api than the project's environment has, so it
+    lives in a virtualenv of its own (`.ci/run` makes `.venv-strands` next to `.venv`).
+    """
+    configured = os.environ.get("AGUI_STRANDS_PYTHON")
+    python = Path(configured) if configured else Path(f"{sys.prefix}-strands") / "bin" / "python"
+    if not python.exists():
+        raise RuntimeError(
+            f"no Strands virtualenv at {python}: python3 -m venv {python.parents[1]} && "
+            f"{python.parents[1]}/bin/pip install -r {STRANDS_REQUIREMENTS} (or set AGUI_STRANDS_PYTHON)"
+        )
+    return python
+
+
+@dataclass
+class StrandsServer:
+    """The Strands agent's server process, started once for the session."""
+
+    process: subprocess.Popen[str]
+    url: str
+
+    @classmethod
+    def start(cls, *, ready_within: float = 300) -> StrandsServer:
+        process = subprocess.Popen(
+            [str(strands_python()), str(STRANDS_SERVER)], stdout=subprocess.PIPE, text=True, env=_clean_env()
+        )
+        assert process.stdout is not None
+        ready = threading.Event()
+        port: list[int] = []
+
+        def read() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.startswith("PORT "):
+                    port.append(int(line.split()[1]))
+                    ready.set()
+            ready.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not ready.wait(ready_within) or not port:
+            process.kill()
+            raise RuntimeError(f"the Strands server did not start (exit code {process.poll()})")
+        return cls(process, f"http://127.0.0.1:{port[0]}/")
+
+    def deleted(self) -> list[str]:
+        deleted: list[str] = httpx.get(f"{self.url}deleted").json()
+        return deleted
+
+    def clear(self) -> None:
+        httpx.post(f"{self.url}deleted").raise_for_status()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+def _clean_env() -> dict[str, str]:
+    """Our environment without what points into our virtualenv, so the Strands one stands alone."""
+    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
