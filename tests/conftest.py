@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 from agui import ORDER, Client
-from externals import in_ci, missing_chromium, missing_copilotkit, missing_node
+from externals import in_ci, missing_chromium, missing_copilotkit, missing_node, missing_strands
 from starlette.applications import Starlette
 
 from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
@@ -238,6 +238,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "needs_node": missing_node(),
         "needs_copilotkit": missing_copilotkit(),
         "needs_chromium": missing_chromium(),
+        "needs_strands": missing_strands(),
     }
     for item in items:
         for marker, problem in missing.items():

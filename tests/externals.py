@@ -1,6 +1,6 @@
 """What some tests need beyond pip: the TypeScript clients and the CopilotKit example (`npm ci`), Chromium.
 
-A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`). Where a
+A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`, `needs_strands`). Where a
 dependency is missing, a local run skips the test and says which command installs it. Under CI
 (`CI` set, as `.ci/run` sets it) nothing is skipped: the test runs and fails with the same message,
 so a missing dependency can never pass there.
@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 TESTS = Path(__file__).resolve().parent
@@ -54,6 +55,31 @@ def missing_chromium() -> str | None:
     if not CHROMIUM.exists():
         return f"Chromium is not at {CHROMIUM}: apt-get install -y chromium chromium-driver (bash .ci/run does)."
     return None
+
+
+STRANDS_REQUIREMENTS = TESTS / "upstreams" / "strands-requirements.txt"
+
+
+def strands_python() -> Path:
+    """The Strands virtualenv's interpreter: $AGUI_STRANDS_PYTHON, or `<this venv>-strands` beside ours.
+
+    ag-ui-strands 1.0.2 needs an older opentelemetry-api than the project's environment has, so it
+    lives in a virtualenv of its own (`.ci/run` makes `.venv-strands` next to `.venv`).
+    """
+    configured = os.environ.get("AGUI_STRANDS_PYTHON")
+    return Path(configured) if configured else Path(f"{sys.prefix}-strands") / "bin" / "python"
+
+
+def missing_strands() -> str | None:
+    """What is missing for the Strands upstream's tests, with the fix; None when nothing is."""
+    python = strands_python()
+    if python.exists():
+        return None
+    venv = python.parents[1]
+    return (
+        f"no Strands virtualenv at {venv}: run python3 -m venv {venv} && {venv}/bin/pip install -r "
+        f"{STRANDS_REQUIREMENTS.relative_to(TESTS.parent)} (bash .ci/run does), or set AGUI_STRANDS_PYTHON."
+    )
 
 
 def _installed(folder: Path) -> bool:

@@ -66,7 +66,7 @@ def strands_server() -> Iterator[StrandsServer]:
     server.stop()
 
 
-@pytest.fixture(params=["pydantic_ai", "langgraph", "strands"])
+@pytest.fixture(params=["pydantic_ai", "langgraph", pytest.param("strands", marks=pytest.mark.needs_strands)])
 def framework(request: pytest.FixtureRequest) -> Framework:
     if request.param == "strands":
         return strands(request.getfixturevalue("strands_server"))
@@ -268,7 +268,9 @@ def langgraph_resuming_by_id() -> Framework:
     return in_process("langgraph_resuming_by_id", agent.app, agent.deleted)
 
 
-@pytest.mark.parametrize("name", ["pydantic_ai", "langgraph_resuming_by_id", "strands"])
+@pytest.mark.parametrize(
+    "name", ["pydantic_ai", "langgraph_resuming_by_id", pytest.param("strands", marks=pytest.mark.needs_strands)]
+)
 async def test_two_parallel_approvals_from_one_step_are_answered_together(
     request: pytest.FixtureRequest, name: str, thread: str
 ) -> None:

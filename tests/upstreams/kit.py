@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Mapping
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from externals import missing_strands, strands_python
 
 
 @dataclass
@@ -87,23 +87,6 @@ def tool_call_problems(messages: Iterable[Mapping[str, Any]], *, waiting: Iterab
 
 
 STRANDS_SERVER = Path(__file__).with_name("strands_server.py")
-STRANDS_REQUIREMENTS = Path(__file__).with_name("strands-requirements.txt")
-
-
-def strands_python() -> Path:
-    """The interpreter of the Strands virtualenv: $AGUI_STRANDS_PYTHON, or `<this venv>-strands` beside ours.
-
-    ag-ui-strands 1.0.2 needs an older opentelemetry-api than the project's environment has, so it
-    lives in a virtualenv of its own (`.ci/run` makes `.venv-strands` next to `.venv`).
-    """
-    configured = os.environ.get("AGUI_STRANDS_PYTHON")
-    python = Path(configured) if configured else Path(f"{sys.prefix}-strands") / "bin" / "python"
-    if not python.exists():
-        raise RuntimeError(
-            f"no Strands virtualenv at {python}: python3 -m venv {python.parents[1]} && "
-            f"{python.parents[1]}/bin/pip install -r {STRANDS_REQUIREMENTS} (or set AGUI_STRANDS_PYTHON)"
-        )
-    return python
 
 
 @dataclass
@@ -115,6 +98,9 @@ class StrandsServer:
 
     @classmethod
     def start(cls, *, ready_within: float = 300) -> StrandsServer:
+        problem = missing_strands()
+        if problem is not None:
+            raise RuntimeError(problem)
         process = subprocess.Popen(
             [str(strands_python()), str(STRANDS_SERVER)], stdout=subprocess.PIPE, text=True, env=_clean_env()
         )
