@@ -13,8 +13,9 @@ that is what a stateless target needs. Workloads:
 - growth: a thread with N prior turns (a turn: user, assistant tool call, tool result, assistant text;
   about 600 B). `new`: a new run with the full history that calls the client's `navigate` tool and
   ends in an interrupt; `resume-full`: its resume, with the history as the client holds it;
-  `resume-empty`: the resume of another such thread with `messages: []`. Slope: least squares over
-  the sizes, µs per prior turn. Target: each slope <= 2x the baseline's.
+  `resume-empty`: the resume of another such thread with `messages: []`; `next`: once the first
+  thread's resume finished, a new run on it with the full history (the store already holds it).
+  Slope: least squares over the sizes, µs per prior turn. Target: each slope <= 2x the baseline's.
 - payload: a new run whose history holds one user message of 768 KB, against one without it: CPU per
   KB of body. Target <= 1.5x.
 - fixed: 100 concurrent runs of 50 text deltas each: CPU per run. Target <= 1.1x.
@@ -40,6 +41,7 @@ from _server import KIND_HEADER, NAVIGATE, ROUND_TRIP_PROMPT, SHORT_PROMPT
 from bench_adapter import Row, Server, calibrate, events_of, new_id, outcome_of, round_trip, run_input, table
 
 PAYLOAD_KB = 768
+REQUESTS = ("new", "resume-full", "resume-empty", "next")
 CONCURRENT = 100
 TARGETS = {"slope": 2.0, "payload": 1.5, "fixed": 1.1, "round trip": 1.3}
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
@@ -78,6 +80,20 @@ def held_by_client(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> 
     return [*sent, assistant]
 
 
+def settled_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool results and assistant text a finished resume streamed, as a client adds them to its messages."""
+    messages: list[dict[str, Any]] = []
+    for event in events:
+        if event["type"] == "TOOL_CALL_RESULT":
+            result = {"id": event["messageId"], "role": "tool", "toolCallId": event["toolCallId"]}
+            messages.append({**result, "content": event["content"]})
+        elif event["type"] == "TEXT_MESSAGE_START":
+            messages.append({"id": event["messageId"], "role": "assistant", "content": ""})
+        elif event["type"] == "TEXT_MESSAGE_CONTENT":
+            messages[-1]["content"] += event["delta"]
+    return messages
+
+
 class Bench:
     """Posts bodies to a server and records, for the adapter, the events the baseline will replay."""
 
@@ -114,8 +130,11 @@ async def growth(bench: Bench, size: int) -> dict[str, float]:
     sent = [*history, {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
     thread = new_id("thread")
     cost["new"], first = await cpu_of(bench.server, bench.post(f"new:{size}", _body(thread, sent)))
-    full = _resume_body(thread, held_by_client(sent, first), first)
-    cost["resume-full"], _ = await cpu_of(bench.server, bench.post(f"resume-full:{size}", full))
+    held = held_by_client(sent, first)
+    full = _resume_body(thread, held, first)
+    cost["resume-full"], resumed = await cpu_of(bench.server, bench.post(f"resume-full:{size}", full))
+    after = [*held, *settled_messages(resumed), {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
+    cost["next"], _ = await cpu_of(bench.server, bench.post(f"next:{size}", _body(thread, after)))
     other = new_id("thread")
     again = await bench.post(f"new:{size}", _body(other, sent))
     empty = _resume_body(other, [], again)
@@ -184,9 +203,9 @@ async def measure(benches: list[Bench], sizes: list[int], reps: int) -> list[Row
     for size in sizes:
         samples = await alternate(benches, lambda b, n=size: growth(b, n), reps)
         for kind, runs in samples.items():
-            for request in ("new", "resume-full", "resume-empty"):
+            for request in REQUESTS:
                 per_size[kind].setdefault(request, []).append(statistics.median(r[request] for r in runs))
-    for request in ("new", "resume-full", "resume-empty"):
+    for request in REQUESTS:
         adapter, baseline = per_size["adapter"][request], per_size["baseline"][request]
         label = f"growth {request}"
         rows.append(Row(label, "µs CPU / prior turn", slope(sizes, adapter), slope(sizes, baseline), ("<=", 2.0)))
