@@ -7,6 +7,7 @@ exactly as it was (AGUI-RULES RES-13). Codes are in `adapter._errors`.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -19,7 +20,9 @@ from adapter._errors import ResumeError
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
-from schema_tools import validate
+from schema_tools import SchemaPolicyError, validate
+
+log = logging.getLogger("adapter.gate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,15 @@ def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[
         return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
     # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
     # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
-    _require_valid(answer.payload, call.response_schema, call.interrupt_id, "payload")
+    try:
+        _require_valid(answer.payload, call.response_schema, call.interrupt_id, "payload")
+    except SchemaPolicyError:
+        if call.kind != "backend":
+            raise
+        # A schema we cannot use (unresolvable $ref, invalid keyword) is the backend's to apply: it gets the answer.
+        log.warning(
+            "interrupt %s came with a schema the gate cannot apply; its answer passes unchecked", call.interrupt_id
+        )
     if call.kind == "approval" and isinstance(answer.payload, dict) and "editedArgs" in answer.payload:
         _require_valid(answer.payload["editedArgs"], edited_args_schema or {}, call.interrupt_id, "editedArgs")
 

@@ -83,3 +83,23 @@ async def test_a_corrected_answer_may_follow_a_refused_one() -> None:
 
     assert corrected[-1]["outcome"] == {"type": "success"}
     assert [entries[0]["payload"] for entries in backend.forwarded] == [{"approved": True}, {"approved": False}]
+
+
+async def test_an_interrupt_whose_schema_cannot_be_applied_passes_its_answer_on_unchecked() -> None:
+    class Unresolvable(Asking):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+            if request.resume:
+                self.forwarded.append([entry.model_dump(mode="json") for entry in request.resume])
+                yield TextDelta("accepted")
+                return
+            broken = {"$ref": "https://schemas.example/approval.json"}
+            yield BackendInterrupt([Interrupt(id="up-1", reason="confirmation", response_schema=broken)])
+
+    backend = Unresolvable()
+    adapter = Adapter(backend)
+    await run(adapter, run_input("t", [user("go")]))
+
+    applied = await run(adapter, run_input("t", [], resume=[resolved("up-1", {"approved": True})]))
+
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert [entries[0]["payload"] for entries in backend.forwarded] == [{"approved": True}]
