@@ -14,7 +14,7 @@ from adapter._predict import PredictState
 from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
 from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
 from adapter.backends import AGUIUpstream, OpenAIChatBackend, ScriptedBackend
-from adapter.stores import MemoryStore, SQLiteStore, TurnStore
+from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
 __all__ = [
     "AGUIUpstream",
@@ -33,6 +33,7 @@ __all__ = [
     "MemoryStore",
     "ModelRequest",
     "OpenAIChatBackend",
+    "PostgresStore",
     "PredictState",
     "ResumeError",
     "SQLiteStore",

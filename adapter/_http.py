@@ -11,6 +11,7 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import logging
@@ -35,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 _INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
 _UTF8: Final = frozenset({"utf-8", "utf8"})
+_PING_TIMEOUT: Final = 5.0  # seconds GET /health waits for the store before it answers 503
 
 
 class RunHandler(Protocol):
@@ -70,7 +72,8 @@ def create_app(
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
     - `GET /capabilities`: `handler.capabilities()` as JSON.
-    - `GET /health`: `{"status": "ok"}`.
+    - `GET /health`: `{"status": "ok"}`, or 503 when the handler's store has a `ping()` that fails or
+      takes more than 5 s (a database that is down). One trivial query: cheap enough to poll.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
       for an unknown thread.
@@ -98,6 +101,8 @@ def create_app(
         return Response(body, media_type="application/json")
 
     async def health(request: Request) -> Response:
+        if not await _store_answers(handler):
+            return _json_response(503, {"status": "unavailable", "store": "unreachable"})
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
@@ -173,3 +178,16 @@ def _refuse(rejected: InputRejected) -> Response:
 def _json_response(status_code: int, content: JSON) -> Response:
     # ASCII-escaped: error details echo client input, which may hold lone surrogates.
     return Response(json.dumps(content, separators=(",", ":")), status_code=status_code, media_type="application/json")
+
+
+async def _store_answers(handler: RunHandler) -> bool:
+    """Whether the handler's store (if it has one with a `ping`) answers; a handler without one is healthy."""
+    ping = getattr(getattr(handler, "store", None), "ping", None)
+    if ping is None:
+        return True
+    try:
+        await asyncio.wait_for(ping(), _PING_TIMEOUT)
+    except Exception:
+        logger.warning("GET /health: the store did not answer", exc_info=True)
+        return False
+    return True

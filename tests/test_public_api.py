@@ -23,6 +23,7 @@ DOORS = {
         "MemoryStore",
         "ModelRequest",
         "OpenAIChatBackend",
+        "PostgresStore",
         "PredictState",
         "ResumeError",
         "SQLiteStore",
@@ -67,6 +68,7 @@ DOORS = {
     "adapter.stores": [
         "KEEP",
         "MemoryStore",
+        "PostgresStore",
         "SQLiteStore",
         "StaleClaim",
         "StoreConflict",
@@ -95,6 +97,7 @@ DESIGN_PINS = [
     "TurnStore",
     "MemoryStore",
     "SQLiteStore",
+    "PostgresStore",
 ]
 
 

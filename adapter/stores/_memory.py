@@ -65,6 +65,9 @@ class MemoryStore:
             self._threads[thread_id] = current
             return current.version
 
+    async def ping(self) -> None:
+        """Always answers: the store is in this process."""
+
     async def close(self) -> None:
         """Nothing to release."""
 

@@ -109,6 +109,10 @@ class SQLiteStore:
         records = {name: _text(value) for name, value in change.records().items()}
         return await self._call(self._save, thread_id, change, records, expected_version, fence)
 
+    async def ping(self) -> None:
+        """Raise unless the file opens and answers a trivial query (for a health check)."""
+        await self._call(self._ping)
+
     async def close(self) -> None:
         """Close the connection and stop the worker thread."""
         if self._closed:
@@ -140,6 +144,9 @@ class SQLiteStore:
                 raise
             self._connection = connection
         return self._connection
+
+    def _ping(self) -> None:
+        self._connect().execute("SELECT 1").fetchone()
 
     def _disconnect(self) -> None:
         if self._connection is not None:

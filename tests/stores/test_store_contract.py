@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pg import fresh_schema_dsn
 
 from adapter.stores import (
     KEEP,
     MemoryStore,
+    PostgresStore,
     SQLiteStore,
     StaleClaim,
     StoreConflict,
@@ -26,6 +28,7 @@ from adapter.stores import (
 STORES: list[Any] = [
     pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
     pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
+    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
 ]
 
 

@@ -1,0 +1,294 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any, Final
+
+from adapter.stores._protocol import (
+    JSONValue,
+    StaleClaim,
+    StoreConflict,
+    StoredMessage,
+    StoredThread,
+    ThreadChange,
+    ThreadHead,
+)
+
+if TYPE_CHECKING:
+    from psycopg_pool import AsyncConnectionPool
+
+_INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agui-adapter[postgres]'"
+_MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
+_SCHEMA_VERSION: Final = 1
+# SQLSTATEs our save function raises (class "AG", user-defined), mapped back to the protocol's exceptions.
+_STALE_CLAIM: Final = "AG001"
+_CONFLICT: Final = "AG002"
+_BAD_POSITION: Final = "AG003"
+_UNIQUE_VIOLATION: Final = "23505"
+
+# Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
+# that the compare-and-set, the fence check and every write are one statement: one round trip.
+_MIGRATIONS: Final[dict[int, str]] = {
+    1: """
+    CREATE TABLE agui_threads (
+        thread_id     text PRIMARY KEY,
+        version       bigint NOT NULL,
+        claim         bigint NOT NULL,
+        message_count integer NOT NULL,
+        open_turn     text NOT NULL DEFAULT 'null',
+        applied       text NOT NULL DEFAULT 'null',
+        queued        text NOT NULL DEFAULT 'null',
+        updated_at    timestamptz NOT NULL DEFAULT now()
+    );
+    CREATE INDEX agui_threads_idle ON agui_threads (updated_at);
+    CREATE TABLE agui_messages (
+        thread_id  text NOT NULL,
+        position   integer NOT NULL,
+        message_id text NOT NULL,
+        role       text NOT NULL,
+        body       text NOT NULL,
+        PRIMARY KEY (thread_id, position)
+    );
+    CREATE FUNCTION agui_save(
+        p_thread text, p_expected bigint, p_fence bigint, p_claim boolean, p_keep integer,
+        p_replace_at integer[], p_replace_id text[], p_replace_role text[], p_replace_body text[],
+        p_append_id text[], p_append_role text[], p_append_body text[],
+        p_set_open boolean, p_open text, p_set_applied boolean, p_applied text,
+        p_set_queued boolean, p_queued text
+    ) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE
+        v_version bigint := 0;
+        v_claim bigint := 0;
+        v_count integer := 0;
+        v_kept integer;
+        v_found boolean;
+    BEGIN
+        SELECT version, claim, message_count INTO v_version, v_claim, v_count
+            FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+            v_version := 0; v_claim := 0; v_count := 0;
+        END IF;
+        IF p_fence IS NOT NULL AND v_claim <> p_fence THEN
+            RAISE EXCEPTION 'stale claim' USING ERRCODE = 'AG001';
+        END IF;
+        IF v_version <> p_expected THEN
+            RAISE EXCEPTION 'conflict' USING ERRCODE = 'AG002';
+        END IF;
+        v_kept := coalesce(p_keep, v_count);
+        IF v_kept < 0 OR v_kept > v_count
+           OR EXISTS (SELECT 1 FROM unnest(p_replace_at) AS r(at) WHERE r.at < 0 OR r.at >= v_kept) THEN
+            RAISE EXCEPTION 'position' USING ERRCODE = 'AG003';
+        END IF;
+        IF p_keep IS NOT NULL AND p_keep < v_count THEN
+            DELETE FROM agui_messages WHERE thread_id = p_thread AND position >= p_keep;
+        END IF;
+        IF cardinality(p_replace_at) > 0 THEN
+            UPDATE agui_messages m SET message_id = r.id, role = r.role, body = r.body
+                FROM unnest(p_replace_at, p_replace_id, p_replace_role, p_replace_body) AS r(at, id, role, body)
+                WHERE m.thread_id = p_thread AND m.position = r.at;
+        END IF;
+        IF cardinality(p_append_id) > 0 THEN
+            INSERT INTO agui_messages (thread_id, position, message_id, role, body)
+                SELECT p_thread, v_kept + a.n - 1, a.id, a.role, a.body
+                FROM unnest(p_append_id, p_append_role, p_append_body) WITH ORDINALITY AS a(id, role, body, n);
+        END IF;
+        v_count := v_kept + cardinality(p_append_id);
+        IF v_found THEN
+            UPDATE agui_threads SET
+                version = v_version + 1,
+                claim = v_claim + p_claim::integer,
+                message_count = v_count,
+                open_turn = CASE WHEN p_set_open THEN p_open ELSE open_turn END,
+                applied = CASE WHEN p_set_applied THEN p_applied ELSE applied END,
+                queued = CASE WHEN p_set_queued THEN p_queued ELSE queued END,
+                updated_at = now()
+            WHERE thread_id = p_thread;
+        ELSE
+            -- A racing creator that committed first makes this a unique violation: a conflict.
+            INSERT INTO agui_threads (thread_id, version, claim, message_count, open_turn, applied, queued)
+            VALUES (p_thread, 1, p_claim::integer, v_count,
+                    CASE WHEN p_set_open THEN p_open ELSE 'null' END,
+                    CASE WHEN p_set_applied THEN p_applied ELSE 'null' END,
+                    CASE WHEN p_set_queued THEN p_queued ELSE 'null' END);
+        END IF;
+        RETURN v_version + 1;
+    END $$;
+    """,
+}
+
+_LOAD: Final = """
+    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued,
+           m.message_id, m.role, m.body
+    FROM agui_threads t
+    LEFT JOIN agui_messages m ON m.thread_id = t.thread_id AND m.position >= %(since)s
+    WHERE t.thread_id = %(thread)s
+    ORDER BY m.position
+"""
+_SAVE: Final = """
+    SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+
+class PostgresStore:
+    """A turn store in PostgreSQL, shared by every replica on every host that connects to it.
+
+    Behaviour:
+
+    - Connections come from a `psycopg_pool.AsyncConnectionPool`, opened on first use. Its tables
+      (`agui_threads`, `agui_messages`, `agui_schema_version`) and the `agui_save` function are
+      created then, under a transaction-level advisory lock, so replicas starting together on an empty
+      database migrate it once and the others wait for it.
+    - `load` is one statement (the head joined with the messages from `since` on), so one round trip
+      and one consistent snapshot.
+    - `save` is one statement too: `agui_save` locks the thread's head row (`SELECT ... FOR UPDATE`),
+      checks the fencing token and the version, and writes the change, all in the statement's
+      transaction. The loser of a race gets `StoreConflict` (or `StaleClaim`) with nothing written.
+    - Head records and messages are stored as the JSON text they were given, so they come back as is.
+    - After `aclose`, every call raises `RuntimeError`; `aclose` may be called again.
+
+    Args:
+        dsn: A libpq connection string or URL, e.g. `postgresql://user@host:5432/db`.
+        min_size: Connections the pool keeps open.
+        max_size: Connections the pool may open.
+        **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `timeout`).
+
+    Raises:
+        ImportError: psycopg or psycopg_pool is missing (the `postgres` extra).
+    """
+
+    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, **options: Any) -> None:
+        try:
+            from psycopg_pool import AsyncConnectionPool
+        except ImportError as error:  # pragma: no cover - depends on what is installed
+            raise ImportError(_INSTALL_HINT) from error
+        self._pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            dsn,
+            min_size=min_size,
+            max_size=max_size,
+            kwargs={"autocommit": True},
+            open=False,
+            name="agui-postgres",
+            **options,
+        )
+        self._ready: asyncio.Task[None] | None = None
+        self._closed = False
+
+    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
+        """Return the thread's head and its messages from position `since` on, or None for no thread."""
+        pool = await self._open()
+        from_position = 2**31 - 1 if since is None else max(since, 0)
+        async with pool.connection() as connection:
+            cursor = await connection.execute(_LOAD, {"thread": thread_id, "since": from_position})
+            rows = await cursor.fetchall()
+        if not rows:
+            return None
+        first = rows[0]
+        head = ThreadHead(first[0], first[1], first[2], *(json.loads(text) for text in first[3:6]))
+        start = min(from_position, head.message_count)
+        messages = [StoredMessage(row[6], row[7], row[8]) for row in rows if row[6] is not None]
+        return StoredThread(head, start, messages)
+
+    async def save(
+        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+    ) -> int:
+        """Write `change` if the thread is at `expected_version` (0: absent) and, with `fence`, at that claim.
+
+        Returns:
+            The new version, `expected_version + 1`.
+
+        Raises:
+            StaleClaim: `fence` is not the thread's claim number; nothing was written.
+            StoreConflict: The stored version differs from `expected_version`; nothing was written.
+            ValueError: `keep` or a replaced position is past the thread's messages.
+        """
+        import psycopg
+
+        records = change.records()
+        replaced = sorted(change.replace.items())
+        params = (
+            thread_id,
+            expected_version,
+            fence,
+            change.claim,
+            change.keep,
+            [position for position, _ in replaced],
+            [m.id for _, m in replaced],
+            [m.role for _, m in replaced],
+            [m.json for _, m in replaced],
+            [m.id for m in change.append],
+            [m.role for m in change.append],
+            [m.json for m in change.append],
+            *_record(records, "open_turn"),
+            *_record(records, "applied"),
+            *_record(records, "queued"),
+        )
+        pool = await self._open()
+        try:
+            async with pool.connection() as connection:
+                cursor = await connection.execute(_SAVE, params)
+                row = await cursor.fetchone()
+        except psycopg.Error as error:
+            state = error.sqlstate
+            if state == _STALE_CLAIM:
+                raise StaleClaim(thread_id, expected_version, fence or 0) from None
+            if state in (_CONFLICT, _UNIQUE_VIOLATION):
+                raise StoreConflict(thread_id, expected_version) from None
+            if state == _BAD_POSITION:
+                raise ValueError(f"{change.keep=} or a replaced position is outside the thread's messages") from None
+            raise
+        assert row is not None
+        return int(row[0])
+
+    async def ping(self) -> None:
+        """Raise unless the database answers a trivial query (for a health check)."""
+        pool = await self._open()
+        async with pool.connection() as connection:
+            await connection.execute("SELECT 1")
+
+    async def close(self) -> None:
+        """Close the pool's connections."""
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the pool's connections; later calls raise `RuntimeError`."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
+
+    async def _open(self) -> AsyncConnectionPool[Any]:
+        if self._closed:
+            raise RuntimeError("PostgresStore is closed")
+        if self._ready is None or (self._ready.done() and self._ready.exception() is not None):
+            self._ready = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._ready)
+        return self._pool
+
+    async def _start(self) -> None:
+        await self._pool.open(wait=False)
+        async with self._pool.connection() as connection:
+            await _migrate(connection)
+
+
+async def _migrate(connection: Any) -> None:
+    """Bring the schema to `_SCHEMA_VERSION`, once, however many replicas start together."""
+    async with connection.transaction():
+        # Transaction-level: released at commit, even if this process dies mid-way.
+        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        await connection.execute("CREATE TABLE IF NOT EXISTS agui_schema_version (version integer NOT NULL)")
+        cursor = await connection.execute("SELECT max(version) FROM agui_schema_version")
+        row = await cursor.fetchone()
+        current = row[0] if row and row[0] is not None else 0
+        if current > _SCHEMA_VERSION:
+            raise RuntimeError(f"the database's agui schema is version {current}, newer than this adapter's")
+        for version in range(current + 1, _SCHEMA_VERSION + 1):
+            await connection.execute(_MIGRATIONS[version])
+            await connection.execute("INSERT INTO agui_schema_version (version) VALUES (%s)", (version,))
+
+
+def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]:
+    if name not in records:
+        return False, None
+    # ASCII-escaped, like SQLite's copy: a lone surrogate from client JSON survives the round trip.
+    return True, json.dumps(records[name])
