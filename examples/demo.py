@@ -19,7 +19,7 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from adapter import Adapter, HistoryMode, ScriptedBackend, SQLiteStore, create_app
+from adapter import Adapter, HistoryMode, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app
 from examples import form_assist, serving
 from examples.backend_choice import choose_backend
 from examples.demo_agent import HELP, RULES, forms, tools
@@ -51,7 +51,7 @@ def build_app(
         backend,
         tools=[*tools, *form_assist.TOOLS],
         forms=forms,
-        store=SQLiteStore(db_path),
+        store=open_store(db_path),
         frontend_outcome=frontend_outcome,
         history=history,
     )
@@ -76,10 +76,17 @@ def build_app(
     )
 
 
+def open_store(db: str) -> TurnStore:
+    """A PostgresStore for a `postgresql://` URL, else a SQLiteStore on that file."""
+    if db.startswith(("postgresql://", "postgres://")):
+        return PostgresStore(db)
+    return SQLiteStore(db)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse the flags and serve the demo with uvicorn."""
     parser = serving.add_server_flags(argparse.ArgumentParser(description="Serve the AG-UI adapter demo."))
-    parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns")
+    parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns, or a postgresql:// URL")
     parser.add_argument(
         "--frontend-outcome",
         choices=["interrupt", "pending"],

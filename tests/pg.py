@@ -11,6 +11,7 @@ import uuid
 from urllib.parse import quote
 
 import pytest
+from externals import in_ci
 
 FIX = ". .ci/postgres.sh && postgres_start  # then run pytest in that shell (it exports AGUI_TEST_POSTGRES_DSN)"
 
@@ -20,7 +21,7 @@ def base_dsn() -> str:
     dsn = os.environ.get("AGUI_TEST_POSTGRES_DSN")
     if not dsn:
         message = f"the postgres tests need a PostgreSQL server in AGUI_TEST_POSTGRES_DSN: {FIX}"
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     return dsn

@@ -412,6 +412,29 @@ async def test_health(client: httpx.AsyncClient) -> None:
     assert (response.status_code, response.json()) == (200, {"status": "ok"})
 
 
+class _Store:
+    def __init__(self, error: Exception | None) -> None:
+        self.error = error
+
+    async def ping(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
+@pytest.mark.parametrize(("error", "status"), [(None, 200), (OSError("connection refused"), 503)], ids=["up", "down"])
+async def test_health_reports_whether_the_store_answers(
+    handler: RecordingHandler, error: Exception | None, status: int
+) -> None:
+    handler.store = _Store(error)  # type: ignore[attr-defined]
+    app = create_app(handler)
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:
+        response = await client.get("/health")
+
+    assert response.status_code == status
+    assert response.json()["status"] == ("ok" if status == 200 else "unavailable")
+
+
 async def test_run_route_only_accepts_post(client: httpx.AsyncClient) -> None:
     response = await client.get("/")
 

@@ -249,3 +249,33 @@ def test_health_is_503_while_the_database_is_unreachable(tmp_path: Path) -> None
         wait_for(answered, "GET /health to answer 503")
     finally:
         replica.kill()
+
+
+async def test_the_demo_runs_on_postgres(http: httpx.AsyncClient) -> None:
+    import psycopg
+
+    dsn, port = fresh_schema_dsn(), free_port()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "examples.demo", "--port", str(port), "--db", dsn], cwd=ROOT, env=env
+    )
+    url = f"http://127.0.0.1:{port}/agui"
+    try:
+
+        def healthy() -> bool:
+            assert demo.poll() is None, "the demo exited"
+            try:
+                return httpx.get(url + "/health", timeout=5).status_code == 200
+            except httpx.TransportError:
+                return False
+
+        wait_for(healthy, "the demo to be healthy")
+        reply = await Client(http, url).thread().say("hello")
+    finally:
+        demo.kill()
+        demo.wait(_BOUND)
+
+    assert ok(reply)
+    with psycopg.connect(dsn) as connection:
+        (threads,) = connection.execute("SELECT count(*) FROM agui_threads").fetchone() or (0,)
+    assert threads == 1

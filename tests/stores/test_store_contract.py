@@ -274,3 +274,7 @@ async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> 
     assert all(isinstance(result, StoreConflict) for result in results if result != 2)
     loaded = await store.load("t1", since=None)
     assert loaded is not None and loaded.head.claim == 1
+
+
+async def test_ping_answers_while_the_store_is_open(store: TurnStore) -> None:
+    await store.ping()  # type: ignore[attr-defined]
