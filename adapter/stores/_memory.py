@@ -3,6 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from adapter.stores._protocol import (
     JSONValue,
@@ -13,6 +14,7 @@ from adapter.stores._protocol import (
     ThreadChange,
     ThreadHead,
 )
+from adapter.stores._retention import cutoffs, turn_expiry
 
 
 @dataclass(slots=True)
@@ -22,6 +24,8 @@ class _Thread:
     messages: list[StoredMessage] = field(default_factory=list)
     records: dict[str, str] = field(default_factory=dict)
     """Head records as JSON text, so that no caller can mutate what the store holds."""
+    saved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
+    expires_at: datetime | None = None
 
 
 class MemoryStore:
@@ -62,8 +66,30 @@ class MemoryStore:
             change.check(len(current.messages))
             records = {name: _text(value) for name, value in change.records().items()}
             _apply(current, change, records)
+            current.saved_at = datetime.now(UTC)
+            if "open_turn" in records:
+                current.expires_at = turn_expiry(change.open_turn)
             self._threads[thread_id] = current
             return current.version
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
+
+        A finished thread has no open turn and no queued answers. Returns how many threads were deleted.
+        """
+        idle, expired = cutoffs(older_than, grace, now)
+        async with self._lock:
+            doomed = [
+                thread_id
+                for thread_id, thread in self._threads.items()
+                if (_finished(thread) and thread.saved_at < idle)
+                or (thread.expires_at is not None and thread.expires_at < expired)
+            ]
+            for thread_id in doomed:
+                del self._threads[thread_id]
+        return len(doomed)
 
     async def ping(self) -> None:
         """Always answers: the store is in this process."""
@@ -82,6 +108,10 @@ def _apply(thread: _Thread, change: ThreadChange, records: dict[str, str]) -> No
     thread.records.update(records)
     thread.version += 1
     thread.claim += change.claim
+
+
+def _finished(thread: _Thread) -> bool:
+    return all(thread.records.get(name, "null") == "null" for name in ("open_turn", "queued"))
 
 
 def _text(value: JSONValue) -> str:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from adapter.stores._protocol import (
@@ -13,6 +14,7 @@ from adapter.stores._protocol import (
     ThreadChange,
     ThreadHead,
 )
+from adapter.stores._retention import cutoffs, turn_expiry
 
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
@@ -38,9 +40,11 @@ _MIGRATIONS: Final[dict[int, str]] = {
         open_turn     text NOT NULL DEFAULT 'null',
         applied       text NOT NULL DEFAULT 'null',
         queued        text NOT NULL DEFAULT 'null',
-        updated_at    timestamptz NOT NULL DEFAULT now()
+        saved_at      timestamptz NOT NULL DEFAULT now(),
+        expires_at    timestamptz
     );
-    CREATE INDEX agui_threads_idle ON agui_threads (updated_at);
+    CREATE INDEX agui_threads_saved ON agui_threads (saved_at);
+    CREATE INDEX agui_threads_expiry ON agui_threads (expires_at) WHERE expires_at IS NOT NULL;
     CREATE TABLE agui_messages (
         thread_id  text NOT NULL,
         position   integer NOT NULL,
@@ -54,7 +58,7 @@ _MIGRATIONS: Final[dict[int, str]] = {
         p_replace_at integer[], p_replace_id text[], p_replace_role text[], p_replace_body text[],
         p_append_id text[], p_append_role text[], p_append_body text[],
         p_set_open boolean, p_open text, p_set_applied boolean, p_applied text,
-        p_set_queued boolean, p_queued text
+        p_set_queued boolean, p_queued text, p_expires timestamptz
     ) RETURNS bigint LANGUAGE plpgsql AS $$
     DECLARE
         v_version bigint := 0;
@@ -102,15 +106,18 @@ _MIGRATIONS: Final[dict[int, str]] = {
                 open_turn = CASE WHEN p_set_open THEN p_open ELSE open_turn END,
                 applied = CASE WHEN p_set_applied THEN p_applied ELSE applied END,
                 queued = CASE WHEN p_set_queued THEN p_queued ELSE queued END,
-                updated_at = now()
+                expires_at = CASE WHEN p_set_open THEN p_expires ELSE expires_at END,
+                saved_at = now()
             WHERE thread_id = p_thread;
         ELSE
             -- A racing creator that committed first makes this a unique violation: a conflict.
-            INSERT INTO agui_threads (thread_id, version, claim, message_count, open_turn, applied, queued)
+            INSERT INTO agui_threads
+                (thread_id, version, claim, message_count, open_turn, applied, queued, expires_at)
             VALUES (p_thread, 1, p_claim::integer, v_count,
                     CASE WHEN p_set_open THEN p_open ELSE 'null' END,
                     CASE WHEN p_set_applied THEN p_applied ELSE 'null' END,
-                    CASE WHEN p_set_queued THEN p_queued ELSE 'null' END);
+                    CASE WHEN p_set_queued THEN p_queued ELSE 'null' END,
+                    p_expires);
         END IF;
         RETURN v_version + 1;
     END $$;
@@ -126,7 +133,19 @@ _LOAD: Final = """
     ORDER BY m.position
 """
 _SAVE: Final = """
-    SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+# One statement: the threads go, and their messages with them.
+_PURGE: Final = """
+    WITH doomed AS (
+        DELETE FROM agui_threads
+        WHERE (open_turn = 'null' AND queued = 'null' AND saved_at < %(idle)s)
+           OR (expires_at IS NOT NULL AND expires_at < %(expired)s)
+        RETURNING thread_id
+    ), gone AS (
+        DELETE FROM agui_messages m USING doomed d WHERE m.thread_id = d.thread_id
+    )
+    SELECT count(*) FROM doomed
 """
 
 
@@ -222,6 +241,7 @@ class PostgresStore:
             *_record(records, "open_turn"),
             *_record(records, "applied"),
             *_record(records, "queued"),
+            turn_expiry(change.open_turn),
         )
         pool = await self._open()
         try:
@@ -239,6 +259,22 @@ class PostgresStore:
             raise
         assert row is not None
         return int(row[0])
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
+
+        A finished thread has no open turn and no queued answers. One statement; returns how many
+        threads were deleted. A save racing with it either lands first (and the thread is kept if it is
+        no longer finished) or finds the thread gone (`StoreConflict`).
+        """
+        idle, expired = cutoffs(older_than, grace, now)
+        pool = await self._open()
+        async with pool.connection() as connection:
+            cursor = await connection.execute(_PURGE, {"idle": idle, "expired": expired})
+            row = await cursor.fetchone()
+        return int(row[0]) if row else 0
 
     async def ping(self) -> None:
         """Raise unless the database answers a trivial query (for a health check)."""

@@ -7,9 +7,11 @@ import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from adapter.stores._protocol import (
+    KEEP,
     JSONValue,
     StaleClaim,
     StoreConflict,
@@ -18,6 +20,7 @@ from adapter.stores._protocol import (
     ThreadChange,
     ThreadHead,
 )
+from adapter.stores._retention import cutoffs, turn_expiry
 from adapter.stores._sqlite_migrate import migrate_documents
 
 _T = TypeVar("_T")
@@ -106,8 +109,23 @@ class SQLiteStore:
             StoreConflict: The stored version differs from `expected_version`; nothing was written.
         """
         # Serialised before the call returns to the loop, so callers may mutate their values afterwards.
-        records = {name: _text(value) for name, value in change.records().items()}
+        records: dict[str, object] = {name: _text(value) for name, value in change.records().items()}
+        records["saved_at"] = time.time()
+        if change.open_turn is not KEEP:
+            expiry = turn_expiry(change.open_turn)
+            records["expires_at"] = None if expiry is None else expiry.timestamp()
         return await self._call(self._save, thread_id, change, records, expected_version, fence)
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
+
+        A finished thread has no open turn and no queued answers. One transaction; returns how many
+        threads were deleted.
+        """
+        idle, expired = cutoffs(older_than, grace, now)
+        return await self._call(self._purge, idle.timestamp(), expired.timestamp())
 
     async def ping(self) -> None:
         """Raise unless the file opens and answers a trivial query (for a health check)."""
@@ -139,11 +157,29 @@ class SQLiteStore:
                 for statement in _SCHEMA:
                     connection.execute(statement)
                 migrate_documents(connection)
+                _add_retention_columns(connection)
             except BaseException:
                 connection.close()
                 raise
             self._connection = connection
         return self._connection
+
+    def _purge(self, idle: float, expired: float) -> int:
+        connection = self._connect()
+        doomed = (
+            "SELECT thread_id FROM agui_threads WHERE (open_turn = 'null' AND queued = 'null' AND saved_at < ?) "
+            "OR (expires_at IS NOT NULL AND expires_at < ?)"
+        )
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            connection.execute(f"DELETE FROM agui_messages WHERE thread_id IN ({doomed})", (idle, expired))
+            count = connection.execute(f"DELETE FROM agui_threads WHERE thread_id IN ({doomed})", (idle, expired))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return count.rowcount
 
     def _ping(self) -> None:
         self._connect().execute("SELECT 1").fetchone()
@@ -177,7 +213,12 @@ class SQLiteStore:
         return StoredThread(head, start, [StoredMessage(*row) for row in rows])
 
     def _save(
-        self, thread_id: str, change: ThreadChange, records: dict[str, str], expected_version: int, fence: int | None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        records: dict[str, object],
+        expected_version: int,
+        fence: int | None,
     ) -> int:
         connection = self._connect()
         # IMMEDIATE takes the write lock before the read, so no other writer can slip in between.
@@ -224,11 +265,11 @@ def _write_head(
     connection: sqlite3.Connection,
     thread_id: str,
     numbers: tuple[int, int, int],
-    records: dict[str, str],
+    records: dict[str, object],
     *,
     exists: bool,
 ) -> None:
-    columns = ["version", "claim", "message_count", *records]  # record names come from _RECORDS, never from input
+    columns = ["version", "claim", "message_count", *records]  # record and retention column names, never input
     values = [*numbers, *records.values()]
     if exists:
         assignments = ", ".join(f"{column} = ?" for column in columns)
@@ -238,6 +279,31 @@ def _write_head(
         connection.execute(
             f"INSERT INTO agui_threads (thread_id, {', '.join(columns)}) VALUES ({marks})", (thread_id, *values)
         )
+
+
+def _add_retention_columns(connection: sqlite3.Connection) -> None:
+    """Add `saved_at` and `expires_at` (Unix seconds) to a file from before retention, once.
+
+    Threads already there count as saved now, so a first purge never deletes them for their age.
+    """
+    if "saved_at" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "saved_at" not in _columns(connection):  # another process may have added them meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
+            connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
+            connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _columns(connection: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in connection.execute("PRAGMA table_info(agui_threads)")}
 
 
 def _text(value: JSONValue) -> str:

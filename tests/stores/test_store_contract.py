@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -278,3 +279,53 @@ async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> 
 
 async def test_ping_answers_while_the_store_is_open(store: TurnStore) -> None:
     await store.ping()  # type: ignore[attr-defined]
+
+
+def expiring_turn(*expiries: datetime | None) -> dict[str, Any]:
+    """An open turn as the engine stores it, whose pending interrupts expire at these times."""
+    return {
+        "turn_id": "turn1",
+        "pending": [
+            {"interrupt_id": f"i{n}", "expires_at": None if moment is None else moment.isoformat()}
+            for n, moment in enumerate(expiries)
+        ],
+    }
+
+
+async def test_purge_deletes_finished_threads_idle_longer_than_the_age(store: TurnStore) -> None:
+    now = datetime.now(UTC)
+    await store.save("done", ThreadChange(append=[msg("m0")], open_turn=None), expected_version=0)
+    await store.save("waiting", ThreadChange(open_turn={"pending": [{"interrupt_id": "i1"}]}), expected_version=0)
+    await store.save("queued", ThreadChange(queued=[{"interruptId": "i1"}]), expected_version=0)
+
+    fresh = await store.purge(timedelta(days=30), now=now)  # type: ignore[attr-defined]
+    aged = await store.purge(timedelta(days=30), now=now + timedelta(days=31))  # type: ignore[attr-defined]
+
+    assert (fresh, aged) == (0, 1)
+    assert await store.load("done") is None
+    assert await store.load("waiting") is not None and await store.load("queued") is not None
+    assert await store.save("done", ThreadChange(append=[msg("again")]), expected_version=0) == 1
+
+
+async def test_purge_deletes_open_turns_expired_past_the_grace(store: TurnStore) -> None:
+    now = datetime.now(UTC)
+    hour = timedelta(hours=1)
+    await store.save("expiring", ThreadChange(open_turn=expiring_turn(now, now + hour)), expected_version=0)
+    await store.save("forever", ThreadChange(open_turn=expiring_turn(now, None)), expected_version=0)
+    purge = store.purge  # type: ignore[attr-defined]
+
+    within_grace = await purge(timedelta(days=30), grace=timedelta(days=1), now=now + 2 * hour)
+    past_grace = await purge(timedelta(days=30), grace=timedelta(days=1), now=now + timedelta(days=1) + 2 * hour)
+
+    assert (within_grace, past_grace) == (0, 1)
+    assert await store.load("expiring") is None
+    assert await store.load("forever") is not None
+
+
+async def test_an_answered_turn_is_no_longer_purged_for_its_expiry(store: TurnStore) -> None:
+    now = datetime.now(UTC)
+    await store.save("t1", ThreadChange(open_turn=expiring_turn(now)), expected_version=0)
+    await store.save("t1", ThreadChange(open_turn={"pending": [{"interrupt_id": "i9"}]}), expected_version=1)
+
+    assert await store.purge(timedelta(days=30), now=now + timedelta(days=2)) == 0  # type: ignore[attr-defined]
+    assert await store.load("t1") is not None
