@@ -10,6 +10,7 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput, ToolMessage
 
+from adapter import _telemetry as telemetry
 from adapter._config import EngineConfig
 from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
@@ -112,10 +113,17 @@ async def execute(
     parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
     if isinstance(parsed, ToolResult):
         return parsed
+    span = telemetry.start("agui.tool", context.thread_id, context.run_id, **{"agui.tool": tool.name})
+    outcome, code = "error", None
     try:
-        return await tool.invoke(parsed, context)
+        result = await tool.invoke(parsed, context)
+        outcome, code = ("success", None) if result.error is None else ("error", result.error)
+        return result
     except InputRequired as signal:
+        outcome = "input_required"
         return signal
+    finally:
+        telemetry.finish(span, outcome, code)
 
 
 async def run_calls(

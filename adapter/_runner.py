@@ -32,6 +32,7 @@ from ag_ui.core import (
 from pydantic import TypeAdapter
 
 from adapter import _errors as codes
+from adapter import _telemetry as telemetry
 from adapter._answers import Settled, settle_answers
 from adapter._calls import CallBudget, run_calls
 from adapter._config import EngineConfig
@@ -87,8 +88,13 @@ class Run:
             parent_run_id=self.input.parent_run_id,
             protocol_version=PROTOCOL_VERSION,
         )
+        thread_id, run_id = self.input.thread_id, self.input.run_id
+        span = telemetry.start("agui.run", thread_id, run_id)
+        outcome, code = "left", None  # the client went away before the end, unless said otherwise below
         try:
             async for event in self._run():
+                if isinstance(event, RunFinishedEvent):
+                    outcome = event.outcome.type if event.outcome is not None else "success"
                 yield event
         except (GeneratorExit, asyncio.CancelledError):
             self._left_unfinished()
@@ -97,23 +103,37 @@ class Run:
             if not isinstance(exc, AdapterError):
                 log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
                 exc = AdapterError("The run failed with an internal error.")  # internals never reach the client
+            outcome, code = "error", exc.code
+            if isinstance(exc, ResumeError):
+                telemetry.refusals.add(1, {"agui.error_code": exc.code})
+                if exc.code == codes.RESUME_EXPIRED:
+                    telemetry.expired.add(1)
             for event in self._close_open():
                 yield event
             await self._failed(exc)
             details = {"details": exc.details} if exc.details is not None else None
             yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
+        finally:
+            telemetry.end_run(span, thread_id, run_id, outcome, code)
 
     async def _run(self) -> AsyncIterator[BaseEvent]:
         record = await self.handle.load()
         toolset = Toolset(self.config.tools, self.input.tools or [], client_policy=self.config.client_tool_policy)
-        gate = check_resume(
-            record,
-            self.input,
-            now=self.config.now(),
-            claim_lease=self.config.claim_lease,
-            edited_args_schemas=self.config.tool_schemas(),
-        )
+        span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)
+        try:
+            gate = check_resume(
+                record,
+                self.input,
+                now=self.config.now(),
+                claim_lease=self.config.claim_lease,
+                edited_args_schemas=self.config.tool_schemas(),
+            )
+        except ResumeError as refused:
+            telemetry.finish(span, "refused", refused.code)
+            raise
+        telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
         if isinstance(gate, Replay):
+            telemetry.duplicates.add(1)
             async for event in self._replay(gate):
                 yield event
             return
@@ -158,7 +178,11 @@ class Run:
         Once a claim is made the answers are applied to the end, even if the client goes away, so a
         tool never runs half-way through a resume and never runs twice.
         """
+        held = gate.turn.claimed_by is not None  # claimed by a run whose lease ran out: the gate let it pass
         await self.handle.claim(gate, self.input.run_id, self.config.now())
+        telemetry.answered.add(len(gate.answers))
+        if held:
+            telemetry.takeovers.add(1)
         await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.config.background.keep(task)
@@ -193,12 +217,15 @@ class Run:
             )
             self.open_step = step
             request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
+            span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id)
             try:
                 async for event in stream_step(self.config.backend, request, step):
                     yield event
             except Exception:
                 await self._reopen()
                 raise
+            finally:
+                telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = advance_state(state, step.state_events)
             self.open_step = None
@@ -250,6 +277,7 @@ class Run:
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
         await self.handle.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
+        telemetry.opened.add(len(pending))
         self.ended = True
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:

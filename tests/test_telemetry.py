@@ -1,0 +1,90 @@
+"""The spans and counters of one suspend-and-resume, through the OpenTelemetry SDK's in-memory exporter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput, UserMessage
+
+from adapter import Adapter, MemoryStore, ScriptedBackend, ToolContext, tool
+from adapter.backends import Call, Rule
+
+sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="pip install opentelemetry-sdk (the dev extra has it)")
+from opentelemetry import metrics, trace  # noqa: E402
+from opentelemetry.sdk.metrics import MeterProvider  # noqa: E402
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+_EXPORTER = InMemorySpanExporter()
+_READER = InMemoryMetricReader()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def providers() -> Iterator[None]:
+    """The SDK as the global providers, once per process (OpenTelemetry allows only one set)."""
+    provider = sdk.TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+    trace.set_tracer_provider(provider)
+    metrics.set_meter_provider(MeterProvider(metric_readers=[_READER]))
+    yield
+
+
+def counters() -> dict[str, list[tuple[dict[str, Any], int]]]:
+    data = _READER.get_metrics_data()
+    found: dict[str, list[tuple[dict[str, Any], int]]] = {}
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                found[metric.name] = [(dict(p.attributes or {}), p.value) for p in metric.data.data_points]
+    return found
+
+
+async def test_the_spans_and_counters_of_one_suspend_and_resume() -> None:
+    @tool(requires_approval=True)
+    async def pay(amount: str, ctx: ToolContext) -> str:
+        """Pay an amount."""
+        return f"paid {amount}"
+
+    rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
+    adapter = Adapter(ScriptedBackend(rules), tools=[pay], store=MemoryStore())
+    opening = RunAgentInput(
+        thread_id="t1", run_id="r0", messages=[UserMessage(id="u1", content="pay 10")], tools=[], context=[]
+    )
+    _EXPORTER.clear()
+
+    (interrupt,) = [event async for event in adapter.run(opening)][-1].outcome.interrupts
+    approval = {"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}
+    resumed = [event async for event in adapter.resume("t1", [approval], run_id="r1")]
+    replayed = [event async for event in adapter.resume("t1", [approval], run_id="r1")]
+    refused = [event async for event in adapter.resume("t1", [{**approval, "interruptId": "nope"}], run_id="r2")]
+
+    assert resumed[-1].type == replayed[-1].type == "RUN_FINISHED"
+    assert refused[-1].type == "RUN_ERROR"
+    spans = [
+        (s.name, s.attributes["agui.run_id"], s.attributes.get("agui.outcome"), s.attributes.get("agui.error_code"))
+        for s in _EXPORTER.get_finished_spans()
+    ]
+    assert spans == [
+        ("agui.resume_gate", "r0", "new", None),
+        ("agui.model_step", "r0", "calls", None),
+        ("agui.run", "r0", "interrupt", None),
+        ("agui.resume_gate", "r1", "resume", None),
+        ("agui.tool", "r1", "success", None),
+        ("agui.model_step", "r1", "text", None),
+        ("agui.run", "r1", "success", None),
+        ("agui.resume_gate", "r1", "replay", None),
+        ("agui.run", "r1", "success", None),
+        ("agui.resume_gate", "r2", "refused", refused[-1].code),
+        ("agui.run", "r2", "error", refused[-1].code),
+    ]
+    by_name = {span.name + span.attributes["agui.run_id"]: span for span in _EXPORTER.get_finished_spans()}
+    assert by_name["agui.toolr1"].parent is not None
+    assert all(span.attributes["agui.thread_id"] == "t1" for span in _EXPORTER.get_finished_spans())
+    found = counters()
+    assert found["agui.interrupts.opened"] == [({}, 1)]
+    assert found["agui.interrupts.answered"] == [({}, 1)]
+    assert found["agui.resume.duplicates"] == [({}, 1)]
+    assert found["agui.resume.refusals"] == [({"agui.error_code": refused[-1].code}, 1)]
