@@ -58,7 +58,7 @@ _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
 def adapter_app(db_path: str | None) -> Starlette:
-    from adapter import Adapter, MemoryStore, ScriptedBackend, SQLiteStore, create_app
+    from adapter import Adapter, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app
     from adapter.backends import Call, Rule
 
     backend = ScriptedBackend(
@@ -71,7 +71,10 @@ def adapter_app(db_path: str | None) -> Starlette:
     # The scripted backend records every request for tests; a long benchmark would keep every history alive,
     # and the garbage collector's passes over that heap would be charged to the adapter.
     backend.requests = collections.deque(maxlen=1)  # type: ignore[assignment]
-    adapter = Adapter(backend, store=MemoryStore() if db_path is None else SQLiteStore(db_path))
+    store: TurnStore = MemoryStore()
+    if db_path is not None:
+        store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
+    adapter = Adapter(backend, store=store)
     return _with_bench_routes(Mount(MOUNT, app=create_app(adapter)), on_shutdown=adapter.aclose)
 
 
@@ -132,7 +135,7 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve one side of the adapter benchmark.")
     parser.add_argument("kind", choices=["adapter", "baseline"])
-    parser.add_argument("--db", help="SQLite file (adapter); a MemoryStore without it")
+    parser.add_argument("--db", help="SQLite file or postgresql:// URL (adapter); a MemoryStore without it")
     parser.add_argument("--events", help="captured event lists, JSON (baseline)")
     parser.add_argument("--profile-out", default="server.pstats")
     args = parser.parse_args(argv)
