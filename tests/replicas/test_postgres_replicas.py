@@ -194,8 +194,9 @@ def test_several_replicas_starting_at_once_on_an_empty_database_all_come_up_heal
 
 
 @pytest.mark.xfail(
-    reason="the engine's lease takeover (issue 11, branch hardening): until it lands, a resume after the lease "
-    "still gets RESUME_CONFLICT; strict, so this test fails loudly once it passes",
+    reason="needs the engine's lease takeover (issue 11, branch hardening): until it lands, a resume after the "
+    "lease still gets RESUME_CONFLICT. Not strict, so that landing it does not break CI: drop this mark then",
+    strict=False,
 )
 async def test_a_replica_killed_mid_tool_is_finished_by_another_after_the_lease_with_the_same_key(
     tmp_path: Path, http: httpx.AsyncClient
