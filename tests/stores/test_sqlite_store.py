@@ -7,6 +7,7 @@ import json
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -170,3 +171,24 @@ async def test_an_adapter_resumes_the_turns_of_a_migrated_file(tmp_path: Path) -
         assert finished is not None and [m["role"] for m in finished["messages"]][-1] == "assistant"
     finally:
         await adapter.aclose()
+
+
+async def test_a_file_from_before_retention_gains_its_columns_and_its_threads_count_as_saved_now(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "turns.db"
+    with sqlite3.connect(path) as connection:  # the append-only layout as it was before retention
+        connection.execute(
+            "CREATE TABLE agui_threads (thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, claim INTEGER NOT NULL,"
+            " message_count INTEGER NOT NULL, open_turn TEXT NOT NULL DEFAULT 'null',"
+            " applied TEXT NOT NULL DEFAULT 'null', queued TEXT NOT NULL DEFAULT 'null')"
+        )
+        connection.execute("INSERT INTO agui_threads VALUES ('old', 3, 0, 0, 'null', 'null', 'null')")
+    connection.close()
+    store = SQLiteStore(path)
+
+    kept = await store.purge(timedelta(days=30))
+    purged = await store.purge(timedelta(days=30), now=datetime.now(UTC) + timedelta(days=31))
+    await store.close()
+
+    assert (kept, purged) == (0, 1)
