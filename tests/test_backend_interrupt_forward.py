@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -103,3 +104,33 @@ async def test_an_interrupt_whose_schema_cannot_be_applied_passes_its_answer_on_
 
     assert applied[-1]["outcome"] == {"type": "success"}
     assert [entries[0]["payload"] for entries in backend.forwarded] == [{"approved": True}]
+
+
+async def test_a_client_that_leaves_while_the_answers_are_forwarded_leaves_the_interrupt_open() -> None:
+    class Slow(Asking):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+            if request.resume and not self.forwarded:
+                self.forwarded.append([entry.model_dump(mode="json") for entry in request.resume])
+                yield TextDelta("working")
+                await asyncio.Event().wait()  # the upstream never finishes; the client gives up first
+            async for item in super().stream(request):
+                yield item
+
+    backend = Slow()
+    adapter = Adapter(backend)
+    await run(adapter, run_input("t", [user("go")]))
+    entry = resolved("up-1", {"approved": True})
+
+    events = adapter.run(RunAgentInput.model_validate(run_input("t", [], resume=[entry])))
+    async for event in events:
+        if event.type == "TEXT_MESSAGE_CONTENT":
+            break
+    await events.aclose()  # type: ignore[attr-defined]
+    for _ in range(500):  # until the turn is given back (in the background, once the client is gone)
+        applied = await run(adapter, run_input("t", [], resume=[entry]))
+        if applied[-1].get("code") != "RESUME_CONFLICT":
+            break
+        await asyncio.sleep(0.01)
+
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert len(backend.forwarded) == 2
