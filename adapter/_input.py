@@ -28,7 +28,6 @@ _MAX_ERROR_DETAILS: Final = 20  # bounds the 422 body: pydantic echoes each fail
 _VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component grammar; ASCII digits only
 _LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check; pairs are verified after
-_OURS: Final = tuple(int(component) for component in PROTOCOL_VERSION.split("."))
 
 
 class InputRejected(Exception):
@@ -109,15 +108,24 @@ def check_protocol_version(declared: str | None) -> None:
             "serving an uninterpretable protocolVersion %r as %s", declared[:_LOGGED_CHARS], PROTOCOL_VERSION
         )
         return
-    major, minor = int(match[1]), int(match[2])
-    if major != SUPPORTED_MAJOR:
+    major, minor = _magnitude(match[1]), _magnitude(match[2])
+    if major != _magnitude(str(SUPPORTED_MAJOR)):
         raise InputRejected(
             400,
             codes.UNSUPPORTED_PROTOCOL_VERSION,
             f"protocolVersion {declared[:_LOGGED_CHARS]!r} is not supported; this server speaks {PROTOCOL_VERSION}.",
         )
     if (major, minor) > _OURS:
-        logger.warning("serving protocolVersion %s, newer than ours, as %s", declared, PROTOCOL_VERSION)
+        logger.warning("serving protocolVersion %s, newer than ours, as %s", declared[:_LOGGED_CHARS], PROTOCOL_VERSION)
+
+
+def _magnitude(digits: str) -> tuple[int, str]:
+    """An ordering key for a decimal numeral of any length, without int() (which refuses 4 300+ digits)."""
+    significant = digits.lstrip("0") or "0"
+    return len(significant), significant
+
+
+_OURS: Final = tuple(_magnitude(component) for component in PROTOCOL_VERSION.split("."))
 
 
 def _decode(body: bytes) -> JSON:
@@ -147,8 +155,17 @@ def _refuse_constant(name: str) -> JSON:
 
 
 def _details(error: ValidationError) -> list[JSON]:
+    """Pydantic's errors, echoing only a scalar input (clipped): a nested one may be too deep to write back."""
     errors = error.errors(include_url=False, include_context=False)[:_MAX_ERROR_DETAILS]
-    details: list[JSON] = to_jsonable_python(errors, fallback=repr)
+    details: list[JSON] = []
+    for found in errors:
+        echoed = found.get("input")
+        detail: dict[str, JSON] = {key: value for key, value in found.items() if key != "input"}
+        if isinstance(echoed, str):
+            detail["input"] = echoed[:_LOGGED_CHARS]
+        elif echoed is None or isinstance(echoed, bool | int | float):
+            detail["input"] = echoed
+        details.append(to_jsonable_python(detail, fallback=repr))
     return details
 
 

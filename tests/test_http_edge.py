@@ -224,6 +224,16 @@ async def test_malformed_input_is_422_without_a_stream(
     assert handler.received == []
 
 
+async def test_validation_details_echo_no_nested_input(client: httpx.AsyncClient) -> None:
+    deep: Any = 1
+    for _ in range(300):
+        deep = [deep]
+    response = await client.post("/", json={**MINIMAL, "messages": deep, "threadId": "t" * 1000, "runId": 7})
+
+    details = assert_refused(response, 422, "INVALID_INPUT")["details"]
+    assert sorted((detail["loc"][0], detail.get("input")) for detail in details) == [("messages", None), ("runId", 7)]
+
+
 async def test_validation_details_are_pydantic_errors_without_urls(client: httpx.AsyncClient) -> None:
     response = await client.post("/", json={**MINIMAL, "threadId": 123})
 
@@ -289,7 +299,7 @@ async def test_client_gone_while_sending_the_body_starts_no_run(handler: Recordi
     assert handler.received == []
 
 
-@pytest.mark.parametrize("version", ["2.0", "0.9", "10.1"])
+@pytest.mark.parametrize("version", ["2.0", "0.9", "10.1", "9" * 5000 + ".0", "0" * 5000 + "2.0"])
 async def test_another_major_version_is_400(client: httpx.AsyncClient, handler: RecordingHandler, version: str) -> None:
     response = await client.post("/", json={**MINIMAL, "protocolVersion": version})
 
@@ -303,6 +313,8 @@ async def test_another_major_version_is_400(client: httpx.AsyncClient, handler: 
         pytest.param("1.0", False, id="ours"),
         pytest.param("1.7", True, id="newer-minor"),
         pytest.param("1.10", True, id="newer-minor-two-digits"),
+        pytest.param("1." + "9" * 5000, True, id="newer-minor-past-the-int-conversion-limit"),
+        pytest.param("0001.0", False, id="leading-zeros"),
         pytest.param("banana", True, id="uninterpretable"),
         pytest.param("1", True, id="one-component"),
         pytest.param(None, False, id="absent"),
