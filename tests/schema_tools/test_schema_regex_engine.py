@@ -115,23 +115,29 @@ async def test_avalidate_runs_a_large_instance_on_a_worker_thread(monkeypatch: p
 
 PATTERNS = st.sampled_from(["^a", "b$", "^[a-c]+$", "x|y", "^$", "[0-9]{2}", "^(ab)*$", "é"])
 NAMES = st.text(alphabet="abcxy09é", max_size=5)
+COVERING = st.fixed_dictionaries({"patternProperties": st.dictionaries(PATTERNS, st.just({"type": "integer"}))})
+"""A subschema whose patterns evaluate some properties (for `unevaluatedProperties` around it)."""
 SCHEMAS = st.fixed_dictionaries(
-    {"type": st.just("object")},
+    {"type": st.just("object"), "$defs": st.fixed_dictionaries({"covering": COVERING})},
     optional={
         "properties": st.dictionaries(NAMES, st.just({"type": "integer"}), max_size=2),
         "patternProperties": st.dictionaries(PATTERNS, st.just({"type": "integer"}), max_size=2),
-        "additionalProperties": st.booleans(),
-        "unevaluatedProperties": st.booleans(),
-        "allOf": st.lists(
-            st.fixed_dictionaries({"patternProperties": st.dictionaries(PATTERNS, st.just({}))}), min_size=1
-        ),
+        "additionalProperties": st.booleans() | st.just({"type": "integer"}),
+        "unevaluatedProperties": st.booleans() | st.just({"type": "integer"}),
+        "allOf": st.lists(COVERING, min_size=1),
+        "anyOf": st.lists(COVERING | st.just({"required": ["a"]}), min_size=1),
+        "$ref": st.just("#/$defs/covering"),
+        "if": COVERING | st.just({"required": ["a"]}),
+        "then": COVERING,
+        "else": COVERING,
+        "dependentSchemas": st.dictionaries(NAMES, COVERING, max_size=2),
         "propertyNames": st.fixed_dictionaries({"pattern": PATTERNS}),
     },
 )
 INSTANCES = st.dictionaries(NAMES, st.integers(0, 2) | NAMES, max_size=4)
 
 
-@settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SCHEMAS, INSTANCES)
 def test_re2_keywords_agree_with_jsonschema_on_ordinary_patterns(schema: dict[str, Any], instance: Any) -> None:
     schema = json.loads(json.dumps(schema))
