@@ -6,7 +6,6 @@ import json
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
@@ -119,23 +118,14 @@ def _forwarded(answer: Answer) -> ResumeEntry:
 
 def _predicted(answer: Answer, config: EngineConfig) -> list[Operation]:
     """The state the call's arguments predict: those the model streamed, or the ones a person edited."""
-    edited = _edited_args(answer)
-    if edited is None:
+    if answer.edits is None:
         return answer.call.state_patch
-    return predicted_operations(config.predictions, answer.call.tool_name, json.dumps(edited))
+    return predicted_operations(config.predictions, answer.call.tool_name, json.dumps(answer.edits))
 
 
 def _executed_arguments(answer: Answer) -> str:
-    """The arguments the call ran with, as JSON text."""
-    edited = _edited_args(answer)
-    return json.dumps(edited) if edited is not None else answer.call.arguments
-
-
-def _edited_args(answer: Answer) -> dict[str, Any] | None:
-    """An approval's `editedArgs`, which replace the proposal whole (RES-3); the gate has validated them."""
-    payload = answer.payload if isinstance(answer.payload, dict) else {}
-    edited = payload.get("editedArgs") if answer.call.kind == "approval" else None
-    return edited if isinstance(edited, dict) else None
+    """The arguments the call ran with, as JSON text: an approval's edits (validated by the gate), or the proposal."""
+    return json.dumps(answer.edits) if answer.edits is not None else answer.call.arguments
 
 
 async def _settle_one(
@@ -175,11 +165,9 @@ def _form_result(answer: Answer) -> ToolResult:
 async def _approved(
     answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext
 ) -> ToolResult | InputRequired:
-    payload = answer.payload if isinstance(answer.payload, dict) else {}
-    if payload.get("approved") is not True:
+    if not answer.approved:
         return ToolResult(f"The user declined {call.name}; it was not executed.", error="declined")
-    edited = _edited_args(answer)
-    arguments = edited if edited is not None else parse_arguments(call.arguments)
+    arguments = answer.edits if answer.edits is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
     return await execute(call, tool, context, arguments)

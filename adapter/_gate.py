@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -20,7 +20,7 @@ from adapter._errors import ResumeError
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
-from schema_tools import SchemaPolicyError, validate
+from schema_tools import SchemaPolicyError, avalidate
 
 log = logging.getLogger("adapter.gate")
 
@@ -46,6 +46,28 @@ class Answer:
         """The submitter's `requestId` from the entry's metadata: one request applies once."""
         return _request_id(self.metadata)
 
+    @property
+    def approved(self) -> bool:
+        """An approval answered `resolved` with `approved: true`."""
+        return self.call.kind == "approval" and self.status == "resolved" and _approved(self.payload)
+
+    @property
+    def edits(self) -> dict[str, Any] | None:
+        """An approval's `editedArgs`, which replace the proposal whole (RES-3).
+
+        None unless approved: a denial's `editedArgs` (which some UIs pre-fill) are ignored, and an
+        empty `editedArgs` means no edits.
+        """
+        edited = self.payload.get("editedArgs") if self.approved and isinstance(self.payload, dict) else None
+        return edited if isinstance(edited, dict) and edited else None
+
+    @property
+    def decision(self) -> JSON:
+        """The payload as checked against the response schema: an approval's ignored `editedArgs` left out."""
+        if self.call.kind != "approval" or self.approved or not isinstance(self.payload, dict):
+            return self.payload
+        return {key: value for key, value in self.payload.items() if key != "editedArgs"}
+
 
 @dataclass(frozen=True, slots=True)
 class Replay:
@@ -62,7 +84,7 @@ class Resume:
     answers: list[Answer]
 
 
-def check_resume(
+async def check_resume(
     record: ThreadRecord | None,
     run_input: RunAgentInput,
     *,
@@ -89,7 +111,7 @@ def check_resume(
         raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
     answers = _collect_answers(turn, entries, run_input)
     for answer in answers:
-        _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
+        await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
     return Resume(turn, answers)
 
 
@@ -136,6 +158,7 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
         if isinstance(message, ToolMessage):
             call = next((c for c in turn.pending if c.tool_call_id == message.tool_call_id), None)
             if call is not None and call.interrupt_id not in by_interrupt:
+                _refuse_tool_message_approval(call)
                 by_interrupt[call.interrupt_id] = Answer(call, "resolved", _content_payload(message), message=message)
     if not by_interrupt:
         listed = ", ".join(call.interrupt_id for call in turn.pending)
@@ -150,6 +173,19 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
     return [by_interrupt[call.interrupt_id] for call in turn.pending]
 
 
+def _refuse_tool_message_approval(call: PendingCall) -> None:
+    """A tool result is not a person's decision: an approval is answered only by a `resume` entry."""
+    if call.kind == "approval":
+        raise ResumeError(
+            f"interrupt {call.interrupt_id} is an approval: answer it with a resume entry, not a tool message",
+            code=codes.RESUME_REQUIRED,
+        )
+
+
+def _approved(payload: JSON) -> bool:
+    return isinstance(payload, dict) and payload.get("approved") is True
+
+
 def _content_payload(message: ToolMessage) -> JSON:
     if not isinstance(message.content, str):
         return [wire_json(part) for part in message.content]
@@ -159,7 +195,7 @@ def _content_payload(message: ToolMessage) -> JSON:
         return message.content
 
 
-def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[str, Any] | None) -> None:
+async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[str, Any] | None) -> None:
     call = answer.call
     if answer.status == "cancelled":
         return  # abandoning is always allowed, expired or not (RES-12)
@@ -173,7 +209,7 @@ def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[
     # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
     # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
     try:
-        _require_valid(answer.payload, call.response_schema, call.interrupt_id, "payload")
+        await _require_valid(answer.decision, call.response_schema, call.interrupt_id, "payload")
     except SchemaPolicyError:
         if call.kind != "backend":
             raise
@@ -181,12 +217,16 @@ def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Mapping[
         log.warning(
             "interrupt %s came with a schema the gate cannot apply; its answer passes unchecked", call.interrupt_id
         )
-    if call.kind == "approval" and isinstance(answer.payload, dict) and "editedArgs" in answer.payload:
-        _require_valid(answer.payload["editedArgs"], edited_args_schema or {}, call.interrupt_id, "editedArgs")
+    if answer.edits is not None:
+        schema = edited_args_schema or {}
+        await _require_valid(answer.edits, schema, call.interrupt_id, "editedArgs", at="/editedArgs")
 
 
-def _require_valid(instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str) -> None:
-    issues = validate(instance, dict(schema))
+async def _require_valid(
+    instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str, *, at: str = ""
+) -> None:
+    """Refuse `instance` unless it fits `schema`; pointers point into the payload (`at` is where it sits)."""
+    issues = [replace(issue, pointer=at + issue.pointer) for issue in await avalidate(instance, dict(schema))]
     if issues:
         raise ResumeError(
             f"the {what} for interrupt {interrupt_id} does not match its schema: {issues_text(issues)}",

@@ -121,7 +121,7 @@ class Run:
         toolset = Toolset(self.config.tools, self.input.tools or [], client_policy=self.config.client_tool_policy)
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)
         try:
-            gate = check_resume(
+            gate = await check_resume(
                 record,
                 self.input,
                 now=self.config.now(),

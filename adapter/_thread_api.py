@@ -65,7 +65,7 @@ async def submit_resume(
     record = await handle.load(messages=False)
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
-    gate = check_resume(
+    gate = await check_resume(
         record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
     )
     if isinstance(gate, Replay):

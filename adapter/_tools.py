@@ -25,7 +25,7 @@ from schema_tools import (
     CallableSignature,
     SchemaIssue,
     SchemaValidationError,
-    validate,
+    avalidate,
 )
 
 log = logging.getLogger("adapter.tools")
@@ -181,7 +181,7 @@ class FunctionTool(BaseTool):
         `InputRequired` propagates: it is a signal for the runner, not a failure.
         """
         assert self.signature is not None and self.fn is not None, "external tools are never invoked"
-        issues = validate(dict(arguments), dict(self.parameters))
+        issues = await avalidate(dict(arguments), dict(self.parameters))
         if issues:
             return ToolResult(f"Invalid arguments for {self.name}: {issues_text(issues)}", error="invalid_arguments")
         try:
