@@ -56,8 +56,10 @@ class Adapter:
             suspended and ran again after its answer counts once.
         listeners: Called with a `TurnEvent` as turns start, suspend, resume and end.
         claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
-        client_tool_policy: What a client tool's parameter schema must meet (`schema_tools.check_schema`);
-            a run with a tool that fails it ends with `INVALID_TOOL_SCHEMA`. None accepts any schema.
+        client_tool_policy: What a client tool's parameter schema and `metadata.resultSchema` must meet
+            (`schema_tools.check_schema`; a result schema's root need not be an object); a run with a
+            tool that fails it ends with `INVALID_TOOL_SCHEMA` before the backend is asked. None accepts
+            any schema (patterns are still matched in linear time).
         predict_state: Tools (server or client) whose arguments write part of the shared state: the
             state shows them while the model streams them, and keeps them if the call succeeds
             (docs/tools.md, "Predictive state updates").

@@ -97,7 +97,7 @@ class ToolNameConflict(AdapterError):
 
 
 class InvalidClientTool(AdapterError):
-    """A client tool's parameter schema is not acceptable."""
+    """A client tool's parameter or result schema is not acceptable."""
 
     code = INVALID_TOOL_SCHEMA
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ag_ui.core import Tool
 
@@ -28,10 +29,10 @@ class Toolset:
         clashes = sorted({name for name in names if name in self._tools or names.count(name) > 1})
         if clashes:
             raise ToolNameConflict(clashes)
-        for declared in client_tools:
+        for index, declared in enumerate(client_tools):
             wrapped = ClientTool.from_wire(declared)
             if client_policy is not None:
-                _check_client_schema(wrapped, client_policy)
+                _check_client_schemas(index, declared, wrapped, client_policy)
             self._tools[declared.name] = wrapped
 
     def get(self, name: str) -> BaseTool | None:
@@ -43,14 +44,27 @@ class Toolset:
         return [each.spec() for each in self._tools.values()]
 
 
-def _check_client_schema(tool: ClientTool, policy: SchemaPolicy) -> None:
-    """Refuse a client's parameter schema that is unsafe to hand a model or a page."""
-    try:
-        check_schema(dict(tool.parameters), policy=policy)
-    except SchemaPolicyError as exc:
-        details = [{"pointer": v.pointer, "rule": v.rule, "message": v.message} for v in exc.violations]
-        message = f"the client tool {tool.name!r} has an unacceptable parameter schema"
-        raise InvalidClientTool(message, details=details) from None
+def _check_client_schemas(index: int, declared: Tool, tool: ClientTool, policy: SchemaPolicy) -> None:
+    """Refuse a client tool whose parameter or result schema is unsafe to hand a model, a page or a validator.
+
+    Each detail names the schema's place in the input (`schema`, e.g. `/tools/0/metadata/resultSchema`)
+    and the violation's JSON pointer inside it (`pointer`).
+    """
+    metadata = declared.metadata if isinstance(declared.metadata, dict) else {}
+    schemas: list[tuple[str, object, SchemaPolicy]] = [(f"/tools/{index}/parameters", dict(tool.parameters), policy)]
+    result_schema = metadata.get("resultSchema")
+    if result_schema is not None and not isinstance(result_schema, bool):  # true/false are schemas too
+        results_policy = replace(policy, require_object_root=False)  # a result may be any JSON value
+        schemas.append((f"/tools/{index}/metadata/resultSchema", result_schema, results_policy))
+    for where, schema, rules in schemas:
+        try:
+            check_schema(schema, policy=rules)
+        except SchemaPolicyError as exc:
+            details = [
+                {"schema": where, "pointer": v.pointer, "rule": v.rule, "message": v.message} for v in exc.violations
+            ]
+            message = f"the client tool {tool.name!r} has an unacceptable schema at {where}"
+            raise InvalidClientTool(message, details=details) from None
 
 
 def check_unique(tools: Iterable[BaseTool]) -> list[BaseTool]:
