@@ -98,16 +98,17 @@ async def check_resume(
         ResumeError: the input may not run; nothing was changed.
     """
     entries = run_input.resume or []
-    replay = _replay_of(record, entries)
+    turn = record.open_turn if record else None
+    lapsed = turn is not None and turn.claim_lapsed(now, claim_lease)
+    replay = None if lapsed else _replay_of(record, entries)  # a lapsed claim's answers were never finished
     if replay is not None:
         return replay
-    turn = record.open_turn if record else None
     if turn is None:
         if entries:
             ids = ", ".join(entry.interrupt_id for entry in entries)
             raise ResumeError(f"no open interrupt on this thread matches: {ids}", code=codes.RESUME_UNKNOWN_INTERRUPT)
         return None
-    if turn.claimed_by and turn.claimed_at and now - turn.claimed_at < claim_lease:
+    if turn.claim_holds(now, claim_lease):
         raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
     answers = _collect_answers(turn, entries, run_input)
     for answer in answers:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ag_ui.core import ActivityMessage, Interrupt, Message
@@ -85,6 +85,14 @@ class OpenTurn(BaseModel):
     claimed_by: str | None = None
     """The run applying a resume right now; a second resume is refused while it is set."""
     claimed_at: datetime | None = None
+
+    def claim_holds(self, now: datetime, lease: timedelta) -> bool:
+        """A run claimed the turn less than `lease` ago; an older claim is a crashed replica's, and lapses."""
+        return self.claimed_by is not None and self.claimed_at is not None and now - self.claimed_at < lease
+
+    def claim_lapsed(self, now: datetime, lease: timedelta) -> bool:
+        """A run claimed the turn and never finished applying it within `lease`: another may take over."""
+        return self.claimed_by is not None and not self.claim_holds(now, lease)
 
     def find(self, interrupt_id: str) -> PendingCall | None:
         """The pending call an interrupt id names."""

@@ -126,8 +126,17 @@ class RecordHandle:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
 
     async def close_turn(self, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
-        """The open turn's answers are applied: store them; nothing waits on this thread any more."""
-        await self._save(self._change(history, moved, open_turn=None), history)
+        """The open turn's answers are applied: store them; nothing waits on this thread any more.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when another run took the turn over (this run's claim lapsed
+                and was superseded): nothing of this run is stored.
+        """
+        try:
+            await self._save(self._change(history, moved, open_turn=None), history)
+        except StoreConflict:
+            log.warning("thread %s: a run lost its claim before storing its answers", self.thread_id)
+            raise AdapterError("another request took this turn over", code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": None})
 
     async def hold_turn(self, turn: OpenTurn, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:

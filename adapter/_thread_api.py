@@ -105,6 +105,8 @@ async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
+    if turn.claim_holds(config.now(), config.claim_lease):
+        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
     history = handle.conversation()
     moved: list[Message] = []
     for call in turn.pending:

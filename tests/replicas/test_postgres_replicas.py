@@ -193,11 +193,6 @@ def test_several_replicas_starting_at_once_on_an_empty_database_all_come_up_heal
     assert versions == [(1,)]
 
 
-@pytest.mark.xfail(
-    reason="needs the engine's lease takeover (issue 11, branch hardening): until it lands, a resume after the "
-    "lease still gets RESUME_CONFLICT. Not strict, so that landing it does not break CI: drop this mark then",
-    strict=False,
-)
 async def test_a_replica_killed_mid_tool_is_finished_by_another_after_the_lease_with_the_same_key(
     tmp_path: Path, http: httpx.AsyncClient
 ) -> None:

@@ -1,0 +1,241 @@
+"""A resume whose replica dies mid-tool is finished by another after the lease, exactly once in the store."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import httpx
+import pytest
+from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
+from agui import Client, Reply, resolved
+
+from adapter import Adapter, MemoryStore, ResumeError, ScriptedBackend, ToolContext, tool
+from adapter.backends import Call, Rule
+
+if TYPE_CHECKING:
+    from conftest import Clock
+
+LEASE = timedelta(minutes=5)
+ROOT = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+_BOUND = 60.0  # seconds a replica may take to start, stop or answer on a loaded machine
+
+
+class Payments:
+    """A `pay` tool that needs approval; its first execution stalls until released, as a hung replica would."""
+
+    def __init__(self) -> None:
+        self.contexts: list[ToolContext] = []
+        self.started = asyncio.Event()
+        self.release = asyncio.Event()
+
+        @tool(requires_approval=True)
+        async def pay(amount: str, ctx: ToolContext) -> str:
+            """Pay an amount."""
+            self.contexts.append(ctx)
+            self.started.set()
+            if len(self.contexts) == 1:
+                await self.release.wait()
+            return f"paid {amount}"
+
+        self.tool = pay
+
+
+@pytest.fixture
+def payments() -> Payments:
+    return Payments()
+
+
+@pytest.fixture
+def replicas(payments: Payments, clock: Clock) -> tuple[Adapter, Adapter]:
+    """Two replicas of one app: one store, one clock."""
+    store = MemoryStore()
+    rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
+    return tuple(  # type: ignore[return-value]
+        Adapter(ScriptedBackend(rules), tools=[payments.tool], store=store, clock=clock, claim_lease=LEASE)
+        for _ in range(2)
+    )
+
+
+async def events_of(stream: AsyncIterator[BaseEvent]) -> list[Any]:
+    return [event async for event in stream]
+
+
+async def suspended(adapter: Adapter) -> dict[str, Any]:
+    """Ask for a payment on thread t1; return the resume entry that approves it."""
+    opening = RunAgentInput(
+        thread_id="t1", run_id="r0", messages=[UserMessage(id="u1", content="pay 10")], tools=[], context=[]
+    )
+    (interrupt,) = (await events_of(adapter.run(opening)))[-1].outcome.interrupts
+    return {"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}
+
+
+async def stall(replica: Adapter, payments: Payments) -> tuple[dict[str, Any], asyncio.Future[list[Any]]]:
+    """Approve the payment on `replica` and wait until its tool runs (and stalls): a replica about to die."""
+    approval = await suspended(replica)
+    stalled = asyncio.ensure_future(events_of(replica.resume("t1", [approval], run_id="r1")))
+    await payments.started.wait()
+    return approval, stalled
+
+
+async def test_after_the_lease_the_same_resume_finishes_the_turn(
+    replicas: tuple[Adapter, Adapter], payments: Payments, clock: Clock
+) -> None:
+    first, second = replicas
+    approval, stalled = await stall(first, payments)
+
+    early = await events_of(second.resume("t1", [approval], run_id="r1"))
+    clock.advance(LEASE)
+    taken_over = await events_of(second.resume("t1", [approval], run_id="r1"))
+
+    assert (early[-1].type, early[-1].code) == ("RUN_ERROR", "RESUME_CONFLICT")
+    assert taken_over[-1].type == "RUN_FINISHED" and taken_over[-1].outcome.type == "success"
+    assert [ctx.idempotency_key for ctx in payments.contexts] == [payments.contexts[0].idempotency_key] * 2
+    after_takeover = await second.store.load("t1")
+    payments.release.set()
+    late = await stalled
+
+    assert (late[-1].type, late[-1].code) == ("RUN_ERROR", "THREAD_CONFLICT")
+    await first.aclose()  # the stalled replica's shielded work is done
+    assert await second.store.load("t1") == after_takeover  # its late writes were fenced off
+    replayed = await events_of(second.resume("t1", [approval], run_id="r1"))
+    assert replayed[-1].type == "RUN_FINISHED" and len(payments.contexts) == 2
+
+
+async def test_after_the_lease_a_cancel_is_accepted(
+    replicas: tuple[Adapter, Adapter], payments: Payments, clock: Clock
+) -> None:
+    first, second = replicas
+    approval, stalled = await stall(first, payments)
+
+    with pytest.raises(ResumeError) as held:
+        await second.cancel_turn("t1")
+    clock.advance(LEASE)
+    cancelled = await events_of(second.resume("t1", [{"interruptId": approval["interruptId"], "status": "cancelled"}]))
+
+    assert held.value.code == "RESUME_CONFLICT"
+    assert cancelled[-1].type == "RUN_FINISHED"
+    assert (await second.thread("t1") or {})["interrupts"] == []
+    payments.release.set()
+    assert (await stalled)[-1].code == "THREAD_CONFLICT"
+    assert len(payments.contexts) == 1
+
+
+async def test_after_the_lease_cancel_turn_is_accepted(
+    replicas: tuple[Adapter, Adapter], payments: Payments, clock: Clock
+) -> None:
+    first, second = replicas
+    approval, stalled = await stall(first, payments)
+
+    clock.advance(LEASE)
+
+    assert await second.cancel_turn("t1") is True
+    payments.release.set()
+    assert (await stalled)[-1].code == "THREAD_CONFLICT"
+    assert (await second.thread("t1") or {})["interrupts"] == []
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def until(condition: Callable[[], Awaitable[T | None]], what: str) -> T:
+    """Poll `condition` until it gives a value; fail after `_BOUND` seconds."""
+    deadline = time.monotonic() + _BOUND
+    while time.monotonic() < deadline:
+        found = await condition()
+        if found is not None:
+            return found
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+class Replica:
+    """tests/crash_server.py in its own process, on a free port."""
+
+    def __init__(self, db: Path, journal: Path, lease: float) -> None:
+        self.port = free_port()
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        command = [sys.executable, str(ROOT / "tests" / "crash_server.py"), str(self.port), str(db), str(journal)]
+        self.process = subprocess.Popen([*command, str(lease)], env=env)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    async def ready(self, http: httpx.AsyncClient) -> None:
+        async def health() -> bool | None:
+            assert self.process.poll() is None, "the replica exited"
+            try:
+                return (await http.get(self.url + "/health")).status_code == 200 or None
+            except httpx.TransportError:
+                return None
+
+        await until(health, "the replica to answer")
+
+    def kill(self) -> None:
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(_BOUND)
+
+
+def journaled(journal: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
+
+
+@pytest.mark.slow
+async def test_a_replica_killed_mid_tool_is_finished_by_the_next(tmp_path: Path) -> None:
+    db, journal = tmp_path / "turns.db", tmp_path / "journal"
+    hold = tmp_path / "journal.hold"
+    first = Replica(db, journal, lease=0.5)
+    replicas = [first]
+    try:
+        async with httpx.AsyncClient(timeout=_BOUND) as http:
+            await first.ready(http)
+            thread = Client(http, first.url).thread()
+            (interrupt,) = (await thread.say("pay 10")).interrupts
+            approval = resolved(interrupt["id"], {"approved": True})
+            hold.touch()
+            applying = asyncio.ensure_future(thread.resume(approval))
+
+            async def tool_started() -> bool | None:
+                return len(journaled(journal)) == 1 or None
+
+            await until(tool_started, "the tool to start")
+            first.kill()
+            with contextlib.suppress(httpx.TransportError):
+                await applying
+            hold.unlink()
+            second = Replica(db, journal, lease=0.5)
+            replicas.append(second)
+            await second.ready(http)
+            again = Client(http, second.url).thread(thread_id=thread.id)
+
+            async def finished() -> Reply | None:
+                reply = await again.resume(approval, clean=False)
+                return None if reply.of("RUN_ERROR") and reply.error["code"] == "RESUME_CONFLICT" else reply
+
+            reply = await until(finished, "the lease to lapse")
+            replayed = await again.resume(approval)
+    finally:
+        for replica in replicas:
+            if replica.process.poll() is None:
+                replica.kill()
+
+    assert reply.outcome == {"type": "success"}
+    assert "paid 10" in reply.results()[interrupt["toolCallId"]]["content"]
+    runs = journaled(journal)
+    assert [run["pid"] for run in runs] == [first.process.pid, second.process.pid]
+    assert runs[0]["key"] == runs[1]["key"]  # at-least-once, with one idempotency key
+    assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
