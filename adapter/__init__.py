@@ -4,9 +4,10 @@ This door holds what an app author wires. Backend authors find their kit in `ada
 and the stores are in `adapter.stores`.
 """
 
+from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
 from adapter._config import HistoryMode
-from adapter._errors import AdapterError, ConfigurationError, ResumeError
+from adapter._errors import AdapterError, ConfigurationError, Forbidden, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import Listener, TurnEvent, TurnEventType
@@ -18,12 +19,15 @@ from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
 __all__ = [
     "AGUIUpstream",
+    "Action",
     "Adapter",
     "AdapterError",
+    "Authorize",
     "Backend",
     "BaseTool",
     "ConfigurationError",
     "FormDefinition",
+    "Forbidden",
     "FormRequired",
     "FrontendOutcome",
     "FunctionTool",

@@ -17,6 +17,7 @@ from ag_ui.core.capabilities import (
 )
 
 from adapter import _thread_api
+from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
 from adapter._config import EngineConfig, HistoryMode
 from adapter._errors import ConfigurationError
@@ -67,6 +68,10 @@ class Adapter:
             history, as AG-UI clients send it; the store keeps only what it lacks. "server": the stored
             conversation is the history, and an input's `messages` only add the ones the store does not
             hold (by message id), so a client may send just its new message (docs/stores.md).
+        authorize: `authorize(principal, owner, action) -> bool`, sync or async: may `principal` (who
+            sent the request, see `create_app`) take `action` ("read", "run", "resume" or "approve") on
+            a thread owned by `owner` (the principal of the run that created it, or None)? The default
+            allows iff `owner is None or principal == owner`. See docs/security.md.
         clock: The time source, for tests.
     """
 
@@ -88,6 +93,7 @@ class Adapter:
         client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
         predict_state: Iterable[PredictState] = (),
         history: HistoryMode = "client",
+        authorize: Authorize | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
@@ -112,6 +118,7 @@ class Adapter:
             predictions=_predictions(predict_state),
             history=history,
             clock=clock or (lambda: datetime.now(UTC)),
+            access=Access(authorize or owner_only),
         )
         """The engine's frozen configuration, which every run reads."""
 
@@ -130,13 +137,16 @@ class Adapter:
         """The server and control tools, forms' `request_user_input` included."""
         return list(self.config.tools)
 
-    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+    def run(self, run_input: RunAgentInput, *, principal: str | None = None) -> AsyncIterator[BaseEvent]:
         """Run the agent for one input: RUN_STARTED, the run's events, one terminal event.
 
-        An input without `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade
-        of `adapter._compat`.
+        `principal` sent the input; the `authorize` policy is asked before RUN_STARTED. An input without
+        `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade of `adapter._compat`.
+
+        Raises:
+            Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
         """
-        events = Run(self.config, run_input).events()
+        events = Run(self.config, run_input, principal).events()
         return events if run_input.protocol_version is not None else for_unversioned_peer(events)
 
     def capabilities(self) -> AgentCapabilities:
@@ -160,7 +170,12 @@ class Adapter:
         )
 
     async def submit_resume(
-        self, thread_id: str, entries: Iterable[EntryLike], *, metadata: Mapping[str, Any] | None = None
+        self,
+        thread_id: str,
+        entries: Iterable[EntryLike],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        principal: str | None = None,
     ) -> bool:
         """Check answers against the open turn and store them as runnable, for a worker to `resume`.
 
@@ -170,8 +185,9 @@ class Adapter:
 
         Raises:
             ResumeError: The answers do not fit the open turn; nothing was stored.
+            Forbidden: The `authorize` policy refuses `principal` an answer; nothing was stored.
         """
-        return await _thread_api.submit_resume(self.config, thread_id, entries, metadata)
+        return await _thread_api.submit_resume(self.config, thread_id, entries, metadata, principal)
 
     async def resume(
         self,
@@ -180,24 +196,35 @@ class Adapter:
         *,
         metadata: Mapping[str, Any] | None = None,
         run_id: str | None = None,
+        principal: str | None = None,
     ) -> AsyncIterator[BaseEvent]:
-        """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones."""
+        """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones.
+
+        `principal` answers, under the `authorize` policy, as in `run` (which raises `Forbidden`).
+        """
         if entries is None:
             resolved = await _thread_api.queued_entries(self.config.store, thread_id)
         else:
             record = await RecordHandle(self.config.store, thread_id).load(messages=False)
             resolved = _thread_api.resume_entries(record, entries, metadata)
         run_input = RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
-        async for event in self.run(run_input):
+        async for event in self.run(run_input, principal=principal):
             yield event
 
-    async def thread(self, thread_id: str) -> dict[str, Any] | None:
-        """The thread's stored messages (form cards with their status) and open interrupts, or None."""
-        return await _thread_api.read_thread(self.config.store, thread_id)
+    async def thread(self, thread_id: str, *, principal: str | None = None) -> dict[str, Any] | None:
+        """The thread's stored messages (form cards with their status) and open interrupts.
 
-    async def cancel_turn(self, thread_id: str) -> bool:
-        """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none."""
-        return await _thread_api.cancel_turn(self.config, thread_id)
+        None for an unknown thread, and for one the `authorize` policy does not let `principal` "read".
+        """
+        return await _thread_api.read_thread(self.config, thread_id, principal)
+
+    async def cancel_turn(self, thread_id: str, *, principal: str | None = None) -> bool:
+        """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none.
+
+        Raises:
+            Forbidden: The `authorize` policy refuses `principal` the "resume" action; nothing changed.
+        """
+        return await _thread_api.cancel_turn(self.config, thread_id, principal)
 
     def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""

@@ -72,8 +72,10 @@ def _move_form(history: list[Message], message_id: str, answer: Answer, now: dat
     return moved
 
 
-async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig) -> Settled:
-    """Turn each answer into the ToolMessage for its call, running the tools an answer allows.
+async def settle_answers(
+    gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig, principal: str | None
+) -> Settled:
+    """Turn each answer into the ToolMessage for its call, running the tools an answer allows as `principal`.
 
     A tool starts from the turn's stored state plus what its own arguments predicted; the changes of
     the calls that succeed are collected in `Settled.kept`.
@@ -92,7 +94,7 @@ async def settle_answers(gate: Resume, toolset: Toolset, run_input: RunAgentInpu
             continue
         predicted = _predicted(answer, config)
         state = ToolState(starting_state(gate.turn.state, predicted))
-        outcome = await _settle_one(answer, toolset, run_input, state)
+        outcome = await _settle_one(answer, toolset, run_input, state, principal)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))
             tool = toolset.get(as_call.name)
@@ -129,7 +131,7 @@ def _executed_arguments(answer: Answer) -> str:
 
 
 async def _settle_one(
-    answer: Answer, toolset: Toolset, run_input: RunAgentInput, state: ToolState
+    answer: Answer, toolset: Toolset, run_input: RunAgentInput, state: ToolState, principal: str | None
 ) -> ToolResult | InputRequired:
     call = answer.call
     name = call.tool_name
@@ -144,8 +146,8 @@ async def _settle_one(
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
     as_call = ToolCall(call.call_id, name, call.arguments)
     if call.kind == "approval":
-        return await _approved(answer, as_call, tool, tool_context(run_input, call.call_id, state))
-    context = tool_context(run_input, call.call_id, state, answer=answer.payload, answered=True)
+        return await _approved(answer, as_call, tool, tool_context(run_input, call.call_id, state, principal=principal))
+    context = tool_context(run_input, call.call_id, state, principal=principal, answer=answer.payload, answered=True)
     outcome = await execute(as_call, tool, context)
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)

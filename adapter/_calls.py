@@ -49,10 +49,17 @@ class CallBudget:
 
 
 def tool_context(
-    run_input: RunAgentInput, call_id: str, state: ToolState, *, answer: Any = None, answered: bool = False
+    run_input: RunAgentInput,
+    call_id: str,
+    state: ToolState,
+    *,
+    principal: str | None,
+    answer: Any = None,
+    answered: bool = False,
 ) -> ToolContext:
-    """What a tool running for `call_id` in this run knows about its call, and its view of the state."""
+    """What a tool running for `call_id` in this run knows about its call, its view of the state, and who asked."""
     return ToolContext(
+        principal=principal,
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         tool_call_id=call_id,
@@ -132,13 +139,15 @@ async def run_calls(
     run_input: RunAgentInput,
     config: EngineConfig,
     over_limit: Collection[str],
+    principal: str | None,
     state: JSON = None,
     predicted: Mapping[str, list[Operation]] | None = None,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
 
     `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
-    Each tool starts from `state` plus what its own arguments `predicted`.
+    `principal` made the request, for each tool's `ToolContext`. Each tool starts from `state` plus
+    what its own arguments `predicted`.
     """
     predicted = predicted or {}
     done = StepCalls()
@@ -151,7 +160,9 @@ async def run_calls(
         elif waits is not None:
             runnable.append((call, waits))
     contexts = {
-        call.id: tool_context(run_input, call.id, ToolState(starting_state(state, predicted.get(call.id, []))))
+        call.id: tool_context(
+            run_input, call.id, ToolState(starting_state(state, predicted.get(call.id, []))), principal=principal
+        )
         for call, _ in runnable
     }
     outcomes = await asyncio.gather(*(execute(call, tool, contexts[call.id]) for call, tool in runnable))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from adapter._access import Access
 from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
 from adapter._predict import PredictState
@@ -53,6 +54,7 @@ class EngineConfig:
     history: HistoryMode
     clock: Callable[[], datetime]
     predictions: tuple[PredictState, ...] = ()
+    access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
 
     def now(self) -> datetime:

@@ -6,7 +6,8 @@
     ├── ResumeError              RESUME_* (the resume gate refused the input; nothing was executed)
     └── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
 
-`ConfigurationError` is raised at start-up, never at run time. The codes below are the whole
+`ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
+`authorize` policy does not allow, before any event: HTTP answers it with 403. The codes below are the whole
 vocabulary: `HTTP_CODES` answer a refused request before any stream opens, `RUN_CODES` end a run
 as `RUN_ERROR.code`. docs/resuming.md documents each one (a test keeps the two in step).
 """
@@ -21,6 +22,8 @@ CONTENT_TOO_LARGE: Final = "CONTENT_TOO_LARGE"
 INVALID_INPUT: Final = "INVALID_INPUT"
 UNSUPPORTED_PROTOCOL_VERSION: Final = "UNSUPPORTED_PROTOCOL_VERSION"
 THREAD_NOT_FOUND: Final = "THREAD_NOT_FOUND"
+THREAD_FORBIDDEN: Final = "THREAD_FORBIDDEN"
+APPROVAL_FORBIDDEN: Final = "APPROVAL_FORBIDDEN"
 
 # `RUN_ERROR.code`: the resume gate.
 RESUME_REQUIRED: Final = "RESUME_REQUIRED"
@@ -44,7 +47,15 @@ BACKEND_TIMEOUT: Final = "BACKEND_TIMEOUT"
 UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
 
 HTTP_CODES: Final = frozenset(
-    {UNSUPPORTED_MEDIA_TYPE, CONTENT_TOO_LARGE, INVALID_INPUT, UNSUPPORTED_PROTOCOL_VERSION, THREAD_NOT_FOUND}
+    {
+        UNSUPPORTED_MEDIA_TYPE,
+        CONTENT_TOO_LARGE,
+        INVALID_INPUT,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        THREAD_NOT_FOUND,
+        THREAD_FORBIDDEN,
+        APPROVAL_FORBIDDEN,
+    }
 )
 RUN_CODES: Final = frozenset(
     {
@@ -71,6 +82,15 @@ RUN_CODES: Final = frozenset(
 
 class ConfigurationError(ValueError):
     """The adapter was set up wrong: a duplicate tool, a bad schema, an unknown option."""
+
+
+class Forbidden(PermissionError):
+    """The `authorize` policy refused the request; nothing was run or stored. `code` says which check."""
+
+    def __init__(self, message: str, *, code: str = THREAD_FORBIDDEN) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
 
 
 class AdapterError(Exception):

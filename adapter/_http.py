@@ -6,18 +6,22 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 415 `UNSUPPORTED_MEDIA_TYPE`: not `application/json` (a UTF-8 charset parameter is allowed);
 - 413 `CONTENT_TOO_LARGE`: declared or actual body over `max_body_bytes`;
 - 422 `INVALID_INPUT`: bad JSON, or a malformed known field (pydantic errors in `details`);
-- 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1.
+- 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1;
+- 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
+  (`adapter._access`). The run's first event is awaited before the response starts, so that its
+  check, made on the record the run itself loaded, can still become a 403.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
-from typing import Final, Protocol
+from typing import Final, Protocol, TypeAlias
 
 from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
 from starlette.applications import Starlette
@@ -27,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter import _errors as codes
+from adapter._errors import Forbidden
 from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
 from adapter._sse import EventStreamResponse
@@ -39,13 +44,21 @@ _UTF8: Final = frozenset({"utf-8", "utf8"})
 _PING_TIMEOUT: Final = 5.0  # seconds GET /health waits for the store before it answers 503
 
 
+PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
+"""Who sent a request: `principal(request) -> str | None`, sync or async."""
+
+
 class RunHandler(Protocol):
-    """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`)."""
+    """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`).
+
+    A request with a principal calls `run` and `thread` with `principal=`; an anonymous one without it.
+    """
 
     def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
         """Yield the run's events, from RUN_STARTED to its terminal event.
 
-        Failures should arrive as a RUN_ERROR event; an exception is still turned into one.
+        Failures should arrive as a RUN_ERROR event; an exception is still turned into one. `Forbidden`
+        raised for the first event becomes a 403.
         """
         ...
 
@@ -54,8 +67,16 @@ class RunHandler(Protocol):
         ...
 
     async def thread(self, thread_id: str) -> JSON:
-        """The thread's stored messages and open interrupts, or None for an unknown thread."""
+        """The thread's stored messages and open interrupts, or None for an unknown (or unreadable) thread."""
         ...
+
+
+def authenticated_user(request: Request) -> str | None:
+    """The default principal: `request.user.identity` once Starlette's `AuthenticationMiddleware` authenticated it."""
+    if "user" not in request.scope:
+        return None
+    user = request.user
+    return str(user.identity) if user.is_authenticated else None
 
 
 def create_app(
@@ -64,6 +85,7 @@ def create_app(
     max_body_bytes: int = 1_048_576,
     keepalive_interval: float = 15.0,
     inspector: bool = False,
+    principal: PrincipalOf | None = None,
 ) -> Starlette:
     """Build the AG-UI sub-app. Mount it anywhere: `Mount("/agui", app=create_app(adapter))`.
 
@@ -76,7 +98,7 @@ def create_app(
       takes more than 5 s (a database that is down). One trivial query: cheap enough to poll.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
-      for an unknown thread.
+      for an unknown thread, and the same 404 for a thread the caller may not read.
     - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
     Args:
@@ -85,6 +107,9 @@ def create_app(
         keepalive_interval: Seconds of silence after which the stream sends `: keep-alive`.
         inspector: Serve the agui-inspector page (the optional `inspector` extra). For development only:
             it adds no authentication.
+        principal: Who sent a request, `(Request) -> str | None`, sync or async; the adapter's
+            `authorize` policy decides what they may do (docs/security.md). Default:
+            `authenticated_user`, Starlette's `request.user.identity` when authenticated, else None.
 
     Raises:
         ValueError: An option is not positive.
@@ -93,8 +118,12 @@ def create_app(
     if not (max_body_bytes > 0 and keepalive_interval > 0):  # also refuses NaN
         raise ValueError("max_body_bytes and keepalive_interval must be positive")
 
+    principal_of = principal or authenticated_user
+
     async def run(request: Request) -> Response:
-        return await _run(request, handler, max_body_bytes=max_body_bytes, keepalive_interval=keepalive_interval)
+        return await _run(
+            request, handler, principal_of, max_body_bytes=max_body_bytes, keepalive_interval=keepalive_interval
+        )
 
     async def capabilities(request: Request) -> Response:
         body = handler.capabilities().model_dump_json(by_alias=True, exclude_none=True)
@@ -106,7 +135,9 @@ def create_app(
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
-        found = await handler.thread(request.path_params["thread_id"])
+        who = await _principal(request, principal_of)
+        thread_id = request.path_params["thread_id"]
+        found = await (handler.thread(thread_id) if who is None else handler.thread(thread_id, principal=who))  # type: ignore[call-arg]  # see RunHandler
         if found is None:
             return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
         return _json_response(200, found)
@@ -122,7 +153,9 @@ def create_app(
     )
 
 
-async def _run(request: Request, handler: RunHandler, *, max_body_bytes: int, keepalive_interval: float) -> Response:
+async def _run(
+    request: Request, handler: RunHandler, principal_of: PrincipalOf, *, max_body_bytes: int, keepalive_interval: float
+) -> Response:
     if not _is_json(request.headers.get("content-type", "")):
         return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the run input as application/json."))
     try:
@@ -135,7 +168,45 @@ async def _run(request: Request, handler: RunHandler, *, max_body_bytes: int, ke
         run_input = await _parse(body)
     except InputRejected as rejected:
         return _refuse(rejected)
-    return EventStreamResponse(functools.partial(handler.run, run_input), keepalive_interval=keepalive_interval)
+    started = await _start(handler, run_input, await _principal(request, principal_of))
+    if isinstance(started, Forbidden):
+        return _refuse(InputRejected(403, started.code, started.message))
+    return EventStreamResponse(started, keepalive_interval=keepalive_interval)
+
+
+async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
+    who = principal_of(request)
+    return await who if inspect.isawaitable(who) else who
+
+
+async def _start(
+    handler: RunHandler, run_input: RunAgentInput, who: str | None
+) -> Callable[[], AsyncIterator[BaseEvent]] | Forbidden:
+    """Start the run and await its first event, or its refusal; the stream continues from there."""
+    try:
+        events = handler.run(run_input) if who is None else handler.run(run_input, principal=who)  # type: ignore[call-arg]  # see RunHandler
+        first = await anext(events)
+    except Forbidden as refused:
+        return refused
+    except Exception as exc:  # reported in the stream, as a failure later in the run would be
+        return functools.partial(_failing, exc)
+    return functools.partial(_continued, first, events)
+
+
+async def _continued(first: BaseEvent, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
+    try:
+        yield first
+        async for event in events:
+            yield event
+    finally:
+        close = getattr(events, "aclose", None)
+        if close is not None:
+            await close()
+
+
+async def _failing(exc: Exception) -> AsyncIterator[BaseEvent]:
+    raise exc
+    yield  # pragma: no cover - makes this an async generator
 
 
 async def _read_body(request: Request, limit: int) -> bytes | None:

@@ -109,6 +109,8 @@ class AppliedResume(BaseModel):
     """interrupt id -> the `requestId` its answer carried in metadata: the same request applies once."""
     action_ids: dict[str, str] = Field(default_factory=dict)
     """tool call id -> interrupt id: a late submission addressed by action id (a form card's) finds its replay."""
+    approvals: list[str] = Field(default_factory=list)
+    """The interrupt ids that were approvals: replaying their answers needs the "approve" permission."""
     outcome: dict[str, Any] | None = None
     """The RUN_FINISHED outcome of the resumed run, once it finished."""
 
@@ -117,6 +119,8 @@ class ThreadRecord(BaseModel):
     """The small records the store keeps beside a thread's messages (see `adapter.stores`)."""
 
     thread_id: str
+    owner: str | None = None
+    """The principal of the run that created the thread; None leaves it open to all (`adapter._access`)."""
     open_turn: OpenTurn | None = None
     applied: AppliedResume | None = None
     queued: list[dict[str, Any]] | None = None
@@ -126,7 +130,7 @@ class ThreadRecord(BaseModel):
     def from_head(cls, thread_id: str, head: ThreadHead) -> ThreadRecord:
         """The records of a stored head. Only these small records are validated, never the messages."""
         records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
-        return cls.model_validate({"thread_id": thread_id, **records})
+        return cls.model_validate({"thread_id": thread_id, "owner": head.owner, **records})
 
 
 def answer_fingerprint(status: str, payload: JSON) -> str:

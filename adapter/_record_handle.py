@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
@@ -27,10 +28,11 @@ class RecordHandle:
     After a claim every save carries the claim number as its fence.
     """
 
-    def __init__(self, store: TurnStore, thread_id: str) -> None:
+    def __init__(self, store: TurnStore, thread_id: str, *, principal: str | None = None) -> None:
         self.store = store
         self.thread_id = thread_id
-        self.record = ThreadRecord(thread_id=thread_id)
+        self.record = ThreadRecord(thread_id=thread_id, owner=principal)
+        """A thread this run creates is owned by the run's principal."""
         self.version = 0
         self.stored: Sequence[StoredMessage] = ()
         self.synced = 0
@@ -98,6 +100,7 @@ class RecordHandle:
             fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
             request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
             action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
+            approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
         )
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
         try:
@@ -226,6 +229,9 @@ class RecordHandle:
         return ThreadChange(append=append, replace=replace, keep=self._keep, **records)
 
     async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
+        if self.version == 0 and self.record.owner is not None:
+            # The save that creates the thread names its owner.
+            change = dataclasses.replace(change, owner=self.record.owner)
         self.version = await self.store.save(self.thread_id, change, expected_version=self.version, fence=self._fence)
         self._keep = None
         if history is not None:

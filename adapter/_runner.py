@@ -44,7 +44,7 @@ from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._predict import Predictor
-from adapter._record import OpenTurn
+from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import advance_state, commit, resumed_state, shown_state
 from adapter._toolset import Toolset
@@ -60,10 +60,12 @@ _outcome = TypeAdapter[Outcome](Outcome)
 class Run:
     """One run of the agent for one `RunAgentInput`."""
 
-    def __init__(self, config: EngineConfig, run_input: RunAgentInput) -> None:
+    def __init__(self, config: EngineConfig, run_input: RunAgentInput, principal: str | None = None) -> None:
         self.config = config
         self.input = run_input
-        self.handle = RecordHandle(config.store, run_input.thread_id)
+        self.principal = principal
+        """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
+        self.handle = RecordHandle(config.store, run_input.thread_id, principal=principal)
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False
@@ -81,7 +83,12 @@ class Run:
         """The backend refused those answers (or was unreachable): the turn waits again as it was."""
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
-        """The run's events, from RUN_STARTED to exactly one terminal event."""
+        """The run's events, from RUN_STARTED to exactly one terminal event.
+
+        Raises:
+            Forbidden: Before RUN_STARTED, when the `authorize` policy refuses the input; nothing changed.
+        """
+        loaded = await self._load_checked()
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
             run_id=self.input.run_id,
@@ -92,7 +99,9 @@ class Run:
         span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # the client went away before the end, unless said otherwise below
         try:
-            async for event in self._run():
+            if isinstance(loaded, Exception):
+                raise loaded
+            async for event in self._run(loaded):
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
                 yield event
@@ -116,8 +125,16 @@ class Run:
         finally:
             telemetry.end_run(span, thread_id, run_id, outcome, code)
 
-    async def _run(self) -> AsyncIterator[BaseEvent]:
-        record = await self.handle.load()
+    async def _load_checked(self) -> ThreadRecord | None | Exception:
+        """The stored record once the policy allows the input; a failure to read it is reported in the run."""
+        try:
+            record = await self.handle.load()
+        except Exception as exc:
+            return exc
+        await self.config.access.check_input(self.principal, record, self.input)
+        return record
+
+    async def _run(self, record: ThreadRecord | None) -> AsyncIterator[BaseEvent]:
         toolset = Toolset(self.config.tools, self.input.tools or [], client_policy=self.config.client_tool_policy)
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)
         try:
@@ -191,7 +208,7 @@ class Run:
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
-            settled = await settle_answers(gate, toolset, self.input, self.config)
+            settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
         except BaseException:
             await self.handle.release()
             raise
@@ -240,7 +257,9 @@ class Run:
                 return
             self.budget, over_limit = self.budget.spend(step.calls)
             predicted = step.predictor.operations()
-            done = await run_calls(step.calls, toolset, self.input, self.config, over_limit, state, predicted)
+            done = await run_calls(
+                step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted
+            )
             suspensions = done.suspensions + [backend_suspension(interrupt) for interrupt in step.interrupts]
             for message in done.results:
                 history.append(message)

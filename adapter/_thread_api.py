@@ -58,13 +58,18 @@ def _interrupt_for(record: ThreadRecord | None, action_id: str) -> str:
 
 
 async def submit_resume(
-    config: EngineConfig, thread_id: str, entries: Iterable[EntryLike], metadata: Mapping[str, Any] | None
+    config: EngineConfig,
+    thread_id: str,
+    entries: Iterable[EntryLike],
+    metadata: Mapping[str, Any] | None,
+    principal: str | None,
 ) -> bool:
     """Check the answers against the open turn and store them for `resume`; False if already applied."""
     handle = RecordHandle(config.store, thread_id)
     record = await handle.load(messages=False)
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
+    await config.access.check_input(principal, record, probe)
     gate = await check_resume(
         record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
     )
@@ -86,11 +91,14 @@ async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
     return [ResumeEntry.model_validate(entry) for entry in record.queued]
 
 
-async def read_thread(store: TurnStore, thread_id: str) -> dict[str, Any] | None:
-    """The stored conversation (form cards included) and any open interrupts, as wire JSON."""
-    handle = RecordHandle(store, thread_id)
+async def read_thread(config: EngineConfig, thread_id: str, principal: str | None) -> dict[str, Any] | None:
+    """The stored conversation (form cards included) and any open interrupts, as wire JSON.
+
+    None when there is no such thread, or when `principal` may not read it: the two look the same.
+    """
+    handle = RecordHandle(config.store, thread_id)
     record = await handle.load()
-    if record is None:
+    if record is None or not await config.access.allows(principal, record.owner, "read"):
         return None
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
@@ -98,10 +106,11 @@ async def read_thread(store: TurnStore, thread_id: str) -> dict[str, Any] | None
     return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
 
 
-async def cancel_turn(config: EngineConfig, thread_id: str) -> bool:
+async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | None) -> bool:
     """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none."""
     handle = RecordHandle(config.store, thread_id)
     record = await handle.load()
+    await config.access.require(principal, record, "resume")
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False

@@ -48,6 +48,8 @@ class ToolContext:
     """True on the replay that follows an answered `InputRequired`."""
     shared_state: ToolState = field(default_factory=lambda: ToolState(None), repr=False)
     """This call's view of the run's shared state; read it through `state`, change it with the methods below."""
+    principal: str | None = None
+    """Who made the request that runs the tool (the approver, for an approved tool); None without auth."""
 
     @property
     def submitted_form_data(self) -> JSON:

@@ -8,12 +8,15 @@ DOORS = {
     # What an app author wires: the adapter, its options' types, tools, forms, the stores and backends it takes.
     "adapter": [
         "AGUIUpstream",
+        "Action",
         "Adapter",
         "AdapterError",
+        "Authorize",
         "Backend",
         "BaseTool",
         "ConfigurationError",
         "FormDefinition",
+        "Forbidden",
         "FormRequired",
         "FrontendOutcome",
         "FunctionTool",

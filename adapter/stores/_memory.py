@@ -26,6 +26,7 @@ class _Thread:
     """Head records as JSON text, so that no caller can mutate what the store holds."""
     saved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     expires_at: datetime | None = None
+    owner: str | None = None
 
 
 class MemoryStore:
@@ -48,6 +49,7 @@ class MemoryStore:
             version=thread.version,
             claim=thread.claim,
             message_count=len(thread.messages),
+            owner=thread.owner,
             **{name: json.loads(text) for name, text in thread.records.items()},
         )
         start = len(thread.messages) if since is None else min(since, len(thread.messages))
@@ -58,7 +60,7 @@ class MemoryStore:
     ) -> int:
         """Write `change` if the thread is at `expected_version` (and, with `fence`, at that claim)."""
         async with self._lock:
-            current = self._threads.get(thread_id) or _Thread()
+            current = self._threads.get(thread_id) or _Thread(owner=change.owner)
             if fence is not None and current.claim != fence:
                 raise StaleClaim(thread_id, expected_version, fence)
             if current.version != expected_version:

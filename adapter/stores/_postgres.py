@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 _INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agui-adapter[postgres]'"
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-_SCHEMA_VERSION: Final = 1
+_SCHEMA_VERSION: Final = 2
 # SQLSTATEs our save function raises (class "AG", user-defined), mapped back to the protocol's exceptions.
 _STALE_CLAIM: Final = "AG001"
 _CONFLICT: Final = "AG002"
@@ -122,10 +122,14 @@ _MIGRATIONS: Final[dict[int, str]] = {
         RETURN v_version + 1;
     END $$;
     """,
+    # Version 2: who owns each thread, set once by the save that creates it (threads from before stay unowned).
+    2: """
+    ALTER TABLE agui_threads ADD COLUMN owner text;
+    """,
 }
 
 _LOAD: Final = """
-    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued,
+    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner,
            m.message_id, m.role, m.body
     FROM agui_threads t
     LEFT JOIN agui_messages m ON m.thread_id = t.thread_id AND m.position >= %(since)s
@@ -135,6 +139,7 @@ _LOAD: Final = """
 _SAVE: Final = """
     SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
+_SET_OWNER: Final = "UPDATE agui_threads SET owner = %s WHERE thread_id = %s"
 # One statement: the threads go, and their messages with them.
 _PURGE: Final = """
     WITH doomed AS (
@@ -203,9 +208,10 @@ class PostgresStore:
         if not rows:
             return None
         first = rows[0]
-        head = ThreadHead(first[0], first[1], first[2], *(json.loads(text) for text in first[3:6]))
+        open_turn, applied, queued = (json.loads(text) for text in first[3:6])
+        head = ThreadHead(first[0], first[1], first[2], open_turn, applied, queued, owner=first[6])
         start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[6], row[7], row[8]) for row in rows if row[6] is not None]
+        messages = [StoredMessage(row[7], row[8], row[9]) for row in rows if row[7] is not None]
         return StoredThread(head, start, messages)
 
     async def save(
@@ -246,8 +252,15 @@ class PostgresStore:
         pool = await self._open()
         try:
             async with pool.connection() as connection:
-                cursor = await connection.execute(_SAVE, params)
-                row = await cursor.fetchone()
+                if expected_version == 0 and change.owner is not None:
+                    # A save that creates the thread sets its owner, in the same transaction.
+                    async with connection.transaction():
+                        cursor = await connection.execute(_SAVE, params)
+                        row = await cursor.fetchone()
+                        await connection.execute(_SET_OWNER, (change.owner, thread_id))
+                else:
+                    cursor = await connection.execute(_SAVE, params)
+                    row = await cursor.fetchone()
         except psycopg.Error as error:
             state = error.sqlstate
             if state == _STALE_CLAIM:

@@ -59,6 +59,8 @@ class ThreadHead:
     """The last applied resume: its answers' fingerprints and the outcome of the run that applied it."""
     queued: JSONValue = None
     """Resume entries submitted for a worker to apply, or None."""
+    owner: str | None = None
+    """Who owns the thread, as set by the save that created it; None for an unowned thread."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +91,8 @@ class ThreadChange:
     queued: JSONValue = KEEP
     claim: bool = False
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
+    owner: str | None = None
+    """The owner of a thread this save creates; ignored when the thread exists (an owner is set once)."""
 
     def records(self) -> dict[str, JSONValue]:
         """The head records this change sets, by name."""

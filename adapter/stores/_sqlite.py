@@ -158,6 +158,7 @@ class SQLiteStore:
                     connection.execute(statement)
                 migrate_documents(connection)
                 _add_retention_columns(connection)
+                _add_owner_column(connection)
             except BaseException:
                 connection.close()
                 raise
@@ -195,13 +196,14 @@ class SQLiteStore:
         connection.execute("BEGIN")
         try:
             row = connection.execute(
-                "SELECT version, claim, message_count, open_turn, applied, queued "
+                "SELECT version, claim, message_count, open_turn, applied, queued, owner "
                 "FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
                 return None
-            head = ThreadHead(row[0], row[1], row[2], *(json.loads(text) for text in row[3:]))
+            open_turn, applied, queued = (json.loads(text) for text in row[3:6])
+            head = ThreadHead(row[0], row[1], row[2], open_turn, applied, queued, owner=row[6])
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             rows = connection.execute(
                 "SELECT message_id, role, body FROM agui_messages "
@@ -234,6 +236,8 @@ class SQLiteStore:
                 raise StoreConflict(thread_id, expected_version)
             change.check(count)
             count = _write_messages(connection, thread_id, change, count)
+            if row is None and change.owner is not None:
+                records = {**records, "owner": change.owner}  # set once, by the save that creates the thread
             _write_head(
                 connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None
             )
@@ -295,6 +299,21 @@ def _add_retention_columns(connection: sqlite3.Connection) -> None:
             connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
             connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
             connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _add_owner_column(connection: sqlite3.Connection) -> None:
+    """Add the nullable `owner` to a file from before thread ownership, once: its threads stay unowned."""
+    if "owner" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "owner" not in _columns(connection):  # another process may have added it meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT")
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

@@ -70,6 +70,17 @@ async def test_the_first_save_creates_the_thread_at_version_one(store: TurnStore
     assert (loaded.start, list(loaded.messages)) == (0, [msg("m0"), msg("m1")])
 
 
+async def test_the_save_that_creates_a_thread_sets_its_owner_once(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("m0")], owner="alice"), expected_version=0)
+    await store.save("t1", ThreadChange(append=[msg("m1")], owner="bob"), expected_version=1)
+    await store.save("t2", ThreadChange(append=[msg("m0")]), expected_version=0)
+
+    owned, unowned = await store.load("t1", since=None), await store.load("t2", since=None)
+
+    assert owned is not None and owned.head.owner == "alice"
+    assert unowned is not None and unowned.head.owner is None
+
+
 async def test_saves_append_in_order_and_advance_the_version(store: TurnStore) -> None:
     await seeded(store, msg("m0"))
 

@@ -1,0 +1,98 @@
+"""Who may do what on a thread: the principal of a request, the owner of a thread, and the policy between them.
+
+A thread is owned by the principal of the run that created it; a thread created with no principal
+stays unowned and open to all. Every request names one action per thing it does:
+
+    read      GET /threads/{id}, Adapter.thread
+    run       a new input (no answers)
+    resume    an answer to an interrupt that is not an approval (client tool, form, input); cancel_turn
+    approve   an answer to an approval interrupt, approved or not
+
+`Access.check_input` is called twice for an HTTP run: at the edge, so that a refusal is a 403 before
+any stream opens, and again by the run on the record it loaded, so that the Python API and a request
+that raced a thread's creation get the same policy. A refusal changes nothing in the store.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ag_ui.core import RunAgentInput, ToolMessage
+
+from adapter import _errors as codes
+from adapter._errors import Forbidden
+from adapter._record import ThreadRecord
+
+Action: TypeAlias = Literal["read", "run", "resume", "approve"]
+Authorize: TypeAlias = Callable[[str | None, str | None, Action], bool | Awaitable[bool]]
+"""`authorize(principal, owner, action) -> bool`, sync or async."""
+
+
+def owner_only(principal: str | None, owner: str | None, action: Action) -> bool:
+    """The default policy: an unowned thread is open to all; an owned one only to its owner."""
+    return owner is None or principal == owner
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """The configured `authorize` policy, applied the same way by every door."""
+
+    authorize: Authorize = owner_only
+
+    async def allows(self, principal: str | None, owner: str | None, action: Action) -> bool:
+        """Ask the policy; only a real `True` allows."""
+        verdict = self.authorize(principal, owner, action)
+        if inspect.isawaitable(verdict):
+            verdict = await verdict
+        return verdict is True
+
+    async def require(self, principal: str | None, record: ThreadRecord | None, action: Action) -> None:
+        """Raise `Forbidden` unless the policy allows `action` on the thread of `record`.
+
+        Raises:
+            Forbidden: `APPROVAL_FORBIDDEN` for "approve", else `THREAD_FORBIDDEN`.
+        """
+        owner = record.owner if record is not None else None
+        if not await self.allows(principal, owner, action):
+            code = codes.APPROVAL_FORBIDDEN if action == "approve" else codes.THREAD_FORBIDDEN
+            raise Forbidden(f"{_who(principal)} may not {action} on this thread", code=code)
+
+    async def check_input(self, principal: str | None, record: ThreadRecord | None, run_input: RunAgentInput) -> None:
+        """Check every action `run_input` takes on the thread of `record`.
+
+        Raises:
+            Forbidden: The first action the policy refuses.
+        """
+        actions = sorted(set(input_actions(record, run_input)), key=_ORDER.index)
+        for action in actions or ["run"]:
+            await self.require(principal, record, action)
+
+
+_ORDER: tuple[Action, ...] = ("run", "resume", "approve", "read")
+
+
+def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iterator[Action]:
+    """The actions of an input's answers: "approve" per approval answered, "resume" for any other answer.
+
+    An entry for an interrupt that is not open is a "resume", unless it replays an applied approval.
+    A ToolMessage answers only a non-approval call (approvals come only through `resume`).
+    Nothing is yielded for an input without answers: it is a "run".
+    """
+    turn = record.open_turn if record is not None else None
+    replayable = record.applied.approvals if record is not None and record.applied is not None else []
+    for entry in run_input.resume or []:
+        call = turn.find(entry.interrupt_id) if turn is not None else None
+        approval = call.kind == "approval" if call is not None else entry.interrupt_id in replayable
+        yield "approve" if approval else "resume"
+    if turn is None:
+        return
+    answered = {m.tool_call_id for m in run_input.messages if isinstance(m, ToolMessage)}
+    if any(call.tool_call_id in answered and call.kind != "approval" for call in turn.pending):
+        yield "resume"
+
+
+def _who(principal: str | None) -> str:
+    return "an anonymous caller" if principal is None else "this caller"

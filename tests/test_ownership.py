@@ -1,0 +1,268 @@
+"""Thread ownership and the `authorize` policy: who may read, run, resume and approve on a thread."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from ag_ui.core import RunAgentInput, UserMessage
+from agui import FRONTEND_TOOLS, Client, Reply, Thread, resolved
+from starlette.applications import Starlette
+from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, SimpleUser
+from starlette.middleware import Middleware
+from starlette.middleware.authentication import AuthenticationMiddleware
+from starlette.requests import HTTPConnection, Request
+from starlette.routing import Mount
+
+from adapter import Action, Adapter, Forbidden, create_app
+
+if TYPE_CHECKING:
+    from conftest import Kit, MakeAdapter, Serve, Served
+
+
+def by_header(request: Request) -> str | None:
+    """The test's stand-in for authentication: the caller names itself in `x-user`."""
+    return request.headers.get("x-user")
+
+
+def manager_may_read_and_approve(principal: str | None, owner: str | None, action: Action) -> bool:
+    """Owners do anything on their threads; the manager also reads and approves everyone's."""
+    if owner is None or principal == owner:
+        return True
+    return principal == "manager" and action in ("read", "approve")
+
+
+def four_eyes(principal: str | None, owner: str | None, action: Action) -> bool:
+    """Someone other than the owner decides an approval; everything else is the owner's."""
+    if action == "approve":
+        return principal is not None and principal != owner
+    return owner is None or principal == owner
+
+
+class Office:
+    """One served adapter and a client per person, each naming itself in a header."""
+
+    def __init__(self, served: Served, url: str | None = None) -> None:
+        self.served = served
+        self.url = url or served.url
+        self.clients: list[httpx.AsyncClient] = []
+
+    def client(self, name: str | None) -> Client:
+        headers = {"x-user": name} if name else {}
+        self.clients.append(httpx.AsyncClient(headers=headers, timeout=10))
+        return Client(self.clients[-1], self.url)
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.aclose()
+
+    def thread(self, name: str | None, thread_id: str | None = None) -> Thread:
+        return self.client(name).thread(tools=FRONTEND_TOOLS, thread_id=thread_id)
+
+    async def stored(self, thread_id: str) -> Any:
+        assert self.served.adapter is not None
+        return await self.served.call(self.served.adapter.store.load(thread_id))
+
+
+OpenOffice = Callable[..., Awaitable[Office]]
+
+
+@pytest.fixture
+async def offices(serve: Serve) -> AsyncIterator[list[Office]]:
+    """Every office a test opens, closed at teardown."""
+    opened: list[Office] = []
+    yield opened
+    for place in opened:
+        await place.close()
+
+
+@pytest.fixture
+def office(offices: list[Office], serve: Serve, make_adapter: MakeAdapter) -> OpenOffice:
+    async def start(**options: Any) -> Office:
+        offices.append(Office(await serve(make_adapter(**options), principal=by_header)))
+        return offices[-1]
+
+    return start
+
+
+def refused(reply: Reply, code: str) -> None:
+    assert (reply.status, reply.events) == (403, [])
+    assert httpx.Response(403, content=reply.body).json()["error"]["code"] == code
+
+
+async def test_a_thread_belongs_to_the_principal_that_created_it(office: OpenOffice) -> None:
+    place = await office()
+    alice = place.thread("alice")
+    await alice.say("hello")
+    before = await place.stored(alice.id)
+
+    refused(await place.thread("bob", alice.id).say("hello"), "THREAD_FORBIDDEN")
+    refused(await place.thread(None, alice.id).say("hello"), "THREAD_FORBIDDEN")
+
+    assert await place.stored(alice.id) == before
+    assert before.head.owner == "alice"
+    assert (await alice.say("hello again")).outcome == {"type": "success"}
+
+
+async def test_a_stranger_reads_a_thread_as_if_it_did_not_exist(office: OpenOffice) -> None:
+    place = await office()
+    alice = place.thread("alice")
+    await alice.say("hello")
+
+    theirs = await place.client("bob").get(f"/threads/{alice.id}")
+    nobodys = await place.client("bob").get("/threads/no-such-thread")
+    mine = await place.client("alice").get(f"/threads/{alice.id}")
+
+    assert (theirs.status_code, theirs.json()) == (nobodys.status_code, nobodys.json())
+    assert theirs.status_code == 404
+    assert mine.status_code == 200
+
+
+async def test_only_the_owner_approves_by_default(office: OpenOffice, kit: Kit) -> None:
+    place = await office()
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("email ceo@x.io")).interrupts
+    before = await place.stored(alice.id)
+
+    bob = place.thread("bob", alice.id)
+    refused(await bob.resume(resolved(interrupt["id"], {"approved": True})), "APPROVAL_FORBIDDEN")
+    refused(await bob.resume(resolved(interrupt["id"], {"approved": False})), "APPROVAL_FORBIDDEN")
+
+    assert kit.count("send_email") == 0
+    assert await place.stored(alice.id) == before
+    reply = await alice.resume(resolved(interrupt["id"], {"approved": True}))
+    assert reply.outcome == {"type": "success"}
+    assert [ctx.principal for ctx in kit.contexts["send_email"]] == ["alice"]
+
+
+async def test_a_stranger_cannot_answer_a_client_tool(office: OpenOffice) -> None:
+    place = await office()
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("go to settings")).interrupts
+    before = await place.stored(alice.id)
+
+    bob = place.thread("bob", alice.id)
+    refused(await bob.resume(resolved(interrupt["id"], {"ok": True})), "THREAD_FORBIDDEN")
+    refused(await bob.answer(interrupt["toolCallId"], {"ok": True}), "THREAD_FORBIDDEN")
+
+    assert await place.stored(alice.id) == before
+
+
+async def test_a_thread_created_without_a_principal_stays_open_to_all(office: OpenOffice) -> None:
+    place = await office()
+    anonymous = place.thread(None)
+    await anonymous.say("hello")
+
+    bob = place.thread("bob", anonymous.id)
+
+    assert (await bob.say("hello")).outcome == {"type": "success"}
+    assert (await place.client("bob").get(f"/threads/{anonymous.id}")).status_code == 200
+    assert (await place.stored(anonymous.id)).head.owner is None
+
+
+async def test_a_manager_may_read_and_approve_others_threads(office: OpenOffice, kit: Kit) -> None:
+    place = await office(authorize=manager_may_read_and_approve)
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("email ceo@x.io")).interrupts
+    manager = place.thread("manager", alice.id)
+
+    assert (await place.client("manager").get(f"/threads/{alice.id}")).status_code == 200
+    refused(await manager.say("hello"), "THREAD_FORBIDDEN")
+    reply = await manager.resume(resolved(interrupt["id"], {"approved": True}))
+
+    assert reply.outcome == {"type": "success"}
+    assert [ctx.principal for ctx in kit.contexts["send_email"]] == ["manager"]
+    assert (await place.client("bob").get(f"/threads/{alice.id}")).status_code == 404
+
+
+async def test_four_eyes_the_owner_may_not_approve_their_own_request(office: OpenOffice, kit: Kit) -> None:
+    place = await office(authorize=four_eyes)
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("email ceo@x.io")).interrupts
+
+    refused(await alice.resume(resolved(interrupt["id"], {"approved": True})), "APPROVAL_FORBIDDEN")
+    assert kit.count("send_email") == 0
+    reply = await place.thread("bob", alice.id).resume(resolved(interrupt["id"], {"approved": True}))
+
+    assert reply.outcome == {"type": "success"}
+    assert [ctx.principal for ctx in kit.contexts["send_email"]] == ["bob"]
+    replayed = await place.thread("bob", alice.id).resume(resolved(interrupt["id"], {"approved": True}))
+    assert replayed.outcome == {"type": "success"} and kit.count("send_email") == 1
+
+
+async def test_principal_and_policy_may_be_async(
+    serve: Serve, make_adapter: MakeAdapter, offices: list[Office]
+) -> None:
+    asked: list[tuple[str | None, str | None, str]] = []
+
+    async def principal(request: Request) -> str | None:
+        return request.headers.get("x-user")
+
+    async def authorize(principal: str | None, owner: str | None, action: Action) -> bool:
+        asked.append((principal, owner, action))
+        return owner is None or principal == owner
+
+    place = Office(await serve(make_adapter(authorize=authorize), principal=principal))
+    offices.append(place)
+    alice = place.thread("alice")
+    await alice.say("hello")
+
+    refused(await place.thread("bob", alice.id).say("hello"), "THREAD_FORBIDDEN")
+    assert ("bob", "alice", "run") in asked
+
+
+class HeaderAuth(AuthenticationBackend):
+    async def authenticate(self, conn: HTTPConnection) -> tuple[AuthCredentials, BaseUser] | None:
+        name = conn.headers.get("x-user")
+        return (AuthCredentials(["authenticated"]), SimpleUser(name)) if name else None
+
+
+async def test_the_default_principal_is_starlettes_authenticated_user(
+    serve: Serve, make_adapter: MakeAdapter, offices: list[Office]
+) -> None:
+    adapter = make_adapter()
+    host = Starlette(
+        routes=[Mount("/agui", app=create_app(adapter))],
+        middleware=[Middleware(AuthenticationMiddleware, backend=HeaderAuth())],
+    )
+    served = await serve(host)
+    served.adapter = adapter
+    place = Office(served, served.url + "/agui")
+    offices.append(place)
+    alice = place.thread("alice")
+    await alice.say("hello")
+
+    refused(await place.thread("bob", alice.id).say("hello"), "THREAD_FORBIDDEN")
+    assert (await place.stored(alice.id)).head.owner == "alice"
+
+
+async def test_the_python_api_applies_the_same_policy(make_adapter: MakeAdapter, kit: Kit) -> None:
+    adapter: Adapter = make_adapter()
+    opening = RunAgentInput(
+        thread_id="t1", run_id="r1", messages=[UserMessage(id="u1", content="email ceo@x.io")], tools=[], context=[]
+    )
+    events = [event async for event in adapter.run(opening, principal="alice")]
+    (interrupt,) = events[-1].outcome.interrupts  # type: ignore[attr-defined]
+    before = await adapter.store.load("t1")
+    answer = [{"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}]
+
+    assert await adapter.thread("t1", principal="bob") is None
+    with pytest.raises(Forbidden) as submitted:
+        await adapter.submit_resume("t1", answer, principal="bob")
+    with pytest.raises(Forbidden) as resumed:
+        [event async for event in adapter.resume("t1", answer, principal="bob")]
+    with pytest.raises(Forbidden) as cancelled:
+        await adapter.cancel_turn("t1", principal="bob")
+
+    assert (submitted.value.code, resumed.value.code, cancelled.value.code) == (
+        "APPROVAL_FORBIDDEN",
+        "APPROVAL_FORBIDDEN",
+        "THREAD_FORBIDDEN",
+    )
+    assert await adapter.store.load("t1") == before and kit.count("send_email") == 0
+    assert await adapter.thread("t1", principal="alice") is not None
+    assert await adapter.submit_resume("t1", answer, principal="alice") is True
+    done = [event async for event in adapter.resume("t1", principal="alice")]
+    assert done[-1].type == "RUN_FINISHED" and kit.count("send_email") == 1
