@@ -22,3 +22,31 @@ async def test_after_aclose_every_call_is_refused() -> None:
 
     with pytest.raises(RuntimeError, match="closed"):
         await store.load("t1")
+
+
+@pytest.mark.postgres
+async def test_a_version_1_database_gains_the_owner_column_and_its_threads_stay_unowned() -> None:
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    from adapter.stores import ThreadChange
+    from adapter.stores._postgres import _MIGRATIONS
+
+    dsn = fresh_schema_dsn()
+    with psycopg.connect(dsn, autocommit=True) as connection:  # the schema as version 1 left it
+        connection.execute("CREATE TABLE agui_schema_version (version integer NOT NULL)")
+        connection.execute(_MIGRATIONS[1])
+        connection.execute("INSERT INTO agui_schema_version (version) VALUES (1)")
+        connection.execute(
+            "INSERT INTO agui_threads (thread_id, version, claim, message_count) VALUES ('old', 3, 0, 0)"
+        )
+    store = PostgresStore(dsn)
+    try:
+        old = await store.load("old")
+        await store.save("new", ThreadChange(owner="alice"), expected_version=0)
+        new = await store.load("new")
+    finally:
+        await store.close()
+
+    assert old is not None and (old.head.version, old.head.owner) == (3, None)
+    assert new is not None and new.head.owner == "alice"

@@ -192,3 +192,25 @@ async def test_a_file_from_before_retention_gains_its_columns_and_its_threads_co
     await store.close()
 
     assert (kept, purged) == (0, 1)
+
+
+async def test_a_file_from_before_ownership_gains_an_owner_column_and_its_threads_stay_unowned(tmp_path: Path) -> None:
+    path = tmp_path / "turns.db"
+    with sqlite3.connect(path) as connection:  # the layout as it was before thread ownership
+        connection.execute(
+            "CREATE TABLE agui_threads (thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, claim INTEGER NOT NULL,"
+            " message_count INTEGER NOT NULL, open_turn TEXT NOT NULL DEFAULT 'null',"
+            " applied TEXT NOT NULL DEFAULT 'null', queued TEXT NOT NULL DEFAULT 'null',"
+            " saved_at REAL, expires_at REAL)"
+        )
+        connection.execute("INSERT INTO agui_threads VALUES ('old', 3, 0, 0, 'null', 'null', 'null', 0, NULL)")
+    connection.close()
+    store = SQLiteStore(path)
+
+    old = await store.load("old")
+    await store.save("new", ThreadChange(owner="alice"), expected_version=0)
+    new = await store.load("new")
+    await store.close()
+
+    assert old is not None and (old.head.version, old.head.owner) == (3, None)
+    assert new is not None and new.head.owner == "alice"
