@@ -11,6 +11,7 @@ from typing import Any
 from ag_ui.core import Message
 
 from adapter import _errors as codes
+from adapter._access import Access
 from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
@@ -28,11 +29,18 @@ class RecordHandle:
     After a claim every save carries the claim number as its fence.
     """
 
-    def __init__(self, store: TurnStore, thread_id: str, *, principal: str | None = None) -> None:
+    def __init__(
+        self, store: TurnStore, thread_id: str, *, principal: str | None = None, access: Access | None = None
+    ) -> None:
         self.store = store
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id, owner=principal)
         """A thread this run creates is owned by the run's principal."""
+        self._principal = principal
+        self._access = access
+        """Asked again when another request created the thread this run found missing."""
+        self._known: list[str] = []
+        """The ids of the stored messages as this run last read or wrote them: all it may build on."""
         self.version = 0
         self.stored: Sequence[StoredMessage] = ()
         self.synced = 0
@@ -49,6 +57,7 @@ class RecordHandle:
         self._head, self.version = stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
+        self._known = [message.id for message in stored.messages]
         return self.record
 
     def conversation(self) -> list[Message]:
@@ -179,7 +188,7 @@ class RecordHandle:
     async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
         """Store the conversation of a finished run, and how a resumed run ended (for replays)."""
 
-        def finished() -> ThreadChange:
+        def finished(history: Sequence[Message]) -> ThreadChange:
             applied = self.record.applied
             if resumed_outcome is not None and applied is not None and applied.run_id == run_id:
                 return self._change(history, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
@@ -190,7 +199,7 @@ class RecordHandle:
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
         """Remember how a resumed run ended, so that a replay of its resume ends the same way."""
 
-        def recorded() -> ThreadChange | None:
+        def recorded(history: Sequence[Message]) -> ThreadChange | None:
             applied = self.record.applied
             if applied is None or applied.run_id != run_id:
                 return None
@@ -199,14 +208,21 @@ class RecordHandle:
         await self._update(recorded)
 
     async def _update(
-        self, change: Callable[[], ThreadChange | None], history: Sequence[Message] | None = None, attempts: int = 3
+        self,
+        change: Callable[[Sequence[Message]], ThreadChange | None],
+        history: Sequence[Message] | None = None,
+        attempts: int = 3,
     ) -> None:
-        """Save `change()` against the latest records, re-reading them when another request wrote in between.
+        """Save `change(history)` against the latest records, re-reading them when another request wrote in between.
 
-        After a conflict the run's history replaces the stored one whole: the last writer's conversation wins.
+        After a conflict the run's new messages go after whatever the other request stored: no conflict
+        rewrites history this run did not read (`_rebase`).
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when that cannot be done; nothing of this save is stored.
         """
         for _ in range(attempts):
-            wanted = change()
+            wanted = change(history or ())
             if wanted is None:
                 return
             try:
@@ -216,10 +232,33 @@ class RecordHandle:
                 log.warning("thread %s was claimed by another run; this run's update was refused", self.thread_id)
                 return
             except StoreConflict:
-                await self.load(messages=False)
-                if history is not None:
-                    self.synced, self._keep = 0, 0  # the stored conversation is unknown now: replace it whole
+                history = await self._rebase(history)
         log.warning("thread %s kept changing; an update was dropped", self.thread_id)
+
+    async def _rebase(self, history: Sequence[Message] | None) -> Sequence[Message] | None:
+        """Re-read the thread after a conflict; the history to save now, this run's new messages last.
+
+        A thread this run found missing was created by another request meanwhile: it is the creator's, and the
+        run stores into it only if the policy lets its principal "run" there. Stored messages this run did not
+        read may be followed, never replaced or dropped.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when the policy refuses, or when the messages this run built on changed.
+        """
+        created, known, synced, keep = self._head is None, self._known, self.synced, self._keep
+        await self.load(messages=history is not None)
+        if created and self._access is not None:
+            if not await self._access.allows(self._principal, self.record.owner, "run"):
+                raise AdapterError("another request created this thread during this run", code=codes.THREAD_CONFLICT)
+        if history is None:
+            return None
+        if self._known == known:  # only the records changed
+            self.synced, self._keep = synced, keep
+            return history
+        if self._known[: len(known)] != known or keep is not None:
+            raise AdapterError("the thread changed while this run was in progress", code=codes.THREAD_CONFLICT)
+        held = set(self._known)
+        return [*self.conversation(), *(message for message in history[synced:] if message.id not in held)]
 
     def _change(self, history: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> ThreadChange:
         moved_ids = {message.id for message in moved}
@@ -236,6 +275,7 @@ class RecordHandle:
         self._keep = None
         if history is not None:
             self.synced = len(history)
+            self._known = [message.id for message in history]
 
 
 def _json(model: OpenTurn | AppliedResume) -> dict[str, Any]:

@@ -65,7 +65,7 @@ class Run:
         self.input = run_input
         self.principal = principal
         """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
-        self.handle = RecordHandle(config.store, run_input.thread_id, principal=principal)
+        self.handle = RecordHandle(config.store, run_input.thread_id, principal=principal, access=config.access)
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False

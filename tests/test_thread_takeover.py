@@ -1,0 +1,123 @@
+"""A run never rewrites a thread it did not load: a thread created under a slow run keeps its creator's conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+from agui import Client, Reply
+from pg import fresh_schema_dsn
+from test_ownership import by_header
+
+from adapter import MemoryStore, ModelRequest, PostgresStore, ScriptedBackend, SQLiteStore, TextDelta, ToolCall
+from adapter.stores import TurnStore
+
+if TYPE_CHECKING:
+    from conftest import MakeAdapter, Serve, Served
+
+STORES: list[Any] = [
+    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
+    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
+    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
+]
+_BOUND = 60.0
+
+
+class Gate:
+    """Holds a run whose last message says "slow" inside the backend until released; the server has its own loop."""
+
+    def __init__(self, backend: ScriptedBackend) -> None:
+        self.backend = backend
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall]:
+        last = request.messages[-1] if request.messages else None
+        if last is not None and "slow" in str(getattr(last, "content", "")):
+            self.entered.set()
+            await asyncio.to_thread(self.release.wait, _BOUND)
+        async for item in self.backend.stream(request):
+            yield item
+
+
+@pytest.fixture(params=STORES)
+def store_of(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], TurnStore]:
+    return lambda: request.param(tmp_path)
+
+
+class Two:
+    """One server, and a client for each person naming itself in `x-user`."""
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.http: list[httpx.AsyncClient] = []
+
+    def client(self, name: str) -> Client:
+        self.http.append(httpx.AsyncClient(headers={"x-user": name}, timeout=_BOUND))
+        return Client(self.http[-1], self.served.url)
+
+    async def stored(self, thread_id: str) -> Any:
+        assert self.served.adapter is not None
+        return await self.served.call(self.served.adapter.store.load(thread_id))
+
+    async def close(self) -> None:
+        for client in self.http:
+            await client.aclose()
+
+
+@pytest.fixture
+async def two(
+    serve: Serve, make_adapter: MakeAdapter, backend: ScriptedBackend, store_of: Callable[[], TurnStore]
+) -> AsyncIterator[tuple[Two, Gate]]:
+    gate = Gate(backend)
+    served = await serve(make_adapter(backend=gate, store=store_of()), principal=by_header)
+    place = Two(served)
+    yield place, gate
+    gate.release.set()
+    await place.close()
+
+
+def texts(stored: Any) -> list[str]:
+    return [message.json for message in stored.messages]
+
+
+async def test_a_run_on_a_new_thread_never_replaces_what_its_creator_wrote(two: tuple[Two, Gate]) -> None:
+    place, gate = two
+    mallory = place.client("mallory").thread(thread_id="thread-x")
+    slow = asyncio.ensure_future(mallory.say("slow: overwrite this thread"))
+    await asyncio.to_thread(gate.entered.wait, _BOUND)
+
+    victim = place.client("alice").thread(thread_id="thread-x")
+    assert (await victim.say("hello")).outcome == {"type": "success"}
+    created = await place.stored("thread-x")
+    gate.release.set()
+    late: Reply = await slow
+
+    assert (late.types[-1], late.error["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
+    after = await place.stored("thread-x")
+    assert (after.head.owner, texts(after)) == ("alice", texts(created))
+    assert (await victim.say("still mine")).outcome == {"type": "success"}
+
+
+async def test_two_runs_of_one_owner_racing_to_create_a_thread_both_keep_their_messages(
+    two: tuple[Two, Gate],
+) -> None:
+    place, gate = two
+    first = place.client("alice").thread(thread_id="thread-y")
+    slow = asyncio.ensure_future(first.say("slow: first tab"))
+    await asyncio.to_thread(gate.entered.wait, _BOUND)
+    second = place.client("alice").thread(thread_id="thread-y")
+    assert (await second.say("hello")).outcome == {"type": "success"}
+    created = await place.stored("thread-y")
+    gate.release.set()
+
+    assert (await slow).outcome == {"type": "success"}
+    after = await place.stored("thread-y")
+    assert after.head.owner == "alice"
+    assert texts(after)[: len(created.messages)] == texts(created)
+    assert len(after.messages) > len(created.messages)
