@@ -52,6 +52,15 @@ class Answer:
         return self.call.kind == "approval" and self.status == "resolved" and _approved(self.payload)
 
     @property
+    def starts_work(self) -> bool:
+        """Applying this answer may start work on the server: an approved tool, a tool given its input, the backend."""
+        if self.call.kind == "approval":
+            return self.approved
+        if self.call.kind == "input":
+            return self.status == "resolved"
+        return self.call.kind == "backend"
+
+    @property
     def edits(self) -> dict[str, Any] | None:
         """An approval's `editedArgs`, which replace the proposal whole (RES-3).
 
@@ -111,9 +120,29 @@ async def check_resume(
     if turn.claim_holds(now, claim_lease):
         raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
     answers = _collect_answers(turn, entries, run_input)
+    if lapsed and record is not None and record.applied is not None and record.applied.run_id == turn.claimed_by:
+        _refuse_contradiction(record.applied, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
     return Resume(turn, answers)
+
+
+def _refuse_contradiction(earlier: AppliedResume, answers: list[Answer]) -> None:
+    """After the lease, only the lapsed claim's own answer may finish a call that claim may have started.
+
+    The replica that claimed the turn may have run the tool before it died or stalled: storing another
+    answer (a denial, a cancel, other edits) would contradict what happened.
+    """
+    for answer in answers:
+        call = answer.call
+        if call.interrupt_id in earlier.may_have_started() and answer.fingerprint != earlier.fingerprints.get(
+            call.interrupt_id
+        ):
+            raise ResumeError(
+                f"an earlier attempt answered interrupt {call.interrupt_id} and {call.tool_name} may have run; "
+                "only the same answer can finish this turn",
+                code=codes.RESUME_CONFLICT,
+            )
 
 
 def _request_id(metadata: Mapping[str, Any] | None) -> str | None:

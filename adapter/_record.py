@@ -111,8 +111,15 @@ class AppliedResume(BaseModel):
     """tool call id -> interrupt id: a late submission addressed by action id (a form card's) finds its replay."""
     approvals: list[str] = Field(default_factory=list)
     """The interrupt ids that were approvals: replaying their answers needs the "approve" permission."""
+    started: list[str] | None = None
+    """The interrupt ids whose answers start work on the server (an approved tool, a tool given its input, the
+    backend's own interrupt). None in a record from before this field."""
     outcome: dict[str, Any] | None = None
     """The RUN_FINISHED outcome of the resumed run, once it finished."""
+
+    def may_have_started(self) -> list[str]:
+        """The interrupts whose answers may have started work; an older record's answered approvals all count."""
+        return self.started if self.started is not None else [*self.approvals]
 
 
 class ThreadRecord(BaseModel):

@@ -110,6 +110,7 @@ class RecordHandle:
             request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
             action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
             approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
+            started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
         )
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
         try:

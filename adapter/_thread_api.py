@@ -116,6 +116,12 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
         return False
     if turn.claim_holds(config.now(), config.claim_lease):
         raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
+    earlier = record.applied if turn.claimed_by is not None else None
+    if earlier is not None and earlier.run_id == turn.claimed_by and earlier.may_have_started():
+        raise ResumeError(
+            "an earlier attempt answered this turn and its tools may have run; only the same answers can finish it",
+            code=codes.RESUME_CONFLICT,
+        )
     history = handle.conversation()
     moved: list[Message] = []
     for call in turn.pending:

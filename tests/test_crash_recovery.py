@@ -114,37 +114,34 @@ async def test_after_the_lease_the_same_resume_finishes_the_turn(
     assert replayed[-1].type == "RUN_FINISHED" and len(payments.contexts) == 2
 
 
-async def test_after_the_lease_a_cancel_is_accepted(
+async def test_after_the_lease_a_different_answer_to_a_started_tool_is_refused(
     replicas: tuple[Adapter, Adapter], payments: Payments, clock: Clock
 ) -> None:
+    """A denial, a cancel or other edits after a takeover would contradict the execution the first attempt began."""
     first, second = replicas
     approval, stalled = await stall(first, payments)
+    before = await second.store.load("t1")
+    clock.advance(LEASE)
+    interrupt_id = approval["interruptId"]
 
-    with pytest.raises(ResumeError) as held:
+    denied = await events_of(second.resume("t1", [{**approval, "payload": {"approved": False}}], run_id="r2"))
+    cancelled = await events_of(second.resume("t1", [{"interruptId": interrupt_id, "status": "cancelled"}]))
+    edited = {**approval, "payload": {"approved": True, "editedArgs": {"amount": "99"}}}
+    other_edits = await events_of(second.resume("t1", [edited], run_id="r3"))
+    with pytest.raises(ResumeError) as cancel_turn:
         await second.cancel_turn("t1")
-    clock.advance(LEASE)
-    cancelled = await events_of(second.resume("t1", [{"interruptId": approval["interruptId"], "status": "cancelled"}]))
 
-    assert held.value.code == "RESUME_CONFLICT"
-    assert cancelled[-1].type == "RUN_FINISHED"
-    assert (await second.thread("t1") or {})["interrupts"] == []
+    for refused in (denied, cancelled, other_edits):
+        assert (refused[-1].type, refused[-1].code) == ("RUN_ERROR", "RESUME_CONFLICT")
+        assert "may have run" in refused[-1].message
+    assert cancel_turn.value.code == "RESUME_CONFLICT" and "may have run" in cancel_turn.value.message
+    assert await second.store.load("t1") == before and len(payments.contexts) == 1
+    finished = await events_of(second.resume("t1", [approval], run_id="r4"))
+    assert finished[-1].type == "RUN_FINISHED" and len(payments.contexts) == 2
     payments.release.set()
     assert (await stalled)[-1].code == "THREAD_CONFLICT"
-    assert len(payments.contexts) == 1
-
-
-async def test_after_the_lease_cancel_turn_is_accepted(
-    replicas: tuple[Adapter, Adapter], payments: Payments, clock: Clock
-) -> None:
-    first, second = replicas
-    approval, stalled = await stall(first, payments)
-
-    clock.advance(LEASE)
-
-    assert await second.cancel_turn("t1") is True
-    payments.release.set()
-    assert (await stalled)[-1].code == "THREAD_CONFLICT"
-    assert (await second.thread("t1") or {})["interrupts"] == []
+    stored = (await second.thread("t1") or {})["messages"]
+    assert [m["content"] for m in stored if m["role"] == "tool"] == ["paid 10"]
 
 
 def free_port() -> int:

@@ -1,0 +1,89 @@
+"""After the lease, an answer may not contradict work the lapsed claim may have started: the rule as an invariant."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ag_ui.core import ResumeEntry, RunAgentInput
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter import ResumeError
+from adapter._gate import Answer, check_resume
+from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
+
+LEASE = timedelta(minutes=5)
+NOW = datetime(2030, 1, 1, tzinfo=UTC)
+KINDS = ("approval", "input", "frontend", "form", "backend")
+ANSWERS: list[tuple[str, Any]] = [
+    ("resolved", {"approved": True}),
+    ("resolved", {"approved": False}),
+    ("resolved", {"approved": True, "editedArgs": {"amount": 5}}),
+    ("cancelled", None),
+]
+
+
+def call(kind: str) -> PendingCall:
+    return PendingCall(
+        interrupt_id="int_1",
+        tool_call_id="call_1",
+        tool_name="pay",
+        arguments="{}",
+        kind=kind,  # type: ignore[arg-type]
+        reason=kind,
+        response_schema={},
+    )
+
+
+def lapsed_record(kind: str, earlier: tuple[str, Any], started: list[str] | None) -> ThreadRecord:
+    """A turn claimed by run r1 with `earlier` as its answer, the claim older than the lease."""
+    turn = OpenTurn(turn_id="turn_1", run_id="r0", pending=[call(kind)], claimed_by="r1", claimed_at=NOW - LEASE)
+    applied = AppliedResume(
+        run_id="r1",
+        fingerprints={"int_1": answer_fingerprint(*earlier)},
+        approvals=["int_1"] if kind == "approval" else [],
+        started=started,
+    )
+    return ThreadRecord(thread_id="t1", open_turn=turn, applied=applied)
+
+
+def attempt(record: ThreadRecord, answer: tuple[str, Any]) -> str | None:
+    """The code the gate refuses `answer` with, or None when it lets the takeover apply it."""
+    entry = ResumeEntry(interrupt_id="int_1", status=answer[0], payload=answer[1])  # type: ignore[arg-type]
+    run_input = RunAgentInput(thread_id="t1", run_id="r2", messages=[], tools=[], context=[], resume=[entry])
+    try:
+        asyncio.run(check_resume(record, run_input, now=NOW, claim_lease=LEASE, edited_args_schemas={}))
+    except ResumeError as refused:
+        return refused.code
+    return None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS), st.booleans())
+def test_a_takeover_may_not_contradict_work_the_lapsed_claim_may_have_started(
+    kind: str, earlier: tuple[str, Any], later: tuple[str, Any], legacy: bool
+) -> None:
+    """Refused with RESUME_CONFLICT exactly when the earlier answer may have started work and the new one differs."""
+    first = Answer(call(kind), earlier[0], earlier[1])  # type: ignore[arg-type]
+    started = None if legacy else (["int_1"] if first.starts_work else [])
+    record = lapsed_record(kind, earlier, started)
+    may_have_run = kind == "approval" if legacy else first.starts_work  # an older record: every answered approval
+    contradicts = answer_fingerprint(*later) != answer_fingerprint(*earlier)
+
+    code = attempt(record, later)
+
+    if may_have_run and contradicts:
+        assert code == "RESUME_CONFLICT"
+    else:
+        assert code != "RESUME_CONFLICT"
+
+
+def test_an_approval_starts_work_only_when_approved() -> None:
+    assert [Answer(call("approval"), status, payload).starts_work for status, payload in ANSWERS] == [
+        True,
+        False,
+        True,
+        False,
+    ]
