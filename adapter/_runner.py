@@ -50,6 +50,7 @@ from adapter._state import advance_state, commit, resumed_state, shown_state
 from adapter._toolset import Toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
+from adapter._view import View
 
 log = logging.getLogger("adapter.runner")
 
@@ -66,6 +67,8 @@ class Run:
         self.principal = principal
         """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
         self.handle = RecordHandle(config.store, run_input.thread_id, principal=principal, access=config.access)
+        self.view = View(config.access, principal, None)
+        """What the principal may see of this run, and use of its input (`adapter._view`)."""
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.resuming = False
@@ -104,7 +107,9 @@ class Run:
             async for event in self._run(loaded):
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
-                yield event
+                shown = await self.view.shown(event, self.handle.record.open_turn)
+                if shown is not None:
+                    yield shown
         except (GeneratorExit, asyncio.CancelledError):
             self._left_unfinished()
             raise
@@ -118,8 +123,10 @@ class Run:
                 if exc.code == codes.RESUME_EXPIRED:
                     telemetry.expired.add(1)
             for event in self._close_open():
-                yield event
+                if self.view.reads:
+                    yield event
             await self._failed(exc)
+            exc = await self.view.refusal(exc, self.handle.record.open_turn)
             details = {"details": exc.details} if exc.details is not None else None
             yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
         finally:
@@ -132,6 +139,8 @@ class Run:
         except Exception as exc:
             return exc
         await self.config.access.check_input(self.principal, record, self.input)
+        self.view = await View.of(self.config.access, self.principal, record)
+        self.input = self.view.used(self.input)
         return record
 
     async def _run(self, record: ThreadRecord | None) -> AsyncIterator[BaseEvent]:
