@@ -52,13 +52,19 @@ class Access:
     async def require(self, principal: str | None, record: ThreadRecord | None, action: Action) -> None:
         """Raise `Forbidden` unless the policy allows `action` on the thread of `record`.
 
+        A caller that may not read the thread gets one answer, whatever it asked: which action was refused
+        would tell it whether an interrupt id is an open or applied approval.
+
         Raises:
-            Forbidden: `APPROVAL_FORBIDDEN` for "approve", else `THREAD_FORBIDDEN`.
+            Forbidden: `APPROVAL_FORBIDDEN` for "approve" on a thread the caller may read, else `THREAD_FORBIDDEN`.
         """
         owner = record.owner if record is not None else None
-        if not await self.allows(principal, owner, action):
-            code = codes.APPROVAL_FORBIDDEN if action == "approve" else codes.THREAD_FORBIDDEN
-            raise Forbidden(f"{_who(principal)} may not {action} on this thread", code=code)
+        if await self.allows(principal, owner, action):
+            return
+        if action == "read" or not await self.allows(principal, owner, "read"):
+            raise Forbidden(f"{_who(principal)} may not use this thread", code=codes.THREAD_FORBIDDEN)
+        code = codes.APPROVAL_FORBIDDEN if action == "approve" else codes.THREAD_FORBIDDEN
+        raise Forbidden(f"{_who(principal)} may not {action} on this thread", code=code)
 
     async def check_input(self, principal: str | None, record: ThreadRecord | None, run_input: RunAgentInput) -> None:
         """Check every action `run_input` takes on the thread of `record`.

@@ -94,12 +94,16 @@ async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
 async def read_thread(config: EngineConfig, thread_id: str, principal: str | None) -> dict[str, Any] | None:
     """The stored conversation (form cards included) and any open interrupts, as wire JSON.
 
-    None when there is no such thread, or when `principal` may not read it: the two look the same.
+    None when there is no such thread, or when `principal` may not read it: the two look the same, and take
+    the same time (the head alone is read before the policy is asked).
     """
     handle = RecordHandle(config.store, thread_id)
-    record = await handle.load()
-    if record is None or not await config.access.allows(principal, record.owner, "read"):
+    head = await handle.load(messages=False)
+    if head is None or not await config.access.allows(principal, head.owner, "read"):
         return None
+    record = await handle.load()
+    if record is None or record.owner != head.owner:
+        return None  # deleted (and perhaps created again) in between
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
     messages = [json.loads(message.json) for message in handle.stored]

@@ -16,7 +16,7 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.routing import Mount
 
-from adapter import Action, Adapter, Forbidden, create_app
+from adapter import Action, Adapter, Forbidden, MemoryStore, create_app
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve, Served
@@ -127,8 +127,8 @@ async def test_only_the_owner_approves_by_default(office: OpenOffice, kit: Kit) 
     before = await place.stored(alice.id)
 
     bob = place.thread("bob", alice.id)
-    refused(await bob.resume(resolved(interrupt["id"], {"approved": True})), "APPROVAL_FORBIDDEN")
-    refused(await bob.resume(resolved(interrupt["id"], {"approved": False})), "APPROVAL_FORBIDDEN")
+    refused(await bob.resume(resolved(interrupt["id"], {"approved": True})), "THREAD_FORBIDDEN")
+    refused(await bob.resume(resolved(interrupt["id"], {"approved": False})), "THREAD_FORBIDDEN")
 
     assert kit.count("send_email") == 0
     assert await place.stored(alice.id) == before
@@ -256,13 +256,68 @@ async def test_the_python_api_applies_the_same_policy(make_adapter: MakeAdapter,
     with pytest.raises(Forbidden) as cancelled:
         await adapter.cancel_turn("t1", principal="bob")
 
-    assert (submitted.value.code, resumed.value.code, cancelled.value.code) == (
-        "APPROVAL_FORBIDDEN",
-        "APPROVAL_FORBIDDEN",
-        "THREAD_FORBIDDEN",
-    )
+    assert (submitted.value.code, resumed.value.code, cancelled.value.code) == ("THREAD_FORBIDDEN",) * 3
     assert await adapter.store.load("t1") == before and kit.count("send_email") == 0
     assert await adapter.thread("t1", principal="alice") is not None
     assert await adapter.submit_resume("t1", answer, principal="alice") is True
     done = [event async for event in adapter.resume("t1", principal="alice")]
     assert done[-1].type == "RUN_FINISHED" and kit.count("send_email") == 1
+
+
+async def test_a_stranger_gets_one_refusal_whatever_ids_it_tries(office: OpenOffice) -> None:
+    """Which interrupt ids are open or applied approvals on a thread one may not read is not told."""
+    place = await office()
+    alice = place.thread("alice")
+    (first,) = (await alice.say("email ceo@x.io")).interrupts
+    await alice.resume(resolved(first["id"], {"approved": True}))
+    (second,) = (await alice.say("email cfo@x.io")).interrupts
+    bob = place.thread("bob", alice.id)
+
+    replies = [
+        await bob.resume(resolved(second["id"], {"approved": True})),
+        await bob.resume(resolved(first["id"], {"approved": True})),
+        await bob.resume(resolved("int_random", {"approved": True})),
+        await bob.resume(resolved(second["id"], {"ok": True})),
+        await bob.say("hello"),
+    ]
+
+    assert {(reply.status, reply.body) for reply in replies} == {(403, replies[0].body)}
+    refused(replies[0], "THREAD_FORBIDDEN")
+
+
+async def test_the_owner_who_may_read_is_told_an_approval_is_not_theirs(office: OpenOffice) -> None:
+    place = await office(authorize=four_eyes)
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("email ceo@x.io")).interrupts
+
+    refused(await alice.resume(resolved(interrupt["id"], {"approved": False})), "APPROVAL_FORBIDDEN")
+
+
+async def test_reading_a_foreign_thread_reads_no_message(serve: Serve, make_adapter: MakeAdapter) -> None:
+    """The policy is asked on the head: a foreign thread costs what an unknown one does, whatever its length."""
+    store = ReadSpy()
+    place = Office(await serve(make_adapter(store=store), principal=by_header))
+    try:
+        alice = place.thread("alice")
+        for text in ("hello", "where is order A17", "hello"):
+            await alice.say(text)
+        store.reads.clear()
+
+        assert (await place.client("bob").get(f"/threads/{alice.id}")).status_code == 404
+        assert (await place.client("bob").get("/threads/no-such-thread")).status_code == 404
+        assert store.reads == [(alice.id, None), ("no-such-thread", None)]
+        assert (await place.client("alice").get(f"/threads/{alice.id}")).status_code == 200
+    finally:
+        await place.close()
+
+
+class ReadSpy(MemoryStore):
+    """A memory store that records what each load asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[tuple[str, int | None]] = []
+
+    async def load(self, thread_id: str, *, since: int | None = 0) -> Any:
+        self.reads.append((thread_id, since))
+        return await super().load(thread_id, since=since)
