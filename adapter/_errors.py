@@ -9,7 +9,7 @@
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
 `authorize` policy does not allow, before any event: HTTP answers it with 403. The codes below are the whole
 vocabulary: `HTTP_CODES` answer a refused request before any stream opens, `RUN_CODES` end a run
-as `RUN_ERROR.code`. docs/resuming.md documents each one (a test keeps the two in step).
+as `RUN_ERROR.code`; `STORE_UNAVAILABLE` is both. docs/resuming.md documents each one (a test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = "UNSUPPORTED_PROTOCOL_VERSION"
 THREAD_NOT_FOUND: Final = "THREAD_NOT_FOUND"
 THREAD_FORBIDDEN: Final = "THREAD_FORBIDDEN"
 APPROVAL_FORBIDDEN: Final = "APPROVAL_FORBIDDEN"
+# Both: 503 on a route that does not stream, `RUN_ERROR.code` in a run.
+STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"
 
 # `RUN_ERROR.code`: the resume gate.
 RESUME_REQUIRED: Final = "RESUME_REQUIRED"
@@ -55,6 +57,7 @@ HTTP_CODES: Final = frozenset(
         THREAD_NOT_FOUND,
         THREAD_FORBIDDEN,
         APPROVAL_FORBIDDEN,
+        STORE_UNAVAILABLE,
     }
 )
 RUN_CODES: Final = frozenset(
@@ -71,6 +74,7 @@ RUN_CODES: Final = frozenset(
         TOOL_NAME_CONFLICT,
         INVALID_TOOL_SCHEMA,
         INTERNAL_ERROR,
+        STORE_UNAVAILABLE,
         BACKEND_ERROR,
         BACKEND_AUTH,
         BACKEND_RATE_LIMITED,

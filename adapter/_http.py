@@ -36,6 +36,7 @@ from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
+from adapter.stores import StoreUnavailable
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,8 @@ def create_app(
       takes more than 5 s (a database that is down). One trivial query: cheap enough to poll.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
-      for an unknown thread, and the same 404 for a thread the caller may not read.
+      for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
+      when the store cannot be reached.
     - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
     Args:
@@ -137,7 +139,12 @@ def create_app(
     async def thread(request: Request) -> Response:
         who = await _principal(request, principal_of)
         thread_id = request.path_params["thread_id"]
-        found = await (handler.thread(thread_id) if who is None else handler.thread(thread_id, principal=who))  # type: ignore[call-arg]  # see RunHandler
+        try:
+            found = await (handler.thread(thread_id) if who is None else handler.thread(thread_id, principal=who))  # type: ignore[call-arg]  # see RunHandler
+        except StoreUnavailable:
+            logger.warning("GET /threads: the store could not be reached", exc_info=True)
+            message = "The store could not be reached; try again later."
+            return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
         if found is None:
             return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
         return _json_response(200, found)

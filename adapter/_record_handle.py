@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Sequence
@@ -16,9 +17,21 @@ from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
 from adapter._record import AppliedResume, OpenTurn, ThreadRecord, parse_messages, stored_cards, stored_message
-from adapter.stores import StaleClaim, StoreConflict, StoredMessage, ThreadChange, ThreadHead, TurnStore
+from adapter.stores import (
+    StaleClaim,
+    StoreConflict,
+    StoredMessage,
+    StoredThread,
+    StoreUnavailable,
+    ThreadChange,
+    ThreadHead,
+    TurnStore,
+)
 
 log = logging.getLogger("adapter.record")
+
+_READ_RETRIES = (0.1, 0.5)
+"""Seconds to wait before each new attempt at a read the store could not answer: a read is safe to repeat."""
 
 
 class RecordHandle:
@@ -51,7 +64,7 @@ class RecordHandle:
 
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
         """Read the thread's records (and its messages, unless told not to); None for a new thread."""
-        stored = await self.store.load(self.thread_id, since=0 if messages else None)
+        stored = await self._read(since=0 if messages else None)
         if stored is None:
             return None
         self._head, self.version = stored.head, stored.head.version
@@ -59,6 +72,16 @@ class RecordHandle:
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
         self._known = [message.id for message in stored.messages]
         return self.record
+
+    async def _read(self, since: int | None) -> StoredThread | None:
+        """Load the thread, again after a pause when the store could not be reached (a restart, a cut connection)."""
+        for pause in _READ_RETRIES:
+            try:
+                return await self.store.load(self.thread_id, since=since)
+            except StoreUnavailable:
+                log.warning("thread %s: the store could not be reached; reading again in %ss", self.thread_id, pause)
+                await asyncio.sleep(pause)
+        return await self.store.load(self.thread_id, since=since)
 
     def conversation(self) -> list[Message]:
         """The stored messages as protocol messages, validated once per request."""

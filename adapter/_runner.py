@@ -51,11 +51,15 @@ from adapter._toolset import Toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
 from adapter._view import View
+from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 _outcome = TypeAdapter[Outcome](Outcome)
+_STORE_DOWN = (
+    "The store could not be reached; what this run changed may not be stored. Read the thread before retrying."
+)
 
 
 class Run:
@@ -114,6 +118,8 @@ class Run:
             self._left_unfinished()
             raise
         except Exception as exc:
+            if isinstance(exc, StoreUnavailable):
+                exc = AdapterError(_STORE_DOWN, code=codes.STORE_UNAVAILABLE)
             if not isinstance(exc, AdapterError):
                 log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
                 exc = AdapterError("The run failed with an internal error.")  # internals never reach the client

@@ -75,6 +75,7 @@ DOORS = {
         "SQLiteStore",
         "StaleClaim",
         "StoreConflict",
+        "StoreUnavailable",
         "StoredMessage",
         "StoredThread",
         "ThreadChange",

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
@@ -11,6 +13,7 @@ from adapter.stores._protocol import (
     StoreConflict,
     StoredMessage,
     StoredThread,
+    StoreUnavailable,
     ThreadChange,
     ThreadHead,
 )
@@ -200,9 +203,8 @@ class PostgresStore:
 
     async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
         """Return the thread's head and its messages from position `since` on, or None for no thread."""
-        pool = await self._open()
         from_position = 2**31 - 1 if since is None else max(since, 0)
-        async with pool.connection() as connection:
+        async with self._connection() as connection:
             cursor = await connection.execute(_LOAD, {"thread": thread_id, "since": from_position})
             rows = await cursor.fetchall()
         if not rows:
@@ -249,9 +251,8 @@ class PostgresStore:
             *_record(records, "queued"),
             turn_expiry(change.open_turn),
         )
-        pool = await self._open()
         try:
-            async with pool.connection() as connection:
+            async with self._connection() as connection:
                 if expected_version == 0 and change.owner is not None:
                     # A save that creates the thread sets its owner, in the same transaction.
                     async with connection.transaction():
@@ -283,16 +284,14 @@ class PostgresStore:
         no longer finished) or finds the thread gone (`StoreConflict`).
         """
         idle, expired = cutoffs(older_than, grace, now)
-        pool = await self._open()
-        async with pool.connection() as connection:
+        async with self._connection() as connection:
             cursor = await connection.execute(_PURGE, {"idle": idle, "expired": expired})
             row = await cursor.fetchone()
         return int(row[0]) if row else 0
 
     async def ping(self) -> None:
         """Raise unless the database answers a trivial query (for a health check)."""
-        pool = await self._open()
-        async with pool.connection() as connection:
+        async with self._connection() as connection:
             await connection.execute("SELECT 1")
 
     async def close(self) -> None:
@@ -305,6 +304,18 @@ class PostgresStore:
             return
         self._closed = True
         await self._pool.close()
+
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection; a server that cannot be reached (restarting, cut off) raises `StoreUnavailable`."""
+        import psycopg
+
+        try:
+            pool = await self._open()
+            async with pool.connection() as connection:
+                yield connection
+        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
+            raise StoreUnavailable(f"PostgreSQL could not be reached: {type(error).__name__}") from error
 
     async def _open(self) -> AsyncConnectionPool[Any]:
         if self._closed:

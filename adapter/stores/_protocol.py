@@ -131,6 +131,14 @@ class StaleClaim(StoreConflict):
         self.args = (f"thread {thread_id!r} was claimed again after claim {fence}",)
 
 
+class StoreUnavailable(Exception):
+    """The store could not be reached (a database restarting, a connection cut, a file locked too long).
+
+    A `load` that raises it may be tried again. A `save` that raises it may or may not have been applied:
+    read the thread again before deciding anything.
+    """
+
+
 @runtime_checkable
 class TurnStore(Protocol):
     """Durable storage for threads and their suspended turns, shared by every replica that serves them.
@@ -151,6 +159,9 @@ class TurnStore(Protocol):
         """Return the thread's head and its messages from position `since` on, or None for no thread.
 
         `since=None` reads the head alone; `since` past the last message reads no message.
+
+        Raises:
+            StoreUnavailable: The store could not be reached; nothing was read, and it may be tried again.
         """
         ...
 
@@ -163,6 +174,7 @@ class TurnStore(Protocol):
             StaleClaim: `fence` is given and is not the thread's claim number.
             StoreConflict: The thread is not at `expected_version`.
             ValueError: `keep` or a replaced position is past the thread's messages.
+            StoreUnavailable: The store could not be reached; the save may or may not have been applied.
         """
         ...
 

@@ -17,6 +17,7 @@ from adapter.stores._protocol import (
     StoreConflict,
     StoredMessage,
     StoredThread,
+    StoreUnavailable,
     ThreadChange,
     ThreadHead,
 )
@@ -26,6 +27,11 @@ from adapter.stores._sqlite_migrate import migrate_documents
 _T = TypeVar("_T")
 
 _BUSY_TIMEOUT_MS: Final = 5_000
+# SQLite's primary result codes for a file that cannot be used now (locked past the busy timeout, unreadable,
+# full), as opposed to a bad statement: these become `StoreUnavailable`.
+_UNAVAILABLE: Final = frozenset(
+    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL}
+)
 _WAL_RETRY_PAUSE: Final = 0.01
 _SCHEMA: Final = (
     """
@@ -142,7 +148,12 @@ class SQLiteStore:
     async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("SQLiteStore is closed")
-        return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode & 0xFF in _UNAVAILABLE:
+                raise StoreUnavailable(f"the SQLite file could not be used: {error.sqlite_errorname}") from error
+            raise
 
     # Everything below runs on the worker thread.
 

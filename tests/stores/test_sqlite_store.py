@@ -14,7 +14,7 @@ import pytest
 
 from adapter import Adapter, FormDefinition, ScriptedBackend
 from adapter.backends import Call, Rule
-from adapter.stores import SQLiteStore, StoreConflict, StoredMessage, ThreadChange
+from adapter.stores import SQLiteStore, StoreConflict, StoredMessage, StoreUnavailable, ThreadChange
 
 LEGACY = Path(__file__).with_name("legacy_v1.db")
 """Written by the one-document-per-thread layout (before issue 10): five threads in telling states."""
@@ -214,3 +214,11 @@ async def test_a_file_from_before_ownership_gains_an_owner_column_and_its_thread
 
     assert old is not None and (old.head.version, old.head.owner) == (3, None)
     assert new is not None and new.head.owner == "alice"
+
+
+async def test_a_file_that_cannot_be_opened_is_unavailable_not_a_bug(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path)  # a directory: SQLITE_CANTOPEN
+
+    with pytest.raises(StoreUnavailable):
+        await store.load("t1")
+    await store.close()

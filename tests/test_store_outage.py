@@ -1,0 +1,148 @@
+"""A store that cannot be reached gives a coded STORE_UNAVAILABLE; a read is retried, a write never is.
+
+PostgreSQL is reached through a TCP proxy the test controls: cutting it is a database restart as the
+adapter sees it (live connections die, new ones are refused), without touching the shared server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import pytest
+from pg import base_dsn, fresh_schema_dsn
+from test_thread_takeover import _BOUND, Gate
+
+from adapter import PostgresStore, ScriptedBackend
+
+if TYPE_CHECKING:
+    from conftest import MakeAdapter, Serve, Served
+
+pytestmark = pytest.mark.postgres
+
+
+class Proxy:
+    """Forwards TCP connections to the PostgreSQL server until cut."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.target = (host, port)
+        self.open = True
+        self.links: set[asyncio.StreamWriter] = set()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._link, "127.0.0.1", 0)
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+    def drop(self) -> None:
+        """Kill every live connection, as a restart does; new ones are let through."""
+        for writer in list(self.links):
+            writer.transport.abort()
+        self.links.clear()
+
+    def cut(self) -> None:
+        """Kill every live connection and refuse new ones: the server is down."""
+        self.open = False
+        self.drop()
+
+    async def close(self) -> None:
+        self.cut()
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.open:
+            writer.transport.abort()
+            return
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
+        self.links.update({writer, upstream_writer})
+        await asyncio.gather(_pump(reader, upstream_writer), _pump(upstream_reader, writer), return_exceptions=True)
+
+
+async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    finally:
+        writer.transport.abort()
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[Proxy]:
+    target = urlsplit(base_dsn())
+    running = Proxy(target.hostname or "127.0.0.1", target.port or 5432)
+    await running.start()
+    yield running
+    await running.close()
+
+
+@pytest.fixture
+async def served(
+    proxy: Proxy, serve: Serve, make_adapter: MakeAdapter, backend: ScriptedBackend
+) -> AsyncIterator[tuple[Served, Gate]]:
+    """A server whose PostgreSQL store is reached through `proxy`; runs saying "slow" wait for the gate."""
+    assert proxy.server is not None
+    port = proxy.server.sockets[0].getsockname()[1]
+    dsn = fresh_schema_dsn()
+    target = urlsplit(dsn)
+    through_proxy = target._replace(
+        netloc=target.netloc.replace(f"{target.hostname}:{target.port}", f"127.0.0.1:{port}")
+    )
+    gate = Gate(backend)
+    store = PostgresStore(through_proxy.geturl(), timeout=1.0)
+    server = await serve(make_adapter(backend=gate, store=store))
+    yield server, gate
+    gate.release.set()
+    proxy.open = True
+    with contextlib.suppress(Exception):
+        await server.stop()
+
+
+async def test_a_store_cut_mid_run_ends_it_with_store_unavailable(served: tuple[Served, Gate], proxy: Proxy) -> None:
+    server, gate = served
+    thread = server.client.thread()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
+    slow = asyncio.ensure_future(thread.say("slow: a long answer"))
+    await asyncio.to_thread(gate.entered.wait, _BOUND)
+
+    proxy.cut()
+    gate.release.set()
+    cut_off = await slow
+    read = await server.client.get(f"/threads/{thread.id}")
+
+    assert (cut_off.types[-1], cut_off.error["code"]) == ("RUN_ERROR", "STORE_UNAVAILABLE")
+    assert (read.status_code, read.json()["error"]["code"]) == (503, "STORE_UNAVAILABLE")
+    proxy.open = True
+    restored = await server.client.get(f"/threads/{thread.id}")
+    assert restored.status_code == 200 and len(restored.json()["messages"]) == 2
+
+
+async def test_a_store_down_when_a_run_starts_gives_store_unavailable(
+    served: tuple[Served, Gate], proxy: Proxy
+) -> None:
+    server, _ = served
+    thread = server.client.thread()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
+
+    proxy.cut()
+    refused = await thread.say("hello")
+
+    assert refused.types == ["RUN_STARTED", "RUN_ERROR"] and refused.error["code"] == "STORE_UNAVAILABLE"
+
+
+async def test_a_read_after_a_restart_while_idle_is_retried(served: tuple[Served, Gate], proxy: Proxy) -> None:
+    server, _ = served
+    thread = server.client.thread()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
+
+    proxy.drop()
+
+    assert (await server.client.get(f"/threads/{thread.id}")).status_code == 200
+    proxy.drop()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
