@@ -32,6 +32,8 @@ log = logging.getLogger("adapter.record")
 
 _READ_RETRIES = (0.1, 0.5)
 """Seconds to wait before each new attempt at a read the store could not answer: a read is safe to repeat."""
+_FAST_FAILURE = 2.0
+"""Seconds within which a failed read counts as a dropped connection, worth trying again."""
 
 
 class RecordHandle:
@@ -74,11 +76,18 @@ class RecordHandle:
         return self.record
 
     async def _read(self, since: int | None) -> StoredThread | None:
-        """Load the thread, again after a pause when the store could not be reached (a restart, a cut connection)."""
+        """Load the thread, again after a pause when the store failed fast (a restart, a cut connection).
+
+        A store that took long to fail (a pool that waited its timeout for a connection) is not asked again.
+        """
+        clock = asyncio.get_running_loop().time
         for pause in _READ_RETRIES:
+            started = clock()
             try:
                 return await self.store.load(self.thread_id, since=since)
             except StoreUnavailable:
+                if clock() - started > _FAST_FAILURE:
+                    raise
                 log.warning("thread %s: the store could not be reached; reading again in %ss", self.thread_id, pause)
                 await asyncio.sleep(pause)
         return await self.store.load(self.thread_id, since=since)
