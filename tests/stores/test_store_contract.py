@@ -81,6 +81,26 @@ async def test_the_save_that_creates_a_thread_sets_its_owner_once(store: TurnSto
     assert unowned is not None and unowned.head.owner is None
 
 
+async def test_creating_a_thread_that_exists_conflicts_and_changes_neither_messages_nor_owner(
+    store: TurnStore,
+) -> None:
+    """Creation is create-only: of two creators racing on one id, one wins whole and the other writes nothing."""
+    creators = [ThreadChange(append=[msg(f"{who}-0"), msg(f"{who}-1")], owner=who) for who in ("alice", "mallory")]
+
+    results = await asyncio.gather(
+        *(store.save("t1", change, expected_version=0) for change in creators), return_exceptions=True
+    )
+
+    assert sorted(type(result).__name__ for result in results) == ["StoreConflict", "int"]
+    winner = "alice" if results[0] == 1 else "mallory"
+    loaded = await store.load("t1")
+    assert loaded is not None
+    assert (loaded.head.owner, ids(loaded.messages)) == (winner, [f"{winner}-0", f"{winner}-1"])
+    with pytest.raises(StoreConflict):
+        await store.save("t1", ThreadChange(append=[msg("late")], owner="mallory", keep=0), expected_version=0)
+    assert await store.load("t1") == loaded
+
+
 async def test_saves_append_in_order_and_advance_the_version(store: TurnStore) -> None:
     await seeded(store, msg("m0"))
 
