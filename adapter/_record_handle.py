@@ -72,7 +72,8 @@ class RecordHandle:
         self._head, self.version = stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
-        self._known = [message.id for message in stored.messages]
+        if messages:
+            self._known = [message.id for message in stored.messages]
         return self.record
 
     async def _read(self, since: int | None) -> StoredThread | None:
