@@ -18,7 +18,7 @@ from ag_ui.core import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Forbidden
+from adapter import Forbidden, ResumeError
 from adapter._access import Access, Action
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord
 from adapter._view import View
@@ -128,3 +128,27 @@ def test_a_caller_who_may_not_run_has_only_its_answers_used(policy: Policy, prin
         assert used == run_input
     else:
         assert "steer" not in used.model_dump_json()
+
+
+@settings(max_examples=100, deadline=None)
+@given(policies, st.sampled_from(["alice", "bob"]), st.sampled_from(["RESUME_INCOMPLETE", "RESUME_REQUIRED"]))
+def test_a_refusal_names_no_interrupt_the_caller_may_neither_read_nor_answer(
+    policy: Policy, principal: str, code: str
+) -> None:
+    view = asyncio.run(View.of(access(policy), principal, RECORD))
+    turn = RECORD.open_turn
+    assert turn is not None
+    listed = [call.interrupt_id for call in turn.pending]
+    error = ResumeError(f"missing: {', '.join(listed)}", code=code, details=listed)
+
+    shown = asyncio.run(view.refusal(error, turn))
+
+    is_owner = principal == "alice"
+    if policy[(is_owner, "read")]:
+        assert shown is error
+        return
+    answerable = {"open_approval": policy[(is_owner, "approve")], "open_tool": policy[(is_owner, "resume")]}
+    for interrupt_id, visible in answerable.items():
+        assert (interrupt_id in shown.message) == visible
+        assert (interrupt_id in (shown.details or [])) == (visible and code == "RESUME_INCOMPLETE")
+    assert shown.code == code
