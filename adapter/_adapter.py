@@ -30,7 +30,7 @@ from adapter._record_handle import RecordHandle
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
 from adapter._tools import BaseTool, FrontendOutcome
-from adapter._toolset import check_unique
+from adapter._toolset import ClientToolLimits, check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
@@ -61,6 +61,10 @@ class Adapter:
             (`schema_tools.check_schema`; a result schema's root need not be an object); a run with a
             tool that fails it ends with `INVALID_TOOL_SCHEMA` before the backend is asked. None accepts
             any schema (patterns are still matched in linear time).
+        max_client_tools: Tools one input may declare; more get 413 `TOO_MANY_TOOLS` before any event.
+        max_client_tool_bytes: Size of an input's tool declarations together, as JSON; more get 413
+            `TOOLS_TOO_LARGE`. Large declarations are checked on a worker thread, and each schema's check
+            is remembered by content, so a client that resends its tools pays for the check once.
         predict_state: Tools (server or client) whose arguments write part of the shared state: the
             state shows them while the model streams them, and keeps them if the call succeeds
             (docs/tools.md, "Predictive state updates").
@@ -91,6 +95,8 @@ class Adapter:
         listeners: Iterable[Listener] = (),
         claim_lease: timedelta = timedelta(minutes=5),
         client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
+        max_client_tools: int = 128,
+        max_client_tool_bytes: int = 256 * 1024,
         predict_state: Iterable[PredictState] = (),
         history: HistoryMode = "client",
         authorize: Authorize | None = None,
@@ -102,6 +108,8 @@ class Adapter:
                 raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
         if max_steps < 1:
             raise ConfigurationError("max_steps must be at least 1")
+        if max_client_tools < 0 or max_client_tool_bytes < 0:
+            raise ConfigurationError("max_client_tools and max_client_tool_bytes must not be negative")
         if history not in get_args(HistoryMode):
             raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
         registered = list(forms)
@@ -116,6 +124,7 @@ class Adapter:
             claim_lease=claim_lease,
             client_tool_policy=client_tool_policy,
             predictions=_predictions(predict_state),
+            client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
             history=history,
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),

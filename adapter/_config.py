@@ -13,6 +13,7 @@ from adapter._interrupts import InterruptPolicy
 from adapter._lifecycle import Listener
 from adapter._predict import PredictState
 from adapter._tools import BaseTool
+from adapter._toolset import ClientToolLimits
 from adapter._types import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy
@@ -54,6 +55,7 @@ class EngineConfig:
     history: HistoryMode
     clock: Callable[[], datetime]
     predictions: tuple[PredictState, ...] = ()
+    client_tool_limits: ClientToolLimits = field(default_factory=ClientToolLimits)
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
 

@@ -7,9 +7,11 @@
     └── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
 
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
-`authorize` policy does not allow, before any event: HTTP answers it with 403. The codes below are the whole
-vocabulary: `HTTP_CODES` answer a refused request before any stream opens, `RUN_CODES` end a run
-as `RUN_ERROR.code`; `STORE_UNAVAILABLE` is both. docs/resuming.md documents each one (a test keeps the two in step).
+`authorize` policy does not allow, before any event: HTTP answers it with 403. `LimitExceeded` refuses
+an input over one of the adapter's limits, before any event: HTTP answers it with its `status_code`.
+The codes below are the whole vocabulary: `HTTP_CODES` answer a refused request before any stream
+opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE` is both. docs/resuming.md
+documents each one (a test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ UNSUPPORTED_PROTOCOL_VERSION: Final = "UNSUPPORTED_PROTOCOL_VERSION"
 THREAD_NOT_FOUND: Final = "THREAD_NOT_FOUND"
 THREAD_FORBIDDEN: Final = "THREAD_FORBIDDEN"
 APPROVAL_FORBIDDEN: Final = "APPROVAL_FORBIDDEN"
+INPUT_TOO_DEEP: Final = "INPUT_TOO_DEEP"
+INVALID_ID: Final = "INVALID_ID"
+TOO_MANY_TOOLS: Final = "TOO_MANY_TOOLS"
+TOOLS_TOO_LARGE: Final = "TOOLS_TOO_LARGE"
 # Both: 503 on a route that does not stream, `RUN_ERROR.code` in a run.
 STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"
 
@@ -58,6 +64,10 @@ HTTP_CODES: Final = frozenset(
         THREAD_FORBIDDEN,
         APPROVAL_FORBIDDEN,
         STORE_UNAVAILABLE,
+        INPUT_TOO_DEEP,
+        INVALID_ID,
+        TOO_MANY_TOOLS,
+        TOOLS_TOO_LARGE,
     }
 )
 RUN_CODES: Final = frozenset(
@@ -95,6 +105,16 @@ class Forbidden(PermissionError):
         super().__init__(message)
         self.message = message
         self.code = code
+
+
+class LimitExceeded(ValueError):
+    """The input is over one of the adapter's limits; nothing was run or stored. HTTP answers `status_code`."""
+
+    def __init__(self, message: str, *, code: str, status_code: int = 413) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+        self.status_code = status_code
 
 
 class AdapterError(Exception):

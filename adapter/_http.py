@@ -7,6 +7,8 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 413 `CONTENT_TOO_LARGE`: declared or actual body over `max_body_bytes`;
 - 422 `INVALID_INPUT`: bad JSON, or a malformed known field (pydantic errors in `details`);
 - 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1;
+- 422 `INPUT_TOO_DEEP` / `INVALID_ID`, 413 `TOO_MANY_TOOLS` / `TOOLS_TOO_LARGE`: over a limit
+  (docs/security.md, "Limits");
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
   (`adapter._access`). The run's first event is awaited before the response starts, so that its
   check, made on the record the run itself loaded, can still become a 403.
@@ -31,9 +33,10 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter import _errors as codes
-from adapter._errors import Forbidden
+from adapter._errors import Forbidden, LimitExceeded
 from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
+from adapter._limits import id_problem
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable
@@ -140,7 +143,7 @@ def create_app(
         who = await _principal(request, principal_of)
         thread_id = request.path_params["thread_id"]
         try:
-            found = await (handler.thread(thread_id) if who is None else handler.thread(thread_id, principal=who))  # type: ignore[call-arg]  # see RunHandler
+            found = await _read_thread(handler, thread_id, who)
         except StoreUnavailable:
             logger.warning("GET /threads: the store could not be reached", exc_info=True)
             message = "The store could not be reached; try again later."
@@ -178,7 +181,17 @@ async def _run(
     started = await _start(handler, run_input, await _principal(request, principal_of))
     if isinstance(started, Forbidden):
         return _refuse(InputRejected(403, started.code, started.message))
+    if isinstance(started, LimitExceeded):
+        return _refuse(InputRejected(started.status_code, started.code, started.message))
     return EventStreamResponse(started, keepalive_interval=keepalive_interval)
+
+
+async def _read_thread(handler: RunHandler, thread_id: str, who: str | None) -> JSON:
+    if id_problem(thread_id) is not None:  # an id no store can keep names no thread; the store is not asked
+        return None
+    if who is None:
+        return await handler.thread(thread_id)
+    return await handler.thread(thread_id, principal=who)  # type: ignore[call-arg]  # see RunHandler
 
 
 async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
@@ -188,12 +201,12 @@ async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
 
 async def _start(
     handler: RunHandler, run_input: RunAgentInput, who: str | None
-) -> Callable[[], AsyncIterator[BaseEvent]] | Forbidden:
+) -> Callable[[], AsyncIterator[BaseEvent]] | Forbidden | LimitExceeded:
     """Start the run and await its first event, or its refusal; the stream continues from there."""
     try:
         events = handler.run(run_input) if who is None else handler.run(run_input, principal=who)  # type: ignore[call-arg]  # see RunHandler
         first = await anext(events)
-    except Forbidden as refused:
+    except (Forbidden, LimitExceeded) as refused:
         return refused
     except Exception as exc:  # reported in the stream, as a failure later in the run would be
         return functools.partial(_failing, exc)

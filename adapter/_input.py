@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from adapter import _errors as codes
+from adapter._limits import MAX_DEPTH, depth_exceeds, id_problem, input_ids
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,8 @@ def parse_run_input(body: bytes) -> RunAgentInput:
         The validated input, with unrecognised messages and content parts removed.
 
     Raises:
-        InputRejected: 422 `INVALID_INPUT` for bad JSON or a malformed known field; 400
+        InputRejected: 422 `INVALID_INPUT` for bad JSON or a malformed known field; 422 `INPUT_TOO_DEEP`
+            or `INVALID_ID` for an input over the limits of `adapter._limits`; 400
             `UNSUPPORTED_PROTOCOL_VERSION` for a declared major version other than 1.
     """
     data = _decode(body)
@@ -68,7 +70,27 @@ def parse_run_input(body: bytes) -> RunAgentInput:
         message = "The body is not a valid RunAgentInput."
         raise InputRejected(422, codes.INVALID_INPUT, message, _details(error)) from error
     check_protocol_version(run_input.protocol_version)
+    check_limits(run_input)
     return run_input
+
+
+def check_limits(run_input: RunAgentInput) -> None:
+    """Refuse an input that nests too deeply or carries an id no store can keep (`adapter._limits`).
+
+    Raises:
+        InputRejected: 422 `INPUT_TOO_DEEP`, or 422 `INVALID_ID` with the id's pointer in `details`.
+    """
+    if depth_exceeds(run_input, MAX_DEPTH):
+        raise _too_deep()
+    for pointer, value in input_ids(run_input):
+        problem = id_problem(value)
+        if problem is not None:
+            detail: JSON = {"pointer": pointer, "msg": f"the id {problem}"}
+            raise InputRejected(422, codes.INVALID_ID, f"The id at {pointer} {problem}.", [detail])
+
+
+def _too_deep() -> InputRejected:
+    return InputRejected(422, codes.INPUT_TOO_DEEP, f"The input nests more than {MAX_DEPTH} levels deep.")
 
 
 def sanitize_run_input(data: JSON) -> JSON:
@@ -144,7 +166,7 @@ def _decode(body: bytes) -> JSON:
     except ValueError as error:
         problem = f"Invalid JSON: {error}"
     except RecursionError:
-        problem = "Invalid JSON: nested too deeply"
+        raise _too_deep() from None
     detail = {"type": "json_invalid", "loc": [], "msg": problem}
     raise InputRejected(422, codes.INVALID_INPUT, "The body is not valid JSON.", [detail])
 

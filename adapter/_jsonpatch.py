@@ -7,8 +7,11 @@ dependency for it.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
+
+_BAD_ESCAPE: Final = re.compile(r"~(?![01])")  # RFC 6901: "~" only as "~0" (a tilde) or "~1" (a slash)
 
 
 class PatchError(ValueError):
@@ -54,7 +57,7 @@ def _apply(document: Any, operation: dict[str, Any]) -> Any:
 def _tokens(path: str) -> list[str]:
     if path == "":
         return []
-    if not path.startswith("/"):
+    if not path.startswith("/") or _BAD_ESCAPE.search(path):
         raise PatchError(f"not a JSON pointer: {path!r}")
     return [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
 

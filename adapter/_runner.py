@@ -47,7 +47,7 @@ from adapter._predict import Predictor
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import advance_state, commit, resumed_state, shown_state
-from adapter._toolset import Toolset
+from adapter._toolset import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
 from adapter._view import View
@@ -94,8 +94,10 @@ class Run:
 
         Raises:
             Forbidden: Before RUN_STARTED, when the `authorize` policy refuses the input; nothing changed.
+            LimitExceeded: Before RUN_STARTED, when the client's tools are over the adapter's limits.
         """
         loaded = await self._load_checked()
+        toolset = await self._toolset()
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
             run_id=self.input.run_id,
@@ -108,7 +110,9 @@ class Run:
         try:
             if isinstance(loaded, Exception):
                 raise loaded
-            async for event in self._run(loaded):
+            if isinstance(toolset, AdapterError):
+                raise toolset
+            async for event in self._run(loaded, toolset):
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
                 shown = await self.view.shown(event, self.handle.record.open_turn)
@@ -149,8 +153,19 @@ class Run:
         self.input = self.view.used(self.input)
         return record
 
-    async def _run(self, record: ThreadRecord | None) -> AsyncIterator[BaseEvent]:
-        toolset = Toolset(self.config.tools, self.input.tools or [], client_policy=self.config.client_tool_policy)
+    async def _toolset(self) -> Toolset | AdapterError:
+        """The run's tools; a refused client tool is reported in the run (`LimitExceeded` is raised before it)."""
+        try:
+            return await client_toolset(
+                self.config.tools,
+                self.input.tools or [],
+                client_policy=self.config.client_tool_policy,
+                limits=self.config.client_tool_limits,
+            )
+        except AdapterError as refused:
+            return refused
+
+    async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)
         try:
             gate = await check_resume(

@@ -13,13 +13,16 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
+from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
 from adapter._jsonpatch import PatchError, apply_patch
+from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._record import OpenTurn, PendingCall
 from adapter._types import JSON
 
@@ -61,15 +64,49 @@ class ToolState:
         return self.replaced or bool(self.operations)
 
     def patch(self, operations: Sequence[Mapping[str, Any]]) -> None:
-        """Apply RFC 6902 operations now; all or nothing. Raises `PatchError` if they do not apply."""
+        """Apply RFC 6902 operations now; all or nothing.
+
+        Raises:
+            PatchError: The operations do not apply, or the engine could not send them or keep the result
+                (an invalid pointer such as `/a~b`, a string with no UTF-8 form, a state nested too deeply).
+                Refused here, the tool sees the error, rather than the run failing after the tool's effects.
+        """
         ops = as_json([dict(operation) for operation in operations])
-        self._value = patched(self._value, ops)
+        _check_sendable(lambda: StateDeltaEvent(delta=ops))
+        value = patched(self._value, ops)
+        _check_depth(value)
+        self._value = value
         self.operations.extend(ops)
 
     def replace(self, value: Any) -> None:
-        """Make `value` the whole state."""
-        self._value = as_json(value)
+        """Make `value` the whole state.
+
+        Raises:
+            TypeError: `value` is not JSON.
+            PatchError: The engine could not send it or keep it (as `patch`).
+        """
+        state = as_json(value)
+        _check_depth(state)
+        _check_sendable(lambda: StateSnapshotEvent(snapshot=state))
+        self._value = state
         self.replaced = True
+
+
+def _check_sendable(event: Callable[[], BaseEvent]) -> None:
+    """Refuse a change whose event the engine could not build or encode: the event's own model decides."""
+    try:
+        event().model_dump_json(by_alias=True)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False)[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise PatchError(f"not a state change a client can be sent: {where}: {first['msg']}") from None
+    except PydanticSerializationError as exc:
+        raise PatchError(f"not a state change a client can be sent: {exc}") from None
+
+
+def _check_depth(state: JSON) -> None:
+    if depth_exceeds(state, STATE_DEPTH):
+        raise PatchError(f"the state would nest more than {STATE_DEPTH} levels deep")
 
 
 @dataclass(slots=True)

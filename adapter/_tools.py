@@ -67,12 +67,19 @@ class ToolContext:
         The change is streamed as a `STATE_DELTA` and kept only if the tool returns without error.
 
         Raises:
-            ValueError: The patch does not apply to the state (`ctx.state` is unchanged).
+            ValueError: The patch does not apply to the state, or could not be sent or kept: an invalid
+                pointer (RFC 6901: `~` only as `~0` or `~1`), a string with no UTF-8 form, a state nested
+                more than 99 levels. `ctx.state` is unchanged.
         """
         self.shared_state.patch(operations)
 
     def set_state(self, value: JSON) -> None:
-        """Replace the whole shared state; streamed as a `STATE_SNAPSHOT`, kept only if the tool succeeds."""
+        """Replace the whole shared state; streamed as a `STATE_SNAPSHOT`, kept only if the tool succeeds.
+
+        Raises:
+            TypeError: `value` is not JSON.
+            ValueError: It could not be sent or kept (as `patch_state`); `ctx.state` is unchanged.
+        """
         self.shared_state.replace(value)
 
 

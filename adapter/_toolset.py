@@ -2,14 +2,66 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
+from typing import Final
 
 from ag_ui.core import Tool
 
-from adapter._errors import ConfigurationError, InvalidClientTool, ToolNameConflict
+from adapter import _errors as codes
+from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
+from adapter._schema_cache import SchemaCache
 from adapter._tools import BaseTool, ClientTool
-from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy, SchemaPolicyError, check_schema
+from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
+
+_INLINE_BYTES: Final = 64 * 1024  # larger declarations are checked off the event loop, as large bodies are parsed
+
+
+@dataclass(frozen=True, slots=True)
+class ClientToolLimits:
+    """How many tools a client may declare in one input, how large they may be in all, and the checks made."""
+
+    max_tools: int = 128
+    max_bytes: int = 256 * 1024
+    cache: SchemaCache = field(default_factory=SchemaCache)
+
+    def measure(self, client_tools: Sequence[Tool]) -> int:
+        """The declarations' size as JSON, in bytes, once they are known to be within the limits.
+
+        Raises:
+            LimitExceeded: 413 `TOO_MANY_TOOLS` or `TOOLS_TOO_LARGE`.
+        """
+        if len(client_tools) > self.max_tools:
+            message = f"The input declares {len(client_tools)} tools; at most {self.max_tools} are accepted."
+            raise LimitExceeded(message, code=codes.TOO_MANY_TOOLS)
+        size = 0
+        for declared in client_tools:  # serialised by pydantic-core: a megabyte takes milliseconds
+            size += len(declared.model_dump_json(by_alias=True))
+            if size > self.max_bytes:
+                message = f"The input's tool declarations exceed {self.max_bytes} bytes of JSON."
+                raise LimitExceeded(message, code=codes.TOOLS_TOO_LARGE)
+        return size
+
+
+async def client_toolset(
+    server_tools: Sequence[BaseTool],
+    client_tools: Sequence[Tool],
+    *,
+    client_policy: SchemaPolicy | None,
+    limits: ClientToolLimits,
+) -> Toolset:
+    """The run's `Toolset`, built (and its client schemas checked) on a worker thread when the declarations are large.
+
+    Raises:
+        LimitExceeded: Over `limits`, before anything is checked.
+        ToolNameConflict, InvalidClientTool: As `Toolset`.
+    """
+    build = functools.partial(Toolset, server_tools, client_tools, client_policy=client_policy, cache=limits.cache)
+    if limits.measure(client_tools) <= _INLINE_BYTES:
+        return build()
+    return await asyncio.to_thread(build)
 
 
 class Toolset:
@@ -21,7 +73,9 @@ class Toolset:
         client_tools: Sequence[Tool] = (),
         *,
         client_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
+        cache: SchemaCache | None = None,
     ) -> None:
+        checked = cache if cache is not None else SchemaCache()
         self._tools: dict[str, BaseTool] = {}
         for server_tool in server_tools:
             self._tools[server_tool.name] = server_tool
@@ -32,7 +86,7 @@ class Toolset:
         for index, declared in enumerate(client_tools):
             wrapped = ClientTool.from_wire(declared)
             if client_policy is not None:
-                _check_client_schemas(index, declared, wrapped, client_policy)
+                _check_client_schemas(index, declared, wrapped, client_policy, checked)
             self._tools[declared.name] = wrapped
 
     def get(self, name: str) -> BaseTool | None:
@@ -44,7 +98,9 @@ class Toolset:
         return [each.spec() for each in self._tools.values()]
 
 
-def _check_client_schemas(index: int, declared: Tool, tool: ClientTool, policy: SchemaPolicy) -> None:
+def _check_client_schemas(
+    index: int, declared: Tool, tool: ClientTool, policy: SchemaPolicy, cache: SchemaCache
+) -> None:
     """Refuse a client tool whose parameter or result schema is unsafe to hand a model, a page or a validator.
 
     Each detail names the schema's place in the input (`schema`, e.g. `/tools/0/metadata/resultSchema`)
@@ -57,14 +113,13 @@ def _check_client_schemas(index: int, declared: Tool, tool: ClientTool, policy: 
         results_policy = replace(policy, require_object_root=False)  # a result may be any JSON value
         schemas.append((f"/tools/{index}/metadata/resultSchema", result_schema, results_policy))
     for where, schema, rules in schemas:
-        try:
-            check_schema(schema, policy=rules)
-        except SchemaPolicyError as exc:
+        violations = cache.violations(schema, rules)
+        if violations:
             details = [
-                {"schema": where, "pointer": v.pointer, "rule": v.rule, "message": v.message} for v in exc.violations
+                {"schema": where, "pointer": v.pointer, "rule": v.rule, "message": v.message} for v in violations
             ]
             message = f"the client tool {tool.name!r} has an unacceptable schema at {where}"
-            raise InvalidClientTool(message, details=details) from None
+            raise InvalidClientTool(message, details=details)
 
 
 def check_unique(tools: Iterable[BaseTool]) -> list[BaseTool]:

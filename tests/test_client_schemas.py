@@ -49,7 +49,7 @@ async def test_a_hostile_result_schema_is_refused_before_the_run_starts(
     assert {"schema": "/tools/0/metadata/resultSchema", "pointer": pointer, "rule": rule} in [
         {key: detail[key] for key in ("schema", "pointer", "rule")} for detail in details
     ]
-    assert backend.requests == []
+    assert len(backend.requests) == 0
 
 
 async def test_a_sound_result_schema_checks_the_answer(connect: Connect) -> None:

@@ -186,7 +186,6 @@ async def test_declared_oversize_is_refused_before_reading(handler: RecordingHan
         pytest.param(b"", id="empty"),
         pytest.param(b'{"threadId": "t1", "runId": "r1", "messages": [], "state": NaN}', id="nan-literal"),
         pytest.param(b'{"threadId": "t1", "runId": "r1", "messages": [], "x": "\xff"}', id="not-utf8"),
-        pytest.param(b"[" * 100_000 + b"]" * 100_000, id="nested-too-deep"),
         pytest.param(b"[]", id="not-an-object"),
         pytest.param(json.dumps({"runId": "r1", "messages": []}).encode(), id="missing-threadId"),
         pytest.param(json.dumps({"threadId": "t1", "messages": []}).encode(), id="missing-runId"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -99,17 +100,20 @@ class Rule:
 
 
 class ScriptedBackend:
-    """A backend that follows rules, for demos and tests. It records every request it receives.
+    """A backend that follows rules, for demos and tests. It records the latest requests it receives.
 
     Args:
         rules: Tried in order against the latest user message; the first match drives the turn.
         fallback: What to say when no rule matches; by default it echoes the user.
+        keep_requests: How many of the latest requests `requests` holds; older ones are dropped, so a
+            long-running demo server does not grow without bound.
     """
 
-    def __init__(self, rules: Sequence[Rule] = (), *, fallback: Reply | None = None) -> None:
+    def __init__(self, rules: Sequence[Rule] = (), *, fallback: Reply | None = None, keep_requests: int = 1000) -> None:
         self.rules = list(rules)
         self.fallback = fallback
-        self.requests: list[ModelRequest] = []
+        self.requests: deque[ModelRequest] = deque(maxlen=keep_requests)
+        """The latest `keep_requests` requests, oldest first (a deque: index it, `len` it, iterate it)."""
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         """Produce the next step of whichever rule the latest user message matches."""

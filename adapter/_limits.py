@@ -1,0 +1,87 @@
+"""The limits on what a run takes in, each stated once: how deep JSON may nest, what an id may be.
+
+    MAX_DEPTH     a run input nests at most this many levels of objects and arrays (the root is 1)
+    STATE_DEPTH   the state, one level inside the input: what a tool makes must fit back into an input
+    id_problem    why a string cannot be an id that every store keeps, or None
+
+Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
+255 levels (an input 254 levels deep used to pass the edge and end as `INTERNAL_ERROR`), PostgreSQL
+`text` refuses NUL, a key index refuses long values, and UTF-8 has no form for a lone surrogate.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any, Final
+
+from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
+from pydantic import BaseModel
+
+MAX_DEPTH: Final = 100
+"""Levels of nesting a run input may have, every member counted alike; far below pydantic's ~255."""
+
+STATE_DEPTH: Final = MAX_DEPTH - 1
+"""Levels the shared state may have: it is the `state` member of the next input."""
+
+MAX_ID_CHARS: Final = 256
+"""Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
+
+_UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
+_NESTS: Final = (dict, list, tuple, BaseModel)
+
+
+def depth_exceeds(value: Any, limit: int) -> bool:
+    """Whether `value` nests more than `limit` levels of objects and arrays (the root is level 1).
+
+    `value` is JSON, or pydantic models holding JSON (a model counts as the object it is on the wire,
+    its unknown members included). The walk uses no recursion, so any depth is measured safely.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, _NESTS) else []
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in _children(node) if isinstance(child, _NESTS))
+    return False
+
+
+def _children(node: Any) -> Iterator[Any]:
+    if isinstance(node, BaseModel):
+        yield from (getattr(node, name) for name in type(node).model_fields)
+        yield from (node.model_extra or {}).values()
+    elif isinstance(node, dict):
+        yield from node.values()
+    else:
+        yield from node
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be an id that every store keeps, or None when it can.
+
+    The rule: at most `MAX_ID_CHARS` characters, none of them a control character (U+0000-U+001F,
+    U+007F-U+009F) or a lone surrogate (no UTF-8 form).
+    """
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
+    found = _UNKEEPABLE.search(value)
+    if found is not None:
+        return f"contains the character U+{ord(found[0]):04X}"
+    return None
+
+
+def input_ids(run_input: RunAgentInput) -> Iterator[tuple[str, str]]:
+    """Every id a run input carries that a store may keep or look up, with its JSON pointer."""
+    yield "/threadId", run_input.thread_id
+    yield "/runId", run_input.run_id
+    if run_input.parent_run_id is not None:
+        yield "/parentRunId", run_input.parent_run_id
+    for index, message in enumerate(run_input.messages):
+        yield f"/messages/{index}/id", message.id
+        if isinstance(message, ToolMessage):
+            yield f"/messages/{index}/toolCallId", message.tool_call_id
+        if isinstance(message, AssistantMessage):
+            for position, call in enumerate(message.tool_calls or []):
+                yield f"/messages/{index}/toolCalls/{position}/id", call.id
+    for index, entry in enumerate(run_input.resume or []):
+        yield f"/resume/{index}/interruptId", entry.interrupt_id

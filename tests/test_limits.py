@@ -1,0 +1,336 @@
+"""The limits on what a run takes in (docs/security.md, "Limits"): nesting, ids and client tools.
+
+Each is refused at the edge with a coded 4xx before any event, the same for every store, and an input
+just inside each limit still runs. The id rule is checked against every store with generated ids.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from agui import Client, Reply, new_id, resolved, run_input, user
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pg import fresh_schema_dsn
+
+import adapter._schema_cache
+from adapter import Adapter, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore
+from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, id_problem
+from adapter.backends import Call, Rule
+from adapter.stores import StoredMessage, ThreadChange
+from schema_tools import SchemaPolicy
+
+if TYPE_CHECKING:
+    from conftest import Serve
+
+STORES: list[Any] = [
+    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
+    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
+    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
+]
+RULES = [Rule(r"navigate", steps=[[Call("navigate", {"path": "/cart"})]])]
+
+
+@pytest.fixture(params=STORES)
+async def client(request: pytest.FixtureRequest, tmp_path: Path, serve: Serve) -> AsyncIterator[Client]:
+    """A served adapter over each store."""
+    store: TurnStore = request.param(tmp_path)
+    served = await serve(Adapter(ScriptedBackend(RULES, fallback="ok"), store=store))
+    yield served.client
+
+
+def nested(levels: int) -> Any:
+    """A JSON value of exactly `levels` levels of nesting: an object around arrays."""
+    value: Any = "leaf"
+    for _ in range(levels - 1):
+        value = [value]
+    return {"k": value}
+
+
+def with_deep_state(body: dict[str, Any], levels: int) -> bytes:
+    """`body` as JSON with `nested(levels)` as its state, written by hand: json.dumps gives up near 1000 levels."""
+    deep = '{"k":' + "[" * (levels - 1) + '"leaf"' + "]" * (levels - 1) + "}"
+    return (json.dumps(body)[:-1] + f', "state": {deep}}}').encode()
+
+
+def refused(reply: Reply, status: int, code: str) -> dict[str, Any]:
+    assert (reply.status, reply.events) == (status, []), reply.body[:300]
+    error: dict[str, Any] = json.loads(reply.body)["error"]
+    assert error["code"] == code, error
+    return error
+
+
+def tool(name: str, **parameters: Any) -> dict[str, Any]:
+    return {"name": name, "description": "a client tool", "parameters": {"type": "object", **parameters}}
+
+
+# Nesting: one rule for the whole input, wherever the depth is.
+
+
+@pytest.mark.parametrize("levels", [STATE_DEPTH + 1, 254, 989])
+async def test_deep_state_is_refused_at_the_edge_on_every_store(client: Client, levels: int) -> None:
+    reply = await client.post(with_deep_state(run_input("t1", [user("hi")]), levels), clean=False)
+
+    refused(reply, 422, "INPUT_TOO_DEEP")
+
+
+PLACES: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "forwardedProps": lambda deep: {"forwardedProps": deep},
+    "a message member": lambda deep: {"messages": [{**user("hi"), "extra": deep}]},
+    "a content part": lambda deep: {"messages": [{**user("x"), "content": [{"type": "text", "text": "t", "x": deep}]}]},
+    "a tool schema": lambda deep: {"tools": [tool("t", properties={"a": deep})]},
+    "context": lambda deep: {"context": [{"description": "d", "value": "v", "more": deep}]},
+    "a resume payload": lambda deep: {"resume": [resolved("int_1", deep)]},
+    "the body itself": lambda deep: {"unknown": deep},
+}
+
+
+@pytest.mark.parametrize("place", PLACES)
+async def test_deep_input_anywhere_is_refused_at_the_edge(serve: Serve, place: str) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok"), client_tool_policy=None))).client
+    body = {**run_input("t1", [user("hi")]), **PLACES[place](nested(300))}
+
+    reply = await client.post(body, clean=False)
+
+    refused(reply, 422, "INPUT_TOO_DEEP")
+
+
+async def test_a_body_too_deep_to_parse_is_refused_with_the_same_code(serve: Serve) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok")))).client
+
+    reply = await client.post(b"[" * 100_000 + b"]" * 100_000, clean=False)
+
+    refused(reply, 422, "INPUT_TOO_DEEP")
+
+
+async def test_the_deepest_accepted_state_runs_and_comes_back(serve: Serve) -> None:
+    served = await serve(Adapter(ScriptedBackend(RULES, fallback="ok")))
+    thread = served.client.thread(tools=[tool("navigate", properties={"path": {"type": "string"}})])
+    deepest = nested(STATE_DEPTH)
+
+    asked = await thread.say("navigate", state=deepest)  # suspends: the state is stored and snapshotted
+    (interrupt,) = asked.interrupts
+    done = await thread.resume(resolved(interrupt["id"], "done"), state=asked.of("STATE_SNAPSHOT")[-1]["snapshot"])
+
+    assert asked.of("STATE_SNAPSHOT")[-1]["snapshot"] == deepest
+    assert done.outcome == {"type": "success"}
+
+
+# Ids: one rule for every id that is stored or looked up, on every store.
+
+BAD_IDS = {"NUL": "t\x00x", "100 KB": "t" * 100_000, "a newline": "a\nb", "DEL": "a\x7f", "C1": "a\x85"}
+
+
+@pytest.mark.parametrize("bad", BAD_IDS.values(), ids=BAD_IDS.keys())
+async def test_a_thread_id_no_store_can_keep_is_refused_on_every_store(client: Client, bad: str) -> None:
+    reply = await client.post(run_input(bad, [user("hi")]), clean=False)
+
+    error = refused(reply, 422, "INVALID_ID")
+    assert error["details"][0]["pointer"] == "/threadId"
+
+
+WHERE: dict[str, Callable[[str], dict[str, Any]]] = {
+    "/runId": lambda bad: {"runId": bad},
+    "/parentRunId": lambda bad: {"parentRunId": bad},
+    "/messages/0/id": lambda bad: {"messages": [{**user("hi"), "id": bad}]},
+    "/messages/1/toolCalls/0/id": lambda bad: {
+        "messages": [
+            user("hi"),
+            {
+                "id": "a1",
+                "role": "assistant",
+                "toolCalls": [{"id": bad, "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+            },
+        ]
+    },
+    "/messages/1/toolCallId": lambda bad: {
+        "messages": [user("hi"), {"id": "t1", "role": "tool", "toolCallId": bad, "content": "x"}]
+    },
+    "/resume/0/interruptId": lambda bad: {"resume": [resolved(bad, True)]},
+}
+
+
+@pytest.mark.parametrize("pointer", WHERE)
+async def test_every_stored_id_follows_the_same_rule(client: Client, pointer: str) -> None:
+    body = {**run_input(new_id("thread"), [user("hi")]), **WHERE[pointer]("x\x00y")}
+
+    reply = await client.post(body, clean=False)
+
+    assert refused(reply, 422, "INVALID_ID")["details"][0]["pointer"] == pointer
+
+
+async def test_reading_a_thread_whose_id_no_store_can_keep_is_a_404(client: Client) -> None:
+    for bad in ("t%00x", "t" * (MAX_ID_CHARS + 1)):
+        response = await client.http.get(f"{client.base_url}/threads/{bad}")
+
+        assert response.status_code == 404
+        assert response.json()["error"]["code"] == "THREAD_NOT_FOUND"
+
+
+async def test_the_longest_accepted_id_runs_on_every_store(client: Client) -> None:
+    thread_id = "🙂" * MAX_ID_CHARS  # four UTF-8 bytes each
+
+    reply = await client.post(run_input(thread_id, [user("hi")], runId="r" * MAX_ID_CHARS))
+    found = await client.http.get(f"{client.base_url}/threads/{thread_id}")
+
+    assert reply.outcome == {"type": "success"}
+    assert found.status_code == 200
+
+
+_ODD = st.sampled_from(["\x00", "\x1f", "\x7f", "\x85", "\x9f", "\ud800", "\udfff", "~", "/", "%", "'", "é", "🙂"])
+IDS = st.one_of(
+    st.text(st.one_of(_ODD, st.characters(codec=None, exclude_categories=())), max_size=40),
+    st.text(st.sampled_from("a🙂"), min_size=MAX_ID_CHARS - 2, max_size=MAX_ID_CHARS + 2),
+)
+
+
+class Stores:
+    """One store of each kind, on its own event loop, for a synchronous property test."""
+
+    def __init__(self, stores: list[TurnStore]) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.stores = stores
+
+    def keeps(self, value: str) -> None:
+        """Save a thread and a message under `value` in every store, and read them back unchanged."""
+        message = StoredMessage(value, "user", json.dumps({"id": value, "role": "user", "content": "x"}))
+        for store in self.stores:
+            self.loop.run_until_complete(store.save(value, ThreadChange(append=[message]), expected_version=0))
+            loaded = self.loop.run_until_complete(store.load(value))
+            assert loaded is not None and [m.id for m in loaded.messages] == [value], type(store).__name__
+
+    def close(self) -> None:
+        for store in self.stores:
+            self.loop.run_until_complete(store.close())
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def every_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stores]:
+    kinds: list[TurnStore] = [MemoryStore(), SQLiteStore(tmp_path_factory.mktemp("ids") / "turns.db")]
+    stores = Stores(kinds)
+    yield stores
+    stores.close()
+
+
+@pytest.fixture(scope="module")
+def postgres_store() -> Iterator[Stores]:
+    stores = Stores([PostgresStore(fresh_schema_dsn())])
+    yield stores
+    stores.close()
+
+
+def check_the_rule(stores: Stores, value: str) -> None:
+    problem = id_problem(value)
+    encodable = not any("\ud800" <= char <= "\udfff" for char in value)
+    control = any(ord(char) < 0x20 or 0x7F <= ord(char) <= 0x9F for char in value)
+    assert (problem is None) == (len(value) <= MAX_ID_CHARS and encodable and not control), (value, problem)
+    if problem is None:
+        stores.keeps(value)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=IDS)
+def test_an_id_the_rule_accepts_is_kept_by_every_store(every_store: Stores, value: str) -> None:
+    check_the_rule(every_store, value)
+
+
+@pytest.mark.postgres
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=IDS)
+def test_an_id_the_rule_accepts_is_kept_by_postgres(postgres_store: Stores, value: str) -> None:
+    check_the_rule(postgres_store, value)
+
+
+# Client tools: bounded in number and size, large declarations checked off the loop, each schema once.
+
+
+async def test_too_many_client_tools_are_refused_before_any_event(serve: Serve) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok"), max_client_tools=3))).client
+
+    ok = await client.post(run_input("t1", [user("hi")], tools=[tool(f"t{i}") for i in range(3)]))
+    over = await client.post(run_input("t2", [user("hi")], tools=[tool(f"t{i}") for i in range(4)]), clean=False)
+
+    assert ok.outcome == {"type": "success"}
+    refused(over, 413, "TOO_MANY_TOOLS")
+
+
+async def test_the_default_bounds_the_4400_tools_that_stalled_the_server(serve: Serve) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok")))).client
+    tools = [tool(f"tool_{i}", properties={"x": {"type": "string"}}) for i in range(4400)]
+
+    reply = await client.post(run_input("t1", [user("hi")], tools=tools), clean=False)
+
+    refused(reply, 413, "TOO_MANY_TOOLS")
+
+
+async def test_tool_declarations_over_the_byte_limit_are_refused(serve: Serve) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok")))).client
+    described = {"type": "string", "description": "x" * 3_000}
+    tools = [tool(f"tool_{i}", properties={f"p{j}": described for j in range(10)}) for i in range(10)]  # ~300 KB
+
+    reply = await client.post(run_input("t1", [user("hi")], tools=tools), clean=False)
+
+    refused(reply, 413, "TOOLS_TOO_LARGE")
+
+
+@pytest.fixture
+def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread each client schema check runs on, in order."""
+    seen: list[str] = []
+    real = adapter._schema_cache.check_schema
+
+    def spy(schema: Any, **options: Any) -> None:
+        seen.append(threading.current_thread().name)
+        real(schema, **options)
+
+    monkeypatch.setattr(adapter._schema_cache, "check_schema", spy)
+    return seen
+
+
+async def test_a_large_declaration_is_checked_off_the_loop_and_each_schema_once(serve: Serve, checks: list[str]) -> None:
+    served = await serve(Adapter(ScriptedBackend(fallback="ok")))
+    described = {"type": "string", "description": "a long description " * 40}
+    large = [tool(f"tool_{i}", title=f"tool {i}", properties={f"p{j}": described for j in range(5)}) for i in range(20)]
+    small = [tool("small", properties={"x": {"type": "integer"}})]
+
+    first = await served.client.post(run_input("t1", [user("hi")], tools=large))
+    again = await served.client.post(run_input("t2", [user("hi")], tools=large))
+    smaller = await served.client.post(run_input("t3", [user("hi")], tools=small))
+
+    assert first.outcome == again.outcome == smaller.outcome == {"type": "success"}
+    assert len(checks) == len(large) + 1  # the resent tools were not checked again
+    assert served.thread.name not in checks[:-1]  # the large declaration: on a worker thread
+    assert checks[-1] == served.thread.name  # a small one is checked inline, on the server's loop
+
+
+async def test_a_refused_schema_is_remembered_and_refused_again(serve: Serve, checks: list[str]) -> None:
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok")))).client
+    bad = [tool("bad", properties={"x": {"type": 5}})]
+
+    first = await client.post(run_input("t1", [user("hi")], tools=bad))
+    again = await client.post(run_input("t2", [user("hi")], tools=bad))
+
+    assert first.error["code"] == again.error["code"] == "INVALID_TOOL_SCHEMA"
+    assert first.error["metadata"] == again.error["metadata"]
+    assert len(checks) == 1
+
+
+def test_the_schema_cache_is_bounded() -> None:
+    cache = adapter._schema_cache.SchemaCache(entries=3)
+    policy = SchemaPolicy()
+
+    for index in range(10):
+        assert cache.violations({"type": "object", "title": str(index)}, policy) == ()
+
+    assert len(cache) == 3
+
+
+def test_the_depth_rule_leaves_room_inside_pydantic() -> None:
+    assert STATE_DEPTH < MAX_DEPTH < 200  # pydantic's serializer gives up near 255 levels
