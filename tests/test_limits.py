@@ -294,7 +294,9 @@ def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-async def test_a_large_declaration_is_checked_off_the_loop_and_each_schema_once(serve: Serve, checks: list[str]) -> None:
+async def test_a_large_declaration_is_checked_off_the_loop_and_each_schema_once(
+    serve: Serve, checks: list[str]
+) -> None:
     served = await serve(Adapter(ScriptedBackend(fallback="ok")))
     described = {"type": "string", "description": "a long description " * 40}
     large = [tool(f"tool_{i}", title=f"tool {i}", properties={f"p{j}": described for j in range(5)}) for i in range(20)]

@@ -9,10 +9,11 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, ORDER, frontend_tool, resolved
 
-from adapter import ConfigurationError, ScriptedBackend, ToolContext, tool
+from adapter import Adapter, ConfigurationError, ScriptedBackend, ToolContext, tool
+from adapter.backends import Call, Rule
 
 if TYPE_CHECKING:
-    from conftest import Connect, Kit
+    from conftest import Connect, Kit, Serve
 
 
 def answers_seen(backend: ScriptedBackend) -> dict[str, ToolMessage]:
@@ -295,3 +296,23 @@ async def test_the_client_tool_policy_can_be_turned_off(connect: Connect) -> Non
     reply = await client.thread(tools=[client_tool("render_widget", {"type": "string"})]).say("hello")
 
     assert reply.outcome == {"type": "success"}
+
+
+async def test_arguments_are_validated_strictly_before_the_tool_runs(serve: Serve) -> None:
+    """`{"amount": "999"}` must not run a `float` tool: binding alone (pydantic's lax mode) would coerce it."""
+    paid: list[float] = []
+
+    @tool
+    def pay(amount: float) -> str:
+        """Pay an amount."""
+        paid.append(amount)
+        return "paid"
+
+    backend = ScriptedBackend([Rule(r"pay", steps=[[Call("pay", {"amount": "999"})]])], fallback="ok")
+    client = (await serve(Adapter(backend, tools=[pay]))).client
+
+    reply = await client.thread().say("pay")
+
+    (result,) = reply.results().values()
+    assert paid == []
+    assert result["content"].startswith("Invalid arguments for pay")
