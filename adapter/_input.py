@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from adapter import _errors as codes
-from adapter._limits import MAX_DEPTH, depth_exceeds, id_problem, input_ids
+from adapter._limits import MAX_DEPTH, body_depth_exceeds, id_problem, input_ids
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ def parse_run_input(body: bytes) -> RunAgentInput:
             or `INVALID_ID` for an input over the limits of `adapter._limits`; 400
             `UNSUPPORTED_PROTOCOL_VERSION` for a declared major version other than 1.
     """
+    check_depth(body)
     data = _decode(body)
     try:
         run_input = RunAgentInput.model_validate(sanitize_run_input(data))
@@ -74,14 +75,22 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     return run_input
 
 
-def check_limits(run_input: RunAgentInput) -> None:
-    """Refuse an input that nests too deeply or carries an id no store can keep (`adapter._limits`).
+def check_depth(body: bytes) -> None:
+    """Refuse a body that nests more than `MAX_DEPTH` levels anywhere, before it is parsed (`adapter._limits`).
 
     Raises:
-        InputRejected: 422 `INPUT_TOO_DEEP`, or 422 `INVALID_ID` with the id's pointer in `details`.
+        InputRejected: 422 `INPUT_TOO_DEEP`.
     """
-    if depth_exceeds(run_input, MAX_DEPTH):
+    if body_depth_exceeds(body, MAX_DEPTH):
         raise _too_deep()
+
+
+def check_limits(run_input: RunAgentInput) -> None:
+    """Refuse an input that carries an id no store can keep (`adapter._limits`).
+
+    Raises:
+        InputRejected: 422 `INVALID_ID` with the id's pointer in `details`.
+    """
     for pointer, value in input_ids(run_input):
         problem = id_problem(value)
         if problem is not None:

@@ -11,6 +11,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from adapter._limits import depth_exceeds
+
 _BAD_ESCAPE: Final = re.compile(r"~(?![01])")  # RFC 6901: "~" only as "~0" (a tilde) or "~1" (a slash)
 
 
@@ -18,17 +20,29 @@ class PatchError(ValueError):
     """A patch that does not apply to the document."""
 
 
-def apply_patch(document: Any, patch: Sequence[Any]) -> Any:
-    """Return `document` with `patch` applied; the input is never changed. Atomic: all or nothing."""
+def apply_patch(document: Any, patch: Sequence[Any], *, max_depth: int | None = None) -> Any:
+    """Return `document` with `patch` applied; the input is never changed. Atomic: all or nothing.
+
+    With `max_depth`, a value an operation puts at a place where the document would nest more than
+    `max_depth` levels is refused. Only what is put is measured: removing never deepens a document,
+    so one that starts within the limit stays within it.
+    """
     result = copy.deepcopy(document)
     for operation in patch:
         if not isinstance(operation, dict) or not isinstance(operation.get("path"), str):
             raise PatchError(f"not a patch operation: {operation!r}")
-        result = _apply(result, operation)
+        result = _apply(result, operation, max_depth)
     return result
 
 
-def _apply(document: Any, operation: dict[str, Any]) -> Any:
+def _fits(path: str, value: Any, max_depth: int | None) -> Any:
+    """`value`, once it is known to fit at `path` within `max_depth` levels (the root is level 1)."""
+    if max_depth is not None and depth_exceeds(value, max_depth - len(_tokens(path))):
+        raise PatchError(f"the document would nest more than {max_depth} levels deep at {path!r}")
+    return value
+
+
+def _apply(document: Any, operation: dict[str, Any], max_depth: int | None) -> Any:
     op, path = operation.get("op"), operation["path"]
     if op == "test":
         if _get(document, path) != operation.get("value"):
@@ -38,7 +52,7 @@ def _apply(document: Any, operation: dict[str, Any]) -> Any:
         source = operation.get("from")
         if not isinstance(source, str):
             raise PatchError(f"{op} needs 'from'")
-        value = copy.deepcopy(_get(document, source))
+        value = _fits(path, copy.deepcopy(_get(document, source)), max_depth)
         if op == "move":
             document = _remove(document, source)
         return _add(document, path, value)
@@ -46,11 +60,12 @@ def _apply(document: Any, operation: dict[str, Any]) -> Any:
         return _remove(document, path)
     if "value" not in operation:
         raise PatchError(f"{op} needs 'value'")
+    value = _fits(path, operation["value"], max_depth)
     if op == "add":
-        return _add(document, path, copy.deepcopy(operation["value"]))
+        return _add(document, path, copy.deepcopy(value))
     if op == "replace":
         _get(document, path)  # must exist
-        return _add(_remove(document, path), path, copy.deepcopy(operation["value"])) if path else operation["value"]
+        return _add(_remove(document, path), path, copy.deepcopy(value)) if path else value
     raise PatchError(f"unknown op {op!r}")
 
 

@@ -2,6 +2,7 @@
 
     MAX_DEPTH     a run input nests at most this many levels of objects and arrays (the root is 1)
     STATE_DEPTH   the state, one level inside the input: what a tool makes must fit back into an input
+    body_depth_exceeds / depth_exceeds   the nesting rule, on a body's bytes / on a JSON value
     id_problem    why a string cannot be an id that every store keeps, or None
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
@@ -11,12 +12,12 @@ Both rules exist because something downstream breaks past them: pydantic's seria
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from typing import Any, Final
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
-from pydantic import BaseModel
 
 MAX_DEPTH: Final = 100
 """Levels of nesting a run input may have, every member counted alike; far below pydantic's ~255."""
@@ -28,32 +29,37 @@ MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
-_NESTS: Final = (dict, list, tuple, BaseModel)
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included; linear time
+_NOT_BRACKETS: Final = bytes(byte for byte in range(256) if byte not in b"[]{}")
+_AS_STEPS: Final = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 and -1 once read as signed bytes
+
+
+def body_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether the JSON text `body` nests more than `limit` levels of objects and arrays (the root is 1).
+
+    Measured on the bytes, before any parser recurses: strings are cut out, each bracket left becomes
+    a step of +1 or -1, and the deepest point is the largest running sum. Every step runs in C: a
+    megabyte costs milliseconds, and any depth is measured safely.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # too few brackets to nest that deep: the common case, answered by two C loops
+    steps = memoryview(_STRING.sub(b"", body).translate(_AS_STEPS, _NOT_BRACKETS)).cast("b")
+    return max(itertools.accumulate(steps), default=0) > limit
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:
-    """Whether `value` nests more than `limit` levels of objects and arrays (the root is level 1).
+    """Whether the JSON value `value` nests more than `limit` levels of objects and arrays (the root is 1).
 
-    `value` is JSON, or pydantic models holding JSON (a model counts as the object it is on the wire,
-    its unknown members included). The walk uses no recursion, so any depth is measured safely.
+    The walk uses no recursion, so any depth is measured safely.
     """
-    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, _NESTS) else []
+    stack: list[tuple[Any, int]] = [(value, 1)] if isinstance(value, dict | list) else []
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             return True
-        stack.extend((child, depth + 1) for child in _children(node) if isinstance(child, _NESTS))
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     return False
-
-
-def _children(node: Any) -> Iterator[Any]:
-    if isinstance(node, BaseModel):
-        yield from (getattr(node, name) for name in type(node).model_fields)
-        yield from (node.model_extra or {}).values()
-    elif isinstance(node, dict):
-        yield from node.values()
-    else:
-        yield from node
 
 
 def id_problem(value: str) -> str | None:

@@ -73,9 +73,9 @@ class ToolState:
         """
         ops = as_json([dict(operation) for operation in operations])
         _check_sendable(lambda: StateDeltaEvent(delta=ops))
-        value = patched(self._value, ops)
-        _check_depth(value)
-        self._value = value
+        if ops:
+            base = self._value if self._value is not None else {}
+            self._value = apply_patch(base, ops, max_depth=STATE_DEPTH)  # measures only what the ops put
         self.operations.extend(ops)
 
     def replace(self, value: Any) -> None:

@@ -21,7 +21,7 @@ from pg import fresh_schema_dsn
 
 import adapter._schema_cache
 from adapter import Adapter, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore
-from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, id_problem
+from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
 from adapter.backends import Call, Rule
 from adapter.stores import StoredMessage, ThreadChange
 from schema_tools import SchemaPolicy
@@ -332,6 +332,23 @@ def test_the_schema_cache_is_bounded() -> None:
         assert cache.violations({"type": "object", "title": str(index)}, policy) == ()
 
     assert len(cache) == 3
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.sampled_from('[]{}"\\ab\u00e9')),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(st.sampled_from('[]{"\\')), inner, max_size=3),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, limit=st.integers(0, 8), ascii_only=st.booleans())
+def test_the_nesting_rule_on_a_bodys_bytes_agrees_with_the_rule_on_its_value(
+    value: Any, limit: int, ascii_only: bool
+) -> None:
+    body = json.dumps(value, ensure_ascii=ascii_only).encode()
+
+    assert body_depth_exceeds(body, limit) == depth_exceeds(value, limit)
 
 
 def test_the_depth_rule_leaves_room_inside_pydantic() -> None:

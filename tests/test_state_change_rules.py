@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import Adapter, ScriptedBackend, ToolContext, tool
-from adapter._limits import STATE_DEPTH
+from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._sse import encode_event
 from adapter._state import Kept, ToolState, commit
 from adapter.backends import Call, Rule
@@ -100,6 +100,17 @@ def test_what_the_engine_could_not_send_is_refused_at_patch_time(operations: Any
     assert (state.value, state.operations, state.changed) == ({"a": 1}, [], False), why
 
 
+def test_a_copy_or_move_that_would_nest_too_deeply_is_refused() -> None:
+    state = ToolState({"a": deep(STATE_DEPTH - 1), "b": {}})  # exactly at the limit: the root and a's levels
+
+    for op in ("copy", "move"):
+        with pytest.raises(ValueError):
+            state.patch([{"op": op, "from": "/a", "path": "/b/c"}])
+    state.patch([{"op": "move", "from": "/a", "path": "/c"}])  # the same level is fine
+
+    assert not depth_exceeds(state.value, STATE_DEPTH) and depth_exceeds(state.value, STATE_DEPTH - 1)
+
+
 def test_a_replacement_the_engine_could_not_send_is_refused() -> None:
     state = ToolState({"a": 1})
 
@@ -119,7 +130,7 @@ _VALUES = st.recursive(
 )
 _OPERATIONS = st.fixed_dictionaries(
     {"op": st.sampled_from(["add", "remove", "replace", "move", "copy", "test"]), "path": _PATHS},
-    optional={"value": _VALUES | st.integers(0, 110).map(deep), "from": _PATHS},
+    optional={"value": _VALUES | st.integers(STATE_DEPTH - 4, STATE_DEPTH + 1).map(deep), "from": _PATHS},
 )
 
 
@@ -139,3 +150,4 @@ def test_a_change_patch_state_accepts_is_one_the_client_receives_and_applies(sta
     wire = [json.loads(frame.removeprefix(b"data: ")) for frame in frames]
     assert engine == state.value
     assert follow(base, wire) == engine
+    assert not depth_exceeds(engine, STATE_DEPTH)
