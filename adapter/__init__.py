@@ -7,7 +7,7 @@ and the stores are in `adapter.stores`.
 from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
 from adapter._config import HistoryMode
-from adapter._errors import AdapterError, ConfigurationError, Forbidden, ResumeError
+from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitExceeded, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import Listener, TurnEvent, TurnEventType
@@ -33,6 +33,7 @@ __all__ = [
     "FunctionTool",
     "HistoryMode",
     "InputRequired",
+    "LimitExceeded",
     "Listener",
     "MemoryStore",
     "ModelRequest",

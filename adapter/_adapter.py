@@ -154,6 +154,9 @@ class Adapter:
 
         Raises:
             Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
+            LimitExceeded: At the first iteration, when the input's client tools are over `max_client_tools`
+                or `max_client_tool_bytes`; nothing was run or stored. (The nesting and id limits are the
+                HTTP edge's: `create_app` checks them before it calls `run`.)
         """
         events = Run(self.config, run_input, principal).events()
         return events if run_input.protocol_version is not None else for_unversioned_peer(events)

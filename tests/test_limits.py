@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from ag_ui.core import RunAgentInput
 from agui import Client, Reply, new_id, resolved, run_input, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
 
 import adapter._schema_cache
-from adapter import Adapter, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore
+from adapter import Adapter, LimitExceeded, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
 from adapter.backends import Call, Rule
 from adapter.stores import StoredMessage, ThreadChange
@@ -259,6 +260,17 @@ async def test_too_many_client_tools_are_refused_before_any_event(serve: Serve) 
 
     assert ok.outcome == {"type": "success"}
     refused(over, 413, "TOO_MANY_TOOLS")
+
+
+async def test_the_python_api_raises_the_same_refusal_before_any_event() -> None:
+    adapter = Adapter(ScriptedBackend(fallback="ok"), max_client_tools=1)
+    body = RunAgentInput.model_validate(run_input("t1", [user("hi")], tools=[tool("a"), tool("b")]))
+
+    with pytest.raises(LimitExceeded) as refused:
+        await anext(adapter.run(body))
+
+    assert (refused.value.code, refused.value.status_code) == ("TOO_MANY_TOOLS", 413)
+    assert await adapter.store.load("t1") is None
 
 
 async def test_the_default_bounds_the_4400_tools_that_stalled_the_server(serve: Serve) -> None:

@@ -22,6 +22,7 @@ DOORS = {
         "FunctionTool",
         "HistoryMode",
         "InputRequired",
+        "LimitExceeded",
         "Listener",
         "MemoryStore",
         "ModelRequest",
