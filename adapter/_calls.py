@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -16,6 +15,7 @@ from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._jsonpatch import PatchError
+from adapter._limits import loads
 from adapter._state import Kept, Operation, ToolState, patched
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._toolset import Toolset
@@ -105,9 +105,9 @@ def tool_message(call_id: str, result: ToolResult) -> ToolMessage:
 def parse_arguments(text: str) -> dict[str, Any] | ToolResult:
     """The call's arguments as an object, or the result that tells the model why they are not one."""
     try:
-        arguments = json.loads(text or "{}")
+        arguments = loads(text or "{}")
     except ValueError:
-        return ToolResult("The arguments are not valid JSON.", error="invalid_arguments")
+        return ToolResult("The arguments are not valid JSON (or nest too deeply).", error="invalid_arguments")
     if not isinstance(arguments, dict):
         return ToolResult("The arguments must be a JSON object.", error="invalid_arguments")
     return arguments

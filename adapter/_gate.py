@@ -6,7 +6,6 @@ exactly as it was (AGUI-RULES RES-13). Codes are in `adapter._errors`.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -17,6 +16,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
 from adapter._errors import ResumeError
+from adapter._limits import loads
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
@@ -220,8 +220,8 @@ def _content_payload(message: ToolMessage) -> JSON:
     if not isinstance(message.content, str):
         return [wire_json(part) for part in message.content]
     try:
-        return json.loads(message.content)
-    except ValueError:
+        return loads(message.content)
+    except ValueError:  # not JSON, or too deep to be: the text itself is the answer
         return message.content
 
 

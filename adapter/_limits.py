@@ -3,6 +3,7 @@
     MAX_DEPTH     a run input nests at most this many levels of objects and arrays (the root is 1)
     STATE_DEPTH   the state, one level inside the input: what a tool makes must fit back into an input
     body_depth_exceeds / depth_exceeds   the nesting rule, on a body's bytes / on a JSON value
+    loads         `json.loads` for JSON text inside an input (a tool message, a model's arguments), under the rule
     id_problem    why a string cannot be an id that every store keeps, or None
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
@@ -13,6 +14,7 @@ Both rules exist because something downstream breaks past them: pydantic's seria
 from __future__ import annotations
 
 import itertools
+import json
 import re
 from collections.abc import Iterator
 from typing import Any, Final
@@ -45,6 +47,19 @@ def body_depth_exceeds(body: bytes, limit: int) -> bool:
         return False  # too few brackets to nest that deep: the common case, answered by two C loops
     steps = memoryview(_STRING.sub(b"", body).translate(_AS_STEPS, _NOT_BRACKETS)).cast("b")
     return max(itertools.accumulate(steps), default=0) > limit
+
+
+def loads(text: str) -> Any:
+    """Parse JSON text that arrived inside an input or from a model, under the nesting rule.
+
+    Such text is a string to the edge, so its depth is measured here, before the parser recurses.
+
+    Raises:
+        ValueError: `text` is not JSON, or nests more than `MAX_DEPTH` levels (as text that is not JSON).
+    """
+    if body_depth_exceeds(text.encode("utf-8", "surrogatepass"), MAX_DEPTH):
+        raise ValueError(f"the JSON text nests more than {MAX_DEPTH} levels deep")
+    return json.loads(text)
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:

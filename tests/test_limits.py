@@ -14,16 +14,28 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ag_ui.core import RunAgentInput
+from ag_ui.core import RunAgentInput, ToolMessage
 from agui import Client, Reply, new_id, resolved, run_input, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
 
 import adapter._schema_cache
-from adapter import Adapter, LimitExceeded, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore
+from adapter import (
+    Adapter,
+    LimitExceeded,
+    MemoryStore,
+    ModelRequest,
+    PostgresStore,
+    ScriptedBackend,
+    SQLiteStore,
+    TextDelta,
+    ToolCall,
+    TurnStore,
+)
+from adapter import tool as adapter_tool
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
-from adapter.backends import Call, Rule
+from adapter.backends import BackendItem, Call, Rule
 from adapter.stores import StoredMessage, ThreadChange
 from schema_tools import SchemaPolicy
 
@@ -365,3 +377,46 @@ def test_the_nesting_rule_on_a_bodys_bytes_agrees_with_the_rule_on_its_value(
 
 def test_the_depth_rule_leaves_room_inside_pydantic() -> None:
     assert STATE_DEPTH < MAX_DEPTH < 200  # pydantic's serializer gives up near 255 levels
+
+
+# JSON text inside an input or from a model: the same nesting rule, measured before it is parsed.
+
+DEEP_TEXT = "[" * 5_000 + "]" * 5_000
+
+
+async def test_a_tool_message_holding_json_too_deep_to_parse_is_kept_as_text(serve: Serve) -> None:
+    served = await serve(Adapter(ScriptedBackend(RULES, fallback="ok"), frontend_outcome="pending"))
+    thread = served.client.thread(tools=[tool("navigate", properties={"path": {"type": "string"}})])
+    asked = await thread.say("navigate")
+    (call,) = asked.calls
+
+    done = await thread.answer(call["toolCallId"], DEEP_TEXT)
+
+    assert done.outcome == {"type": "success"}
+
+
+class DeepArguments:
+    """A model that calls a server tool with arguments nested far too deeply, then answers."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        if any(isinstance(message, ToolMessage) for message in request.messages):
+            yield TextDelta("done")
+            return
+        yield ToolCall("call_1", "echo", '{"x": ' + DEEP_TEXT + "}")
+
+
+async def test_model_arguments_too_deep_to_parse_are_invalid_arguments(serve: Serve) -> None:
+    ran: list[Any] = []
+
+    @adapter_tool
+    def echo(x: Any) -> str:
+        """Echo."""
+        ran.append(x)
+        return "echoed"
+
+    client = (await serve(Adapter(DeepArguments(), tools=[echo]))).client
+
+    reply = await client.thread().say("go")
+
+    assert reply.outcome == {"type": "success"} and ran == []
+    assert "nest too deeply" in reply.results()["call_1"]["content"]

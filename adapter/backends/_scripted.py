@@ -12,6 +12,7 @@ from typing import Any, TypeAlias
 from ag_ui.core import AssistantMessage, Message, ToolMessage, UserMessage
 
 from adapter._ids import new_id
+from adapter._limits import loads
 from adapter._types import BackendItem, ModelRequest, TextDelta, ToolCall
 
 Arguments: TypeAlias = Mapping[str, Any] | Callable[["Progress"], Mapping[str, Any]]
@@ -199,7 +200,7 @@ def _outcomes(since: Sequence[Message]) -> list[ToolOutcome]:
             call = calls[message.tool_call_id]
             content = message.content if isinstance(message.content, str) else "(parts)"
             try:
-                arguments = json.loads(call.function.arguments or "{}")
+                arguments = loads(call.function.arguments or "{}")
             except ValueError:
                 arguments = {}
             outcomes.append(ToolOutcome(call.function.name, arguments, content, message.error))
