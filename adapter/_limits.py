@@ -31,7 +31,7 @@ MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
-_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')  # a JSON string, escapes included; linear time
+_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included; linear time
 _NOT_BRACKETS: Final = bytes(byte for byte in range(256) if byte not in b"[]{}")
 _AS_STEPS: Final = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 and -1 once read as signed bytes
 
