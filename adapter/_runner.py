@@ -97,7 +97,12 @@ class Run:
             LimitExceeded: Before RUN_STARTED, when the client's tools are over the adapter's limits.
         """
         loaded = await self._load_checked()
-        toolset = await self._toolset()
+        toolset = await client_toolset(
+            self.config.tools,
+            self.input.tools or [],
+            client_policy=self.config.client_tool_policy,
+            limits=self.config.client_tool_limits,
+        )
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
             run_id=self.input.run_id,
@@ -152,18 +157,6 @@ class Run:
         self.view = await View.of(self.config.access, self.principal, record)
         self.input = self.view.used(self.input)
         return record
-
-    async def _toolset(self) -> Toolset | AdapterError:
-        """The run's tools; a refused client tool is reported in the run (`LimitExceeded` is raised before it)."""
-        try:
-            return await client_toolset(
-                self.config.tools,
-                self.input.tools or [],
-                client_policy=self.config.client_tool_policy,
-                limits=self.config.client_tool_limits,
-            )
-        except AdapterError as refused:
-            return refused
 
     async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)

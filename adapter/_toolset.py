@@ -11,7 +11,7 @@ from typing import Final
 from ag_ui.core import Tool
 
 from adapter import _errors as codes
-from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
+from adapter._errors import AdapterError, ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
 from adapter._schema_cache import SchemaCache
 from adapter._tools import BaseTool, ClientTool
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
@@ -51,17 +51,22 @@ async def client_toolset(
     *,
     client_policy: SchemaPolicy | None,
     limits: ClientToolLimits,
-) -> Toolset:
+) -> Toolset | AdapterError:
     """The run's `Toolset`, built (and its client schemas checked) on a worker thread when the declarations are large.
 
+    Returns:
+        The toolset, or the `ToolNameConflict` / `InvalidClientTool` that the run reports as its RUN_ERROR.
+
     Raises:
-        LimitExceeded: Over `limits`, before anything is checked.
-        ToolNameConflict, InvalidClientTool: As `Toolset`.
+        LimitExceeded: Over `limits`, before anything is checked: a refusal before any event.
     """
     build = functools.partial(Toolset, server_tools, client_tools, client_policy=client_policy, cache=limits.cache)
-    if limits.measure(client_tools) <= _INLINE_BYTES:
-        return build()
-    return await asyncio.to_thread(build)
+    try:
+        if limits.measure(client_tools) <= _INLINE_BYTES:
+            return build()
+        return await asyncio.to_thread(build)
+    except AdapterError as refused:
+        return refused
 
 
 class Toolset:
