@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ag_ui.core import ActivityMessage, Interrupt, Message
+from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from adapter._types import JSON, wire_json
@@ -80,6 +80,8 @@ class OpenTurn(BaseModel):
     state: JSON = None
     deferred_calls: list[str] = Field(default_factory=list)
     """Calls the backend made and will answer itself once its interrupt is answered."""
+    provisional_results: list[ToolMessage] = Field(default_factory=list)
+    """Results the backend reported for deferred calls before its interrupt: each stands unless it sends another."""
     counted_calls: list[str] = Field(default_factory=list)
     """Tool calls already counted against `max_tool_calls` in this turn: a replay is not a new call."""
     claimed_by: str | None = None

@@ -28,6 +28,7 @@ from ag_ui.core import (
     RunFinishedSuccessOutcome,
     RunStartedEvent,
     StateSnapshotEvent,
+    ToolMessage,
 )
 from pydantic import TypeAdapter
 
@@ -44,6 +45,7 @@ from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._predict import Predictor
+from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import advance_state, commit, resumed_state, shown_state
@@ -84,6 +86,8 @@ class Run:
         """The tool calls this turn has made; replaced, never changed, as calls are made."""
         self.deferred: frozenset[str] = frozenset()
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
+        self.provisional: dict[str, ToolMessage] = {}
+        """What stands for some of those calls unless the backend answers them (`adapter._provisional`)."""
         self.held: OpenTurn | None = None
         """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
         self.reopened = False
@@ -191,6 +195,7 @@ class Run:
         self.turn_id = gate.turn.turn_id
         self.budget = CallBudget(self.config.max_tool_calls, frozenset(gate.turn.counted_calls))
         self.deferred = frozenset(gate.turn.deferred_calls)
+        self.provisional = resumed_provisional(gate.turn, gate.answers)
         history, held = self.handle.resumed_history(self.input.messages)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
@@ -252,11 +257,20 @@ class Run:
             step = Step(
                 new_id("msg"),
                 deferred=set(self.deferred),
+                provisional=dict(self.provisional),
                 predictor=Predictor(self.config.predictions, state),
                 taken={m.id for m in history},
             )
             self.open_step = step
-            request = model_request(self.input, history, state, toolset.specs(), resume, unanswered=self.deferred)
+            request = model_request(
+                self.input,
+                history,
+                state,
+                toolset.specs(),
+                resume,
+                unanswered=self.deferred,
+                provisional=list(self.provisional.values()),
+            )
             span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id)
             try:
                 async for event in stream_step(self.config.backend, request, step):
@@ -270,7 +284,7 @@ class Run:
             state = advance_state(state, step.state_events)
             self.open_step = None
             self.usage.extend(step.usage)
-            self.deferred = frozenset(step.deferred)
+            self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
             history.extend(step.messages())
             if self.held is not None:
                 self.held = None
@@ -314,6 +328,7 @@ class Run:
             state=state,
             counted_calls=sorted(self.budget.counted),
             deferred_calls=sorted(self.deferred),
+            provisional_results=list(self.provisional.values()),
         )
         forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)

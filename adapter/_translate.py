@@ -30,7 +30,7 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter._conversation import model_view
+from adapter._conversation import MISSING_RESULT, model_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
@@ -93,6 +93,8 @@ class Step:
     that this step updates as it streams; the run takes it over once the step ends."""
     late: list[ToolMessage] = field(default_factory=list)
     """The backend's answers to calls it deferred in an earlier step."""
+    provisional: dict[str, ToolMessage] = field(default_factory=dict)
+    """Results the backend reported for deferred calls before its interrupt: each stands unless it gives another."""
     taken: set[str] = field(default_factory=set)
     """Message ids the thread already uses: a backend's name for a new message must be a new one (EVT-3)."""
     state_events: list[BaseEvent] = field(default_factory=list)
@@ -159,11 +161,16 @@ def model_request(
     resume: Sequence[ResumeEntry],
     *,
     unanswered: Collection[str],
+    provisional: Collection[ToolMessage] = (),
 ) -> ModelRequest:
-    """What the backend sees for the next step of this run: the model's view of `history`, and nothing else."""
+    """What the backend sees for the next step of this run: the model's view of `history`, and nothing else.
+
+    A deferred call's provisional result goes back to the backend that reported it (a stateless upstream
+    rebuilds its run from `messages`); it is neither streamed nor stored until it stands.
+    """
     return ModelRequest(
         resume=resume,
-        messages=model_view(history, unanswered=unanswered),
+        messages=model_view([*history, *provisional], unanswered=unanswered),
         tools=tools,
         context=run_input.context or [],
         state=state,
@@ -191,7 +198,7 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
     except Exception as exc:
         log.exception("backend failed on thread %s", request.thread_id)
         raise BackendError("The agent backend failed.") from exc
-    for event in step.close_text():
+    for event in step.close_text() + settle_deferred(step):
         yield event
 
 
@@ -307,15 +314,42 @@ def _rest_of(call: ToolCall, sent: str) -> list[BaseEvent]:
 
 
 def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
-    """Answer a call the backend deferred in an earlier step; a result for any other call is ignored."""
+    """Answer a call the backend deferred, or keep a provisional answer; a result for any other call is ignored."""
     if item.tool_call_id not in step.deferred:
         log.warning("ignored the backend's result for call %s, which it did not defer", item.tool_call_id)
         return []
-    step.deferred.discard(item.tool_call_id)
     answer = ToolMessage(
         id=_fresh(step, item.message_id), tool_call_id=item.tool_call_id, content=item.content, error=item.error
     )
-    step.late.append(answer)
+    if item.provisional:
+        step.provisional[item.tool_call_id] = answer  # the latest one stands, unless a final one comes
+        return []
+    return _answer_deferred(step, answer)
+
+
+def settle_deferred(step: Step) -> list[BaseEvent]:
+    """After a step that ends without the backend's interrupt, no deferred call waits any more: answer each.
+
+    A call keeps the last provisional result the backend reported for it, or is stated as missing, so
+    every call is answered exactly once in what is streamed, stored and sent.
+    """
+    if step.interrupts:
+        return []
+    waiting = [*(c for c in step.provisional if c in step.deferred), *sorted(step.deferred - step.provisional.keys())]
+    events: list[BaseEvent] = []
+    for call_id in waiting:
+        missing = ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=MISSING_RESULT, error="missing")
+        events += _answer_deferred(step, step.provisional.get(call_id, missing))
+    return events
+
+
+def _answer_deferred(step: Step, answer: ToolMessage) -> list[BaseEvent]:
+    """The final answer to a deferred call: right after the call when this step made it, else after the history."""
+    step.deferred.discard(answer.tool_call_id)
+    step.provisional.pop(answer.tool_call_id, None)
+    made_here = (s for s in step.segments if any(call.id == answer.tool_call_id for call in s.calls))
+    segment = next(made_here, None)
+    (segment.answers if segment is not None else step.late).append(answer)
     return [result_event(answer)]
 
 

@@ -115,13 +115,18 @@ class DeferredToolCall:
 
 @dataclass(frozen=True, slots=True)
 class LateToolResult:
-    """The backend's answer to a call it deferred in an earlier step."""
+    """The backend's answer to a call it deferred (in an earlier step, or earlier in this one).
+
+    A provisional one (a result the backend reported before its interrupt) is kept, not streamed: it
+    becomes the answer only if the backend gives no other before it ends a step without an interrupt.
+    """
 
     tool_call_id: str
     content: str
     error: str | None = None
     message_id: str | None = field(default=None, compare=False)
     """The id of the tool message that holds the result, when the backend names it."""
+    provisional: bool = False
 
 
 @dataclass(frozen=True, slots=True)

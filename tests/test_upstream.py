@@ -23,7 +23,7 @@ from adapter.backends import (
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,
-    ExecutedToolCall,
+    LateToolResult,
     Passthrough,
     Usage,
 )
@@ -356,10 +356,9 @@ async def test_an_own_call_without_a_result_is_recorded_as_failed(
     upstream_runs(router, ok(STARTED, call("up-own-1", "search_docs", '{"q": 1}'), text("Done."), finished()))
 
     assert await items(make_upstream()) == [
+        DeferredToolCall("up-own-1", "search_docs", '{"q": 1}'),
         TextDelta("Done."),
-        ExecutedToolCall(
-            "up-own-1", "search_docs", '{"q": 1}', "The upstream agent returned no result for this call.", "no result"
-        ),
+        LateToolResult("up-own-1", "The upstream agent returned no result for this call.", "no result"),
     ]
 
 
@@ -367,7 +366,10 @@ async def test_a_result_before_its_calls_end_is_kept(router: respx.MockRouter, m
     start, args, end = call("up-own-1", "search_docs", '{"q": 1}')
     upstream_runs(router, ok(STARTED, start, args, result("up-own-1", "found"), end, finished()))
 
-    assert await items(make_upstream()) == [ExecutedToolCall("up-own-1", "search_docs", '{"q": 1}', "found")]
+    assert await items(make_upstream()) == [
+        DeferredToolCall("up-own-1", "search_docs", '{"q": 1}'),
+        LateToolResult("up-own-1", "found"),
+    ]
 
 
 async def test_tool_call_chunks_are_assembled(router: respx.MockRouter, make_upstream: MakeUpstream) -> None:
@@ -387,7 +389,8 @@ async def test_tool_call_chunks_are_assembled(router: respx.MockRouter, make_ups
     assert await items(make_upstream(), request(tools=[Tool.model_validate(NAVIGATE)])) == [
         ToolCall("c1", "navigate", '{"path": "/a"}'),
         ToolCall("c2", "navigate", '{"path": "/b"}'),
-        ExecutedToolCall("c3", "search_docs", "{}", "nothing"),
+        DeferredToolCall("c3", "search_docs", "{}"),
+        LateToolResult("c3", "nothing"),
     ]
 
 
@@ -397,9 +400,9 @@ async def test_a_result_with_content_parts_is_kept_as_json(
     parts = [{"type": "text", "text": "a chart"}]
     upstream_runs(router, ok(STARTED, call("c1", "chart"), {**result("c1", ""), "content": parts}, finished()))
 
-    (executed,) = await items(make_upstream())
+    _, executed = await items(make_upstream())
 
-    assert isinstance(executed, ExecutedToolCall)
+    assert isinstance(executed, LateToolResult)
     assert json.loads(executed.content) == parts
 
 
@@ -508,7 +511,7 @@ async def test_an_interrupt_outcome_is_a_backend_interrupt(
     assert [i.model_dump(mode="json", by_alias=True, exclude_none=True) for i in item.interrupts] == [CONFIRM]
 
 
-async def test_an_own_call_an_interrupt_asks_about_is_deferred(
+async def test_every_own_call_left_open_at_an_interrupt_stays_open(
     router: respx.MockRouter, make_upstream: MakeUpstream
 ) -> None:
     approval = {"id": "up-int-2", "reason": "tool_call", "toolCallId": "up-own-1"}
@@ -525,9 +528,7 @@ async def test_an_own_call_an_interrupt_asks_about_is_deferred(
     first, second, interrupt = await items(make_upstream())
 
     assert first == DeferredToolCall("up-own-1", "delete_file", '{"path": "/x"}')
-    assert second == ExecutedToolCall(
-        "up-own-2", "search_docs", "{}", "The upstream agent returned no result for this call.", "no result"
-    )
+    assert second == DeferredToolCall("up-own-2", "search_docs", "{}")  # the interrupt names no call: still open
     assert isinstance(interrupt, BackendInterrupt)
     assert [i.tool_call_id for i in interrupt.interrupts] == ["up-own-1"]
 

@@ -4,19 +4,21 @@
     TEXT_MESSAGE_CONTENT, TEXT_MESSAGE_CHUNK  TextDelta for assistant text, under the upstream's message id
     TOOL_CALL_START/ARGS/END, TOOL_CALL_CHUNK buffered by toolCallId; when the call ends:
         a tool named in the request           -> ToolCall: the engine runs it or suspends on it
-        any other tool (the upstream's own)    -> ExecutedToolCall, once its TOOL_CALL_RESULT arrives
+        any other tool (the upstream's own)    -> DeferredToolCall at once; its result comes at RUN_FINISHED
                                               (each keeps its parentMessageId, and a result its messageId)
     STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
     REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
-    MESSAGES_SNAPSHOT                         reconciled: a result that only the snapshot carries, for an
-                                              own call of this run or a call the request left unanswered,
-                                              becomes ExecutedToolCall or LateToolResult; the rest is dropped
-                                              (the engine's conversation is the truth)
+    TOOL_CALL_RESULT                          kept until RUN_FINISHED, the last one per call winning: for an
+                                              own call of this run or a call the request left unanswered (a
+                                              held turn's); any other call's is passed on for the engine to refuse
+    MESSAGES_SNAPSHOT                         reconciled: a result that only the snapshot carries, for those
+                                              same calls, is kept as if streamed; the rest is dropped (the
+                                              engine's conversation is the truth)
     SUBAGENT_*, any event a subagent made     dropped
-    TOOL_CALL_RESULT for an earlier run's call  LateToolResult: the answer to a call an interrupt deferred
-    RUN_FINISHED                              the end: an own call still without a result is deferred
-                                              (DeferredToolCall) when an interrupt names it, and gets a "no
-                                              result" error otherwise; an interrupt outcome -> BackendInterrupt;
+    RUN_FINISHED                              the end: each kept result -> LateToolResult, provisional when the
+                                              outcome is an interrupt (a call left open then stays open, however
+                                              the interrupt names it); without one, an own call still without a
+                                              result gets a "no result" error; interrupts -> BackendInterrupt;
                                               usage -> Usage
     RUN_ERROR, a cancelled outcome            BackendError
 
@@ -29,7 +31,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ag_ui.core import (
@@ -58,7 +60,6 @@ from adapter._types import (
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,
-    ExecutedToolCall,
     LateToolResult,
     Passthrough,
     TextDelta,
@@ -108,12 +109,6 @@ class _Call:
     parent: str | None = None
     """The upstream's id of the assistant message that made the call."""
     arguments: list[str] = field(default_factory=list)
-    result: str | None = None
-    result_id: str | None = None
-
-    def executed(self, content: str, error: str | None = None, result_id: str | None = None) -> ExecutedToolCall:
-        arguments = "".join(self.arguments)
-        return ExecutedToolCall(self.id, self.name, arguments, content, error, self.parent, result_id)
 
     def deferred(self) -> DeferredToolCall:
         return DeferredToolCall(self.id, self.name, "".join(self.arguments), self.parent)
@@ -131,8 +126,12 @@ class EventReader:
     finished: bool = False
     open_calls: dict[str, _Call] = field(default_factory=dict)
     """Calls started and not yet ended."""
-    awaiting: dict[str, _Call] = field(default_factory=dict)
-    """The upstream's own calls that ended and wait for their result."""
+    own: dict[str, None] = field(default_factory=dict)
+    """The upstream's own calls of this run (started, ended or not), in order."""
+    results: dict[str, LateToolResult] = field(default_factory=dict)
+    """The last result seen for each own call or held call, by call id; streamed ones beat snapshots."""
+    streamed: set[str] = field(default_factory=set)
+    """Calls whose result came as TOOL_CALL_RESULT (a snapshot's copy never replaces it)."""
     chunked: str | None = None
     """The call that TOOL_CALL_CHUNK events are building, ended by any other event."""
     text_roles: dict[str, str] = field(default_factory=dict)
@@ -162,7 +161,7 @@ class EventReader:
         return self._text(event.message_id, event.delta or "")
 
     def handle_call_start(self, event: ToolCallStartEvent) -> list[BackendItem]:
-        self.open_calls[event.tool_call_id] = _Call(event.tool_call_id, event.tool_call_name, event.parent_message_id)
+        self._start(_Call(event.tool_call_id, event.tool_call_name, event.parent_message_id))
         return []
 
     def handle_call_args(self, event: ToolCallArgsEvent) -> list[BackendItem]:
@@ -182,36 +181,30 @@ class EventReader:
         if call_id not in self.open_calls:
             if not event.tool_call_name:
                 raise upstream_error("The upstream agent started a tool call without a name.")
-            self.open_calls[call_id] = _Call(call_id, event.tool_call_name, event.parent_message_id)
+            self._start(_Call(call_id, event.tool_call_name, event.parent_message_id))
         self.chunked = call_id
         self.open_calls[call_id].arguments.append(event.delta or "")
         return items
 
     def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
-        content = _content(event.content)
-        if event.tool_call_id in self.awaiting:
-            return [self.awaiting.pop(event.tool_call_id).executed(content, result_id=event.message_id)]
-        if event.tool_call_id in self.open_calls:
-            call = self.open_calls[event.tool_call_id]  # a result before its call's END
-            call.result, call.result_id = content, event.message_id
-            return []
-        # A call of an earlier run: the one its interrupt deferred. The engine checks that it was.
-        self.unanswered.discard(event.tool_call_id)
-        return [LateToolResult(event.tool_call_id, content, message_id=event.message_id)]
+        result = LateToolResult(event.tool_call_id, _content(event.content), message_id=event.message_id)
+        if event.tool_call_id not in self.own and event.tool_call_id not in self.unanswered:
+            return [result]  # a call the upstream never made here nor deferred: the engine logs and ignores it
+        self.results.pop(event.tool_call_id, None)  # the last one wins, in the order it came
+        self.results[event.tool_call_id] = result
+        self.streamed.add(event.tool_call_id)
+        return []
 
     def handle_snapshot(self, event: MessagesSnapshotEvent) -> list[BackendItem]:
-        """Take the results only the snapshot carries (ag-ui-langgraph reports an approved tool's result so)."""
-        items: list[BackendItem] = []
+        """Keep the results only the snapshot carries (ag-ui-langgraph reports an approved tool's result so)."""
         for message in event.messages:
-            if not isinstance(message, ToolMessage):
+            call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
+            if call_id is None or call_id in self.streamed or not (call_id in self.own or call_id in self.unanswered):
                 continue
-            call_id, content = message.tool_call_id, _content(message.content)
-            if call_id in self.awaiting:
-                items.append(self.awaiting.pop(call_id).executed(content, message.error, message.id))
-            elif call_id in self.unanswered:
-                self.unanswered.discard(call_id)
-                items.append(LateToolResult(call_id, content, message.error, message.id))
-        return items
+            assert isinstance(message, ToolMessage)
+            self.results.pop(call_id, None)
+            self.results[call_id] = LateToolResult(call_id, _content(message.content), message.error, message.id)
+        return []
 
     def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
         self.finished = True
@@ -221,12 +214,11 @@ class EventReader:
         if outcome.type == "cancelled":
             raise upstream_error("The upstream agent cancelled its run.")
         interrupts = list(outcome.interrupts) if isinstance(outcome, RunFinishedInterruptOutcome) else []
-        asked_about = {interrupt.tool_call_id for interrupt in interrupts}
-        items: list[BackendItem] = [
-            call.deferred() if call.id in asked_about else call.executed(NO_RESULT, "no result")
-            for call in self.awaiting.values()
-        ]
-        self.awaiting.clear()
+        # Before an interrupt every result is provisional and every call without one stays open: the
+        # upstream may answer any of them after the resume, however its interrupt refers to them.
+        items: list[BackendItem] = [replace(r, provisional=bool(interrupts)) for r in self.results.values()]
+        if not interrupts:
+            items += [LateToolResult(c, NO_RESULT, "no result") for c in self.own if c not in self.results]
         if interrupts:
             items.append(BackendInterrupt(interrupts))
         for usage in event.usage or []:
@@ -257,10 +249,12 @@ class EventReader:
             raise upstream_error("The upstream agent ended a tool call it never started.")
         if call.name in self.engine_tools:
             return [ToolCall(call.id, call.name, "".join(call.arguments) or "{}", call.parent)]
-        if call.result is not None:
-            return [call.executed(call.result, result_id=call.result_id)]
-        self.awaiting[call.id] = call
-        return []
+        return [call.deferred()]
+
+    def _start(self, call: _Call) -> None:
+        self.open_calls[call.id] = call
+        if call.name not in self.engine_tools:
+            self.own[call.id] = None
 
 
 _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
