@@ -5,6 +5,7 @@ assistant step. `BackendError` ends the run with a `RUN_ERROR` whose code the ba
 """
 
 from adapter._errors import BackendError
+from adapter._gated import confirmation_call_id, gated_call_ids
 from adapter._types import (
     Backend,
     BackendInterrupt,
@@ -44,6 +45,8 @@ __all__ = [
     "ToolCallChunk",
     "ToolOutcome",
     "Usage",
+    "confirmation_call_id",
+    "gated_call_ids",
     "split_deltas",
     "summarize",
 ]
