@@ -14,7 +14,7 @@ import httpx
 import pytest
 import uvicorn
 from agui import ORDER, Client
-from externals import in_ci, missing_chromium, missing_copilotkit, missing_node, missing_strands
+from externals import in_ci, missing_chromium, missing_copilotkit, missing_framework, missing_node, missing_strands
 from starlette.applications import Starlette
 
 from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
@@ -239,6 +239,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "needs_copilotkit": missing_copilotkit(),
         "needs_chromium": missing_chromium(),
         "needs_strands": missing_strands(),
+        **{f"needs_{name}": missing_framework(name) for name in ("adk", "crewai", "llamaindex")},
     }
     for item in items:
         for marker, problem in missing.items():

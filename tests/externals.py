@@ -1,6 +1,7 @@
 """What some tests need beyond pip: the TypeScript clients and the CopilotKit example (`npm ci`), Chromium.
 
-A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`, `needs_strands`). Where a
+A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`, `needs_strands`,
+`needs_adk`, `needs_crewai`, `needs_llamaindex`). Where a
 dependency is missing, a local run skips the test and says which command installs it. Under CI
 (`CI` set, as `.ci/run` sets it) nothing is skipped: the test runs and fails with the same message,
 so a missing dependency can never pass there.
@@ -58,28 +59,46 @@ def missing_chromium() -> str | None:
 
 
 STRANDS_REQUIREMENTS = TESTS / "upstreams" / "strands-requirements.txt"
+FRAMEWORK_VENVS = {"strands": "strands", "adk": "agents", "llamaindex": "agents", "crewai": "crewai"}
+"""Each wrapped framework's virtualenv suffix: ADK and LlamaIndex share one, CrewAI's pins conflict with ADK's."""
 
 
-def strands_python() -> Path:
-    """The Strands virtualenv's interpreter: $AGUI_STRANDS_PYTHON, or `<this venv>-strands` beside ours.
+def requirements(name: str) -> Path:
+    """The pinned requirements of a framework's virtualenv (`pip freeze` of a fresh one)."""
+    return TESTS / "upstreams" / f"{FRAMEWORK_VENVS[name]}-requirements.txt"
 
-    ag-ui-strands 1.0.2 needs an older opentelemetry-api than the project's environment has, so it
-    lives in a virtualenv of its own (`.ci/run` makes `.venv-strands` next to `.venv`).
+
+def framework_python(name: str) -> Path:
+    """A framework's interpreter: $AGUI_<NAME>_PYTHON, or `<this venv>-<suffix>` beside ours.
+
+    The wrapped frameworks pin versions the project's environment cannot hold (ag-ui-strands an older
+    opentelemetry-api, crewai and google-adk each their own), so they live in virtualenvs of their own
+    (`.ci/run` makes `.venv-strands`, `.venv-agents` and `.venv-crewai` next to `.venv`).
     """
-    configured = os.environ.get("AGUI_STRANDS_PYTHON")
-    return Path(configured) if configured else Path(f"{sys.prefix}-strands") / "bin" / "python"
+    configured = os.environ.get(f"AGUI_{name.upper()}_PYTHON")
+    return Path(configured) if configured else Path(f"{sys.prefix}-{FRAMEWORK_VENVS[name]}") / "bin" / "python"
 
 
-def missing_strands() -> str | None:
-    """What is missing for the Strands upstream's tests, with the fix; None when nothing is."""
-    python = strands_python()
+def missing_framework(name: str) -> str | None:
+    """What is missing for a framework's upstream tests, with the fix; None when nothing is."""
+    python = framework_python(name)
     if python.exists():
         return None
     venv = python.parents[1]
     return (
-        f"no Strands virtualenv at {venv}: run python3 -m venv {venv} && {venv}/bin/pip install -r "
-        f"{STRANDS_REQUIREMENTS.relative_to(TESTS.parent)} (bash .ci/run does), or set AGUI_STRANDS_PYTHON."
+        f"no {name} virtualenv at {venv}: run python3 -m venv {venv} && {venv}/bin/pip install -r "
+        f"{requirements(name).relative_to(TESTS.parent)} (bash .ci/run does), or set AGUI_{name.upper()}_PYTHON."
     )
+
+
+def strands_python() -> Path:
+    """The Strands virtualenv's interpreter: $AGUI_STRANDS_PYTHON, or `<this venv>-strands` beside ours."""
+    return framework_python("strands")
+
+
+def missing_strands() -> str | None:
+    """What is missing for the Strands upstream's tests, with the fix; None when nothing is."""
+    return missing_framework("strands")
 
 
 def _installed(folder: Path) -> bool:

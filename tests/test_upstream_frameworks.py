@@ -1,12 +1,14 @@
-"""AGUIUpstream in front of other frameworks' AG-UI servers, each with a scripted model (issue 15).
+"""AGUIUpstream in front of other frameworks' AG-UI servers, each with a scripted model (issues 15 and 20).
 
-Every case runs against each framework: Pydantic AI and LangGraph in this process, Strands in its own
-process and virtualenv (see `strands_server`), each reached through a `Link` that records what we
-send and can refuse to connect, as a server that is down does.
+Every case runs against each framework that supports it: Pydantic AI and LangGraph in this process,
+Strands, Google ADK and LlamaIndex in processes and virtualenvs of their own (see `<name>_server.py`),
+each reached through a `Link` that records what we send and can refuse to connect, as a server that
+is down does.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,15 +16,15 @@ from typing import Any
 
 import httpx
 import pytest
-from ag_ui.core import RunAgentInput
+from ag_ui.core import Interrupt, RunAgentInput
 from agui import NAVIGATE, assert_clean_stream, cancelled, new_id, resolved, run_input, user
 from test_upstream_pydantic_ai import PydanticAgent
-from upstreams.kit import Link, StrandsServer, tool_call_problems
+from upstreams.kit import Link, UpstreamServer, tool_call_problems
 from upstreams.langgraph_agent import LangGraphUpstream
 
 from adapter import Adapter, SQLiteStore
 from adapter._sse import encode_event
-from adapter.backends import AGUIUpstream
+from adapter.backends import AGUIUpstream, gated_call_ids
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 
 
@@ -34,6 +36,8 @@ class Framework:
     url: str
     transport: Callable[[], httpx.AsyncBaseTransport]
     executions: Callable[[], list[str]]
+    answers_schema: bool = True
+    """Its approval interrupt carries a `responseSchema` (ag-ui-adk's has none: no answer is refused here)."""
 
     @property
     def deleted(self) -> list[str]:
@@ -54,22 +58,37 @@ def langgraph() -> Framework:
     return in_process("langgraph", agent.app, agent.deleted)
 
 
-def strands(server: StrandsServer) -> Framework:
+def served(name: str, server: UpstreamServer) -> Framework:
     server.clear()
-    return Framework("strands", server.url, httpx.AsyncHTTPTransport, server.deleted)
+    return Framework(name, server.url, httpx.AsyncHTTPTransport, server.deleted, answers_schema=name != "adk")
 
 
 @pytest.fixture(scope="session")
-def strands_server() -> Iterator[StrandsServer]:
-    server = StrandsServer.start()
-    yield server
-    server.stop()
+def servers() -> Iterator[dict[str, UpstreamServer]]:
+    """The framework servers of the session, each started the first time a test needs it."""
+    started: dict[str, UpstreamServer] = {}
+    yield started
+    for server in started.values():
+        server.stop()
 
 
-@pytest.fixture(params=["pydantic_ai", "langgraph", pytest.param("strands", marks=pytest.mark.needs_strands)])
+def server_of(request: pytest.FixtureRequest, name: str) -> UpstreamServer:
+    started: dict[str, UpstreamServer] = request.getfixturevalue("servers")
+    if name not in started:
+        started[name] = UpstreamServer.start(name)
+    return started[name]
+
+
+SERVED = [
+    pytest.param("strands", marks=pytest.mark.needs_strands),
+    pytest.param("adk", marks=pytest.mark.needs_adk),
+]
+
+
+@pytest.fixture(params=["pydantic_ai", "langgraph", *SERVED])
 def framework(request: pytest.FixtureRequest) -> Framework:
-    if request.param == "strands":
-        return strands(request.getfixturevalue("strands_server"))
+    if request.param in ("strands", "adk"):
+        return served(request.param, server_of(request, request.param))
     make: Callable[[], Framework] = {"pydantic_ai": pydantic_ai, "langgraph": langgraph}[request.param]
     return make()
 
@@ -140,6 +159,27 @@ def error_of(events: list[dict[str, Any]]) -> str:
 
 APPROVE = {"approved": True}
 
+
+def gated(interrupt: dict[str, Any]) -> str:
+    """The call an approval gates: its toolCallId, or the call its metadata links (ag-ui-adk)."""
+    (call_id,) = gated_call_ids(Interrupt.model_validate(interrupt))
+    return call_id
+
+
+def held(interrupt: dict[str, Any]) -> list[str]:
+    """The calls an approval holds open: the one it names and the one it gates."""
+    return sorted({interrupt["toolCallId"], gated(interrupt)})
+
+
+def said(content: str) -> str:
+    """A tool's result as text, as frameworks wrap it: a JSON string, or ADK's {"result": ...}."""
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return content
+    return str(value["result"]) if isinstance(value, dict) and "result" in value else str(value)
+
+
 # ag-ui-langgraph 0.0.47 still calls LangGraph's deprecated get_config_jsonschema; that is its own business.
 pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
 
@@ -163,7 +203,8 @@ async def test_the_agents_own_approval_passes_through_with_its_id_and_schema(wra
     (upstream_interrupt,) = sent.events[-1]["outcome"]["interrupts"]
     assert interrupt["id"] == upstream_interrupt["id"]
     assert interrupt["toolCallId"] == upstream_interrupt["toolCallId"]
-    assert interrupt["responseSchema"]["properties"]["approved"] == {"type": "boolean"}
+    if wrapped.framework.answers_schema:
+        assert interrupt["responseSchema"]["properties"]["approved"] == {"type": "boolean"}
     assert wrapped.framework.deleted == []
 
 
@@ -208,6 +249,8 @@ async def test_a_restart_between_the_interrupt_and_the_resume_loses_nothing(
 
 
 async def test_a_bad_answer_is_refused_here_and_a_good_one_then_applies(wrapped: Wrapped, thread: str) -> None:
+    if not wrapped.framework.answers_schema:
+        pytest.skip(f"{wrapped.framework.name}'s interrupt has no responseSchema: no answer is refused here")
     (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
     sent = len(wrapped.link.exchanges)
     refused = await wrapped.answer(thread, resolved(interrupt["id"], {"approved": "yes"}))
@@ -243,7 +286,7 @@ async def test_every_tool_call_the_upstream_sees_is_made_once_and_answered_once(
     await wrapped.ask(thread, "thanks", tools=[NAVIGATE])
 
     for exchange in wrapped.link.exchanges:
-        waiting = [approval["toolCallId"]] if exchange.body.get("resume") else []
+        waiting = held(approval) if exchange.body.get("resume") else []
         assert tool_call_problems(exchange.body["messages"], waiting=waiting) == [], exchange.body["messages"]
     for snapshot in wrapped.link.exchanges[-1].snapshots():  # the history an upstream keeps, if it keeps one
         assert tool_call_problems(snapshot) == [], snapshot
@@ -256,11 +299,12 @@ async def test_the_approved_tools_result_is_recorded_and_reaches_the_next_turn(w
     await wrapped.ask(thread, "thanks")
 
     assert stored is not None
-    results = [m for m in stored["messages"] if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
-    assert [m["content"].strip('"') for m in results] == ["deleted /tmp/draft.txt"]
+    results = [m for m in stored["messages"] if m["role"] == "tool" and m["toolCallId"] == gated(interrupt)]
+    assert [said(m["content"]) for m in results] == ["deleted /tmp/draft.txt"]
+    assert tool_call_problems(stored["messages"]) == []
     last_sent = wrapped.link.exchanges[-1].body["messages"]
-    sent_results = [m for m in last_sent if m["role"] == "tool" and m["toolCallId"] == interrupt["toolCallId"]]
-    assert [m["content"].strip('"') for m in sent_results] == ["deleted /tmp/draft.txt"]
+    sent_results = [m for m in last_sent if m["role"] == "tool" and m["toolCallId"] == gated(interrupt)]
+    assert [said(m["content"]) for m in sent_results] == ["deleted /tmp/draft.txt"]
 
 
 def langgraph_resuming_by_id() -> Framework:
@@ -268,14 +312,12 @@ def langgraph_resuming_by_id() -> Framework:
     return in_process("langgraph_resuming_by_id", agent.app, agent.deleted)
 
 
-@pytest.mark.parametrize(
-    "name", ["pydantic_ai", "langgraph_resuming_by_id", pytest.param("strands", marks=pytest.mark.needs_strands)]
-)
+@pytest.mark.parametrize("name", ["pydantic_ai", "langgraph_resuming_by_id", *SERVED])
 async def test_two_parallel_approvals_from_one_step_are_answered_together(
     request: pytest.FixtureRequest, name: str, thread: str
 ) -> None:
-    if name == "strands":
-        wrapped = wrap(strands(request.getfixturevalue("strands_server")))
+    if name in ("strands", "adk"):
+        wrapped = wrap(served(name, server_of(request, name)))
     else:
         wrapped = wrap({"pydantic_ai": pydantic_ai, "langgraph_resuming_by_id": langgraph_resuming_by_id}[name]())
     interrupts = interrupts_of(await wrapped.ask(thread, "delete both"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from externals import missing_strands, strands_python
+from externals import framework_python, missing_framework
 
 
 @dataclass
@@ -86,24 +86,24 @@ def tool_call_problems(messages: Iterable[Mapping[str, Any]], *, waiting: Iterab
     return problems
 
 
-STRANDS_SERVER = Path(__file__).with_name("strands_server.py")
+SERVERS = Path(__file__).parent
 
 
 @dataclass
-class StrandsServer:
-    """The Strands agent's server process, started once for the session."""
+class UpstreamServer:
+    """A framework's agent server process (`<name>_server.py` in its own virtualenv), started once for the session."""
 
     process: subprocess.Popen[str]
     url: str
 
     @classmethod
-    def start(cls, *, ready_within: float = 300) -> StrandsServer:
-        problem = missing_strands()
+    def start(cls, name: str = "strands", *, ready_within: float = 300) -> UpstreamServer:
+        problem = missing_framework(name)
         if problem is not None:
             raise RuntimeError(problem)
-        process = subprocess.Popen(
-            [str(strands_python()), str(STRANDS_SERVER)], stdout=subprocess.PIPE, text=True, env=_clean_env()
-        )
+        script = SERVERS / f"{name}_server.py"
+        process = subprocess.Popen([str(framework_python(name)), str(script)], stdout=subprocess.PIPE, text=True,
+                                   env=_clean_env())  # fmt: skip
         assert process.stdout is not None
         ready = threading.Event()
         port: list[int] = []
@@ -119,7 +119,7 @@ class StrandsServer:
         threading.Thread(target=read, daemon=True).start()
         if not ready.wait(ready_within) or not port:
             process.kill()
-            raise RuntimeError(f"the Strands server did not start (exit code {process.poll()})")
+            raise RuntimeError(f"the {name} server did not start (exit code {process.poll()})")
         return cls(process, f"http://127.0.0.1:{port[0]}/")
 
     def deleted(self) -> list[str]:
@@ -140,6 +140,10 @@ class StrandsServer:
             self.process.stdout.close()
 
 
+StrandsServer = UpstreamServer
+"""The name the Strands tests knew it by."""
+
+
 def _clean_env() -> dict[str, str]:
-    """Our environment without what points into our virtualenv, so the Strands one stands alone."""
+    """Our environment without what points into our virtualenv, so the framework's one stands alone."""
     return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
