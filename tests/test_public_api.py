@@ -65,6 +65,8 @@ DOORS = {
         "ToolCallChunk",
         "ToolOutcome",
         "Usage",
+        "confirmation_call_id",
+        "gated_call_ids",
         "split_deltas",
         "summarize",
     ],

@@ -87,3 +87,13 @@ async def test_the_thread_api_shows_an_approved_refunds_real_result_once(
     ]
     assert tool_call_problems(shown["messages"]) == []
     assert wrapped_refunding.framework.deleted == ["refund 42"]
+
+
+async def test_two_approvals_in_a_row_on_one_thread_each_run_once(wrapped: Wrapped, thread: str) -> None:
+    """ag-ui-crewai names every interrupt of a thread by the thread's id: a second one is still a new question."""
+    for _ in range(2):
+        (interrupt,) = interrupts_of(await wrapped.ask(thread, "delete the draft"))
+        finished = await wrapped.answer(thread, resolved(interrupt["id"], {"approved": True}))
+        assert finished[-1]["type"] == "RUN_FINISHED", finished[-1]
+
+    assert wrapped.framework.deleted == ["/tmp/draft.txt"] * 2
