@@ -25,7 +25,7 @@ from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import Redactor, read_bounded
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
-from adapter.backends._upstream_events import EventReader, read_items, upstream_error
+from adapter.backends._upstream_events import EventReader, content_text, read_items, upstream_error
 
 log = logging.getLogger("adapter.backends.upstream")
 
@@ -72,7 +72,8 @@ class AGUIUpstream(ClientOwner):
     async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         """Run the upstream agent once and stream its step: text, calls, passthrough events, interrupts."""
         body = self.run_input(request).model_dump_json(by_alias=True, exclude_none=True)
-        reader = EventReader(frozenset(t.name for t in request.tools), self._redact, _unanswered(request.messages))
+        tools = frozenset(t.name for t in request.tools)
+        reader = EventReader(tools, self._redact, _unanswered(request.messages), _sent(request.messages))
         try:
             async with self._client.stream(
                 "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
@@ -119,6 +120,15 @@ def _unanswered(messages: Sequence[Message]) -> set[str]:
     """The calls in `messages` without an answer: the ones the upstream deferred and may answer now."""
     called = {call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
     return called - {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+
+
+def _sent(messages: Sequence[Message]) -> dict[str, set[str]]:
+    """The answers `messages` give each call, by call id."""
+    sent: dict[str, set[str]] = {}
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            sent.setdefault(message.tool_call_id, set()).add(content_text(message.content))
+    return sent
 
 
 def _secrets(headers: Mapping[str, str]) -> list[str]:

@@ -8,12 +8,13 @@
                                               (each keeps its parentMessageId, and a result its messageId)
     STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
     REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
-    TOOL_CALL_RESULT                          kept until RUN_FINISHED, the last one per call winning: for an
-                                              own call of this run or a call the request left unanswered (a
-                                              held turn's); any other call's is passed on for the engine to refuse
-    MESSAGES_SNAPSHOT                         reconciled: a result that only the snapshot carries, for those
-                                              same calls, is kept as if streamed; the rest is dropped (the
-                                              engine's conversation is the truth)
+    TOOL_CALL_RESULT                          kept until RUN_FINISHED, the last word per call winning (the
+                                              engine takes it for a call it deferred and refuses any other)
+    MESSAGES_SNAPSHOT                         reconciled: a tool message is a word like TOOL_CALL_RESULT when
+                                              it answers an own call of this run or a call the request left
+                                              unanswered, or says what we did not send for a call of the
+                                              request (a provisional answer's successor); the rest is dropped
+                                              (the engine's conversation is the truth)
     SUBAGENT_*, any event a subagent made     dropped
     RUN_FINISHED                              the end: each kept result -> LateToolResult, provisional when the
                                               outcome is an interrupt (a call left open then stays open, however
@@ -123,15 +124,15 @@ class EventReader:
     redact: Redactor = field(default_factory=Redactor)
     unanswered: set[str] = field(default_factory=set)
     """Calls the request left unanswered (the upstream deferred them): their results may come late."""
+    sent: dict[str, set[str]] = field(default_factory=dict)
+    """The answers the request gave each call (a provisional one among them): a snapshot repeating one says nothing."""
     finished: bool = False
     open_calls: dict[str, _Call] = field(default_factory=dict)
     """Calls started and not yet ended."""
     own: dict[str, None] = field(default_factory=dict)
     """The upstream's own calls of this run (started, ended or not), in order."""
     results: dict[str, LateToolResult] = field(default_factory=dict)
-    """The last result seen for each own call or held call, by call id; streamed ones beat snapshots."""
-    streamed: set[str] = field(default_factory=set)
-    """Calls whose result came as TOOL_CALL_RESULT (a snapshot's copy never replaces it)."""
+    """The upstream's last word on each call this run, by call id, in the order the words came."""
     chunked: str | None = None
     """The call that TOOL_CALL_CHUNK events are building, ended by any other event."""
     text_roles: dict[str, str] = field(default_factory=dict)
@@ -187,23 +188,18 @@ class EventReader:
         return items
 
     def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
-        result = LateToolResult(event.tool_call_id, _content(event.content), message_id=event.message_id)
-        if event.tool_call_id not in self.own and event.tool_call_id not in self.unanswered:
-            return [result]  # a call the upstream never made here nor deferred: the engine logs and ignores it
-        self.results.pop(event.tool_call_id, None)  # the last one wins, in the order it came
-        self.results[event.tool_call_id] = result
-        self.streamed.add(event.tool_call_id)
+        self._word(LateToolResult(event.tool_call_id, content_text(event.content), message_id=event.message_id))
         return []
 
     def handle_snapshot(self, event: MessagesSnapshotEvent) -> list[BackendItem]:
         """Keep the results only the snapshot carries (ag-ui-langgraph reports an approved tool's result so)."""
         for message in event.messages:
-            call_id = message.tool_call_id if isinstance(message, ToolMessage) else None
-            if call_id is None or call_id in self.streamed or not (call_id in self.own or call_id in self.unanswered):
+            if not isinstance(message, ToolMessage):
                 continue
-            assert isinstance(message, ToolMessage)
-            self.results.pop(call_id, None)
-            self.results[call_id] = LateToolResult(call_id, _content(message.content), message.error, message.id)
+            call_id, content = message.tool_call_id, content_text(message.content)
+            ours = call_id in self.own or call_id in self.unanswered
+            if ours or (call_id in self.sent and content not in self.sent[call_id]):
+                self._word(LateToolResult(call_id, content, message.error, message.id))
         return []
 
     def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
@@ -250,6 +246,11 @@ class EventReader:
         if call.name in self.engine_tools:
             return [ToolCall(call.id, call.name, "".join(call.arguments) or "{}", call.parent)]
         return [call.deferred()]
+
+    def _word(self, result: LateToolResult) -> None:
+        """The upstream's latest word on a call: it replaces any earlier one of this run."""
+        self.results.pop(result.tool_call_id, None)
+        self.results[result.tool_call_id] = result
 
     def _start(self, call: _Call) -> None:
         self.open_calls[call.id] = call
@@ -303,7 +304,8 @@ def _shown_type(document: Any) -> str:
     return "event"
 
 
-def _content(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """A tool result's content as text: a string as is, content parts as JSON."""
     if isinstance(content, str):
         return content
     return json.dumps([wire_json(part) for part in content])
