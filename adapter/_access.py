@@ -16,8 +16,9 @@ that raced a thread's creation get the same policy. A refusal changes nothing in
 from __future__ import annotations
 
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from ag_ui.core import RunAgentInput, ToolMessage
@@ -25,6 +26,8 @@ from ag_ui.core import RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._errors import Forbidden
 from adapter._record import ThreadRecord
+
+log = logging.getLogger("adapter.access")
 
 Action: TypeAlias = Literal["read", "run", "resume", "approve"]
 Authorize: TypeAlias = Callable[[str | None, str | None, Action], bool | Awaitable[bool]]
@@ -41,13 +44,23 @@ class Access:
     """The configured `authorize` policy, applied the same way by every door."""
 
     authorize: Authorize = owner_only
+    _misconfigured: set[str] = field(default_factory=set, init=False, compare=False, repr=False)
 
     async def allows(self, principal: str | None, owner: str | None, action: Action) -> bool:
-        """Ask the policy; only a real `True` allows."""
+        """Ask the policy; only a real `True` allows.
+
+        Anything else refuses: a policy that answers `"no"`, `1` or None is misconfigured, and reading its
+        verdict as truthy would open threads to the wrong people. It is logged once per kind of verdict.
+        """
         verdict = self.authorize(principal, owner, action)
         if inspect.isawaitable(verdict):
             verdict = await verdict
-        return verdict is True
+        if verdict is True:
+            return True
+        if verdict is not False and type(verdict).__name__ not in self._misconfigured:
+            self._misconfigured.add(type(verdict).__name__)
+            log.warning("the authorize policy returned a %s, not a bool: refused", type(verdict).__name__)
+        return False
 
     async def require(self, principal: str | None, record: ThreadRecord | None, action: Action) -> None:
         """Raise `Forbidden` unless the policy allows `action` on the thread of `record`.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
-from agui import FRONTEND_TOOLS, Client, Reply, Thread, resolved
+from agui import FRONTEND_TOOLS, Client, Reply, Thread, resolved, run_input, tool_answer, user
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, SimpleUser
 from starlette.middleware import Middleware
@@ -85,6 +85,10 @@ def office(offices: list[Office], serve: Serve, make_adapter: MakeAdapter) -> Op
         return offices[-1]
 
     return start
+
+
+def wire(body: dict[str, Any]) -> RunAgentInput:
+    return RunAgentInput.model_validate(body)
 
 
 def refused(reply: Reply, code: str) -> None:
@@ -321,3 +325,61 @@ class ReadSpy(MemoryStore):
     async def load(self, thread_id: str, *, since: int | None = 0) -> Any:
         self.reads.append((thread_id, since))
         return await super().load(thread_id, since=since)
+
+
+@pytest.mark.parametrize("verdict", ["no", 1, "yes"], ids=["string-no", "one", "string-yes"])
+async def test_a_verdict_that_is_not_a_bool_refuses(
+    verdict: object, office: OpenOffice, make_adapter: MakeAdapter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only a real `True` allows: a misconfigured policy's truthy answer opens nothing, and is logged once."""
+
+    def misconfigured(principal: str | None, owner: str | None, action: Action) -> Any:
+        return True if owner is None or principal == owner else verdict
+
+    place = await office(authorize=misconfigured)
+    alice = place.thread("alice")
+    await alice.say("hello")
+    before = await place.stored(alice.id)
+    refused(await place.thread("bob", alice.id).say("hello"), "THREAD_FORBIDDEN")
+    refused(await place.thread("bob", alice.id).say("hello"), "THREAD_FORBIDDEN")
+    assert (await place.client("bob").get(f"/threads/{alice.id}")).status_code == 404
+
+    adapter: Adapter = make_adapter(authorize=misconfigured)
+    [event async for event in adapter.run(wire(run_input("t1", [user("hello")])), principal="alice")]
+    with pytest.raises(Forbidden) as caught:
+        [event async for event in adapter.run(wire(run_input("t1", [user("hello")])), principal="bob")]
+
+    assert caught.value.code == "THREAD_FORBIDDEN"
+    assert await adapter.thread("t1", principal="bob") is None
+    assert await place.stored(alice.id) == before
+    warned = [r for r in caplog.records if r.name == "adapter.access" and "not a bool" in r.getMessage()]
+    assert len(warned) == 2  # once per adapter, however often its policy answers so
+
+
+async def test_a_policy_may_let_strangers_run_but_not_answer_a_client_tool(
+    office: OpenOffice, make_adapter: MakeAdapter
+) -> None:
+    """A ToolMessage that answers a pending client tool is a "resume", whoever sends it and however."""
+
+    def anyone_may_talk(principal: str | None, owner: str | None, action: Action) -> bool:
+        return owner is None or principal == owner or action == "run"
+
+    place = await office(authorize=anyone_may_talk)
+    alice = place.thread("alice")
+    (interrupt,) = (await alice.say("go to settings")).interrupts
+    before = await place.stored(alice.id)
+
+    bob = place.thread("bob", alice.id)
+    refused(await bob.answer(interrupt["toolCallId"], {"ok": True}), "THREAD_FORBIDDEN")
+    refused(await bob.resume(resolved(interrupt["id"], {"ok": True})), "THREAD_FORBIDDEN")
+    assert await place.stored(alice.id) == before
+
+    adapter: Adapter = make_adapter(authorize=anyone_may_talk)
+    opening = wire(run_input("t1", [user("go to settings")], tools=FRONTEND_TOOLS))
+    events = [event async for event in adapter.run(opening, principal="alice")]
+    (call,) = events[-1].outcome.interrupts  # type: ignore[attr-defined]
+    answer = wire(run_input("t1", [tool_answer(call.tool_call_id, '{"ok": true}')], tools=FRONTEND_TOOLS))
+    with pytest.raises(Forbidden) as caught:
+        [event async for event in adapter.run(answer, principal="bob")]
+    assert caught.value.code == "THREAD_FORBIDDEN"
+    assert (await adapter.thread("t1", principal="alice") or {})["interrupts"] != []

@@ -174,6 +174,25 @@ async def test_expired_interrupt_can_be_cancelled_but_not_resolved(suspend: Susp
     assert kit.count("send_email") == 0
 
 
+async def test_an_interrupt_expires_at_its_expires_at_not_a_moment_later(
+    suspend: Suspend, kit: Kit, clock: Clock
+) -> None:
+    """`expiresAt` is the first instant it can no longer be resolved, as `@ag-ui/client` 1.0 judges it."""
+    suspended = await suspend(interrupt_ttl=timedelta(minutes=1), clock=clock)
+    before = await suspended.stored()
+    clock.now = datetime.fromisoformat(suspended.interrupt["expiresAt"].replace("Z", "+00:00"))
+
+    refused = await suspended.thread.resume(resolved(suspended.interrupt["id"], {"approved": True}))
+
+    assert_refused(refused, "RESUME_EXPIRED")
+    assert await suspended.stored() == before
+    assert kit.count("send_email") == 0
+    clock.advance(-timedelta(microseconds=1))
+    reply = await suspended.thread.resume(resolved(suspended.interrupt["id"], {"approved": True}))
+    assert reply.outcome == {"type": "success"}
+    assert kit.count("send_email") == 1
+
+
 async def test_interrupt_inside_its_ttl_still_resolves(suspend: Suspend, kit: Kit, clock: Clock) -> None:
     suspended = await suspend(interrupt_ttl=timedelta(minutes=1), clock=clock)
     clock.advance(timedelta(seconds=59))
