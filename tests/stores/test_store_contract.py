@@ -29,7 +29,11 @@ from adapter.stores import (
 STORES: list[Any] = [
     pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
     pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
-    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
+    # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
+    # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
+    pytest.param(
+        lambda tmp_path: PostgresStore(fresh_schema_dsn(), min_size=8), id="postgres", marks=pytest.mark.postgres
+    ),
 ]
 
 
