@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
 
-from adapter import Adapter, ModelRequest, TextDelta
+from adapter import Adapter, MemoryStore, ModelRequest, TextDelta
 from adapter._errors import BackendError
 from adapter._types import BackendInterrupt, BackendItem
+from adapter.stores import ThreadChange
 
+if TYPE_CHECKING:
+    from conftest import Clock
+
+LEASE = timedelta(minutes=5)
 SCHEMA = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
 
 
@@ -134,3 +140,27 @@ async def test_a_client_that_leaves_while_the_answers_are_forwarded_leaves_the_i
 
     assert applied[-1]["outcome"] == {"type": "success"}
     assert len(backend.forwarded) == 2
+
+
+async def test_a_refused_forward_after_a_takeover_leaves_the_turn_unclaimed(clock: Clock) -> None:
+    """A claim left by a replica that died is taken over after the lease; the refusal gives the turn back unclaimed."""
+    store = MemoryStore()
+    adapter = Adapter(Asking(refusals=1), store=store, clock=clock, claim_lease=LEASE)
+    await run(adapter, run_input("t", [user("go")]))
+    stored = await store.load("t", since=None)
+    assert stored is not None
+    dead = {**stored.head.open_turn, "claimed_by": "run-on-a-dead-replica", "claimed_at": clock.now.isoformat()}
+    await store.save("t", ThreadChange(open_turn=dead, claim=True), expected_version=stored.head.version)
+    entry = resolved("up-1", {"approved": True})
+
+    clock.advance(LEASE)
+    refused = await run(adapter, run_input("t", [], resume=[entry]))
+    reopened = await store.load("t", since=None)
+    applied = await run(adapter, run_input("t", [], resume=[entry]))
+
+    assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "UPSTREAM_ERROR")
+    assert reopened is not None and reopened.head.open_turn is not None
+    turn = reopened.head.open_turn
+    assert [call["interrupt_id"] for call in turn["pending"]] == ["up-1"]
+    assert (turn["claimed_by"], turn["claimed_at"]) == (None, None)
+    assert applied[-1]["outcome"] == {"type": "success"}
