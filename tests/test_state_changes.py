@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
+from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from client_state import follow
 
 from adapter._jsonpatch import PatchError
 from adapter._predict import COALESCE_CHARS, ArgsPrediction, PredictState, announce
-from adapter._state import Kept, ToolState, commit
+from adapter._record import OpenTurn, PendingCall
+from adapter._state import Kept, ToolState, advance_state, commit, resumed_state
+
+ADD_A = {"op": "add", "path": "/a", "value": 1}
 
 
 def test_a_tool_sees_its_own_changes_and_never_the_original_mutated() -> None:
@@ -78,6 +83,56 @@ def test_a_change_at_odds_with_an_earlier_call_is_dropped_and_resynced() -> None
 
     assert state == {"items": []}
     assert [event.type for event in events] == ["STATE_SNAPSHOT"]
+
+
+def test_a_prediction_that_no_longer_applies_is_dropped_and_resynced() -> None:
+    """The client shows the prediction already: only a snapshot takes it back."""
+    gone = [{"op": "replace", "path": "/items/0", "value": "y"}]
+
+    state, events = commit({"items": []}, [Kept(predicted=gone)])
+
+    assert state == {"items": []}
+    assert [(event.type, event.snapshot) for event in events] == [("STATE_SNAPSHOT", {"items": []})]  # type: ignore[attr-defined]
+
+
+def test_a_declined_prediction_on_a_run_without_state_is_taken_back_with_an_empty_snapshot() -> None:
+    predicting = PendingCall(
+        interrupt_id="i1",
+        tool_call_id="c1",
+        tool_name="write_document",
+        arguments="{}",
+        kind="approval",
+        reason="tool_call",
+        response_schema={},
+        state_patch=[{"op": "add", "path": "/document", "value": "draft"}],
+    )
+
+    state, events = resumed_state(OpenTurn(turn_id="t", run_id="r", pending=[predicting]), kept=[])
+
+    assert state is None
+    assert [(event.type, event.snapshot) for event in events] == [("STATE_SNAPSHOT", {})]  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("start", "events", "end"),
+    [
+        pytest.param(None, [StateDeltaEvent(delta=[ADD_A])], {"a": 1}, id="a-delta-on-no-state"),
+        pytest.param(
+            {"old": 1},
+            [StateSnapshotEvent(snapshot={"b": 2}), StateDeltaEvent(delta=[ADD_A])],
+            {"b": 2, "a": 1},
+            id="snapshot-then-delta",
+        ),
+        pytest.param(
+            {"b": 2},
+            [StateDeltaEvent(delta=[{"op": "remove", "path": "/x"}]), StateDeltaEvent(delta=[ADD_A])],
+            {"b": 2, "a": 1},
+            id="a-delta-that-fails-is-skipped",
+        ),
+    ],
+)
+def test_a_backends_state_events_move_the_runs_state(start: Any, events: list[BaseEvent], end: Any) -> None:
+    assert advance_state(start, events) == end
 
 
 def test_a_prediction_is_announced_the_way_copilotkit_reads_it() -> None:
