@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from agui import FRONTEND_TOOLS, cancelled, resolved
+from agui import FRONTEND_TOOLS, cancelled, resolved, tool_answer
 from client_state import follow, states
 
 from adapter import (
@@ -228,3 +228,44 @@ async def test_a_failed_calls_prediction_is_taken_back_with_a_snapshot(serve: Se
     assert shown == [{"cart": ["lamp"], "last_item": "pen"}, {"cart": ["lamp"]}]
     assert reply.index("TOOL_CALL_RESULT") < reply.index("STATE_SNAPSHOT") < reply.index("TEXT_MESSAGE_START")
     assert backend.requests[-1].state == {"cart": ["lamp"]}
+
+
+@pytest.mark.parametrize("answer", [{"approved": False}, None], ids=["declined", "cancelled"])
+async def test_a_declined_calls_prediction_is_taken_back(serve: Serve, answer: Any) -> None:
+    backend = ScriptedBackend(PUBLISHING, fallback="ok")
+    served = await serve(Adapter(backend, tools=[*TOOLS, publish], predict_state=[TITLE]))
+    thread = served.client.thread()
+    asked = await thread.say("publish it", state={"title": "Untitled"})
+    (interrupt,) = asked.interrupts
+    shown = follow({"title": "Untitled"}, asked.events)
+
+    done = await thread.resume(cancelled(interrupt["id"]) if answer is None else resolved(interrupt["id"], answer))
+
+    assert shown == {"title": "Draft"}
+    assert follow(shown, done.events) == {"title": "Untitled"}
+    assert backend.requests[-1].state == {"title": "Untitled"}
+
+
+PAGE = PredictState("navigate", "page", "path")
+NAVIGATING = [Rule(r"open the cart", steps=[[Call("navigate", {"path": "/cart"})]]), *RULES]
+
+
+@pytest.mark.parametrize(
+    ("error", "page"), [(None, "/cart"), ("the page is gone", "/home")], ids=["answered", "answered-with-an-error"]
+)
+async def test_a_client_tools_prediction_stays_only_if_its_own_answer_is_no_error(
+    serve: Serve, error: str | None, page: str
+) -> None:
+    backend = ScriptedBackend(NAVIGATING, fallback="ok")
+    served = await serve(Adapter(backend, tools=TOOLS, predict_state=[PAGE]))
+    thread = served.client.thread(tools=FRONTEND_TOOLS)
+    asked = await thread.say("open the cart", state={"page": "/home"})
+    (interrupt,) = asked.interrupts
+    shown = follow({"page": "/home"}, asked.events)
+
+    thread.messages.append(tool_answer(interrupt["toolCallId"], "done" if error is None else "failed", error=error))
+    done = await thread.send()
+
+    assert shown == {"page": "/cart"}
+    assert follow(shown, done.events) == {"page": page}
+    assert backend.requests[-1].state == {"page": page}
