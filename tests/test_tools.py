@@ -9,7 +9,7 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, ORDER, frontend_tool, resolved
 
-from adapter import Adapter, ConfigurationError, ScriptedBackend, ToolContext, tool
+from adapter import Adapter, ConfigurationError, InputRequired, ScriptedBackend, ToolContext, tool
 from adapter.backends import Call, Rule
 
 if TYPE_CHECKING:
@@ -235,6 +235,28 @@ async def test_edited_arguments_survive_an_input_required_replay(connect: Connec
     await thread.resume(resolved(question["id"], "compliance"))
 
     assert kit.calls["gated_audit"] == [{"note": "edited", "answer": "compliance"}]
+
+
+async def test_a_tool_that_asks_again_after_its_answer_gets_an_error_result_not_a_second_interrupt(
+    connect: Connect,
+) -> None:
+    runs: list[bool] = []
+
+    @tool
+    def stubborn(ctx: ToolContext) -> str:
+        """Asks for a reason, whatever it is told."""
+        runs.append(ctx.answered)
+        raise InputRequired("Why?")
+
+    backend = ScriptedBackend([Rule(r"stubborn", steps=[[Call("stubborn")]])], fallback="ok")
+    thread = (await connect(tools=[stubborn], backend=backend)).thread()
+    (asked,) = (await thread.say("stubborn")).interrupts
+
+    done = await thread.resume(resolved(asked["id"], "because"))
+
+    assert done.outcome == {"type": "success"}  # no second interrupt
+    assert runs == [False, True]
+    assert answers_seen(backend)[asked["toolCallId"]].error == "INPUT_REQUIRED_AGAIN"
 
 
 def client_tool(name: str, parameters: Any) -> dict[str, Any]:
