@@ -11,6 +11,7 @@ from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitEx
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
 from adapter._lifecycle import Listener, TurnEvent, TurnEventType
+from adapter._mount import mount
 from adapter._predict import PredictState
 from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
 from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
@@ -52,5 +53,6 @@ __all__ = [
     "TurnStore",
     "UserInputTool",
     "create_app",
+    "mount",
     "tool",
 ]

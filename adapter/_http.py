@@ -28,6 +28,7 @@ from typing import Final, Protocol, TypeAlias
 from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -37,6 +38,7 @@ from adapter._errors import Forbidden, LimitExceeded
 from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
+from adapter._mount import OneSlashForm
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable
@@ -91,9 +93,10 @@ def create_app(
     inspector: bool = False,
     principal: PrincipalOf | None = None,
 ) -> Starlette:
-    """Build the AG-UI sub-app. Mount it anywhere: `Mount("/agui", app=create_app(adapter))`.
+    """Build the AG-UI sub-app, to mount anywhere: `mount("/agui", app)` in the parent app's routes.
 
-    Routes, relative to the mount point:
+    Routes, relative to the mount point; each answers with or without a trailing slash (no redirect),
+    and `mount` serves the mount point itself (`POST /agui` as `POST /agui/`):
 
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
@@ -152,15 +155,14 @@ def create_app(
             return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
         return _json_response(200, found)
 
-    return Starlette(
-        routes=[
-            Route("/", run, methods=["POST"]),
-            Route("/capabilities", capabilities, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-            Route("/threads/{thread_id}", thread, methods=["GET"]),
-            *(inspector_routes() if inspector else []),
-        ]
-    )
+    routes = [
+        Route("/", run, methods=["POST"]),
+        Route("/capabilities", capabilities, methods=["GET"]),
+        Route("/health", health, methods=["GET"]),
+        Route("/threads/{thread_id}", thread, methods=["GET"]),
+        *(inspector_routes() if inspector else []),
+    ]
+    return Starlette(routes=routes, middleware=[Middleware(OneSlashForm, routes=routes)])
 
 
 async def _run(

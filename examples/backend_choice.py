@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from adapter import Backend
 from adapter.backends import AGUIUpstream, OpenAIChatBackend
-from examples import demo_agent
+
+from . import demo_agent
 
 DEFAULT_MODEL = "gpt-4o-mini"
 

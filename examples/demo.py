@@ -19,10 +19,11 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from adapter import Adapter, HistoryMode, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app
-from examples import form_assist, serving
-from examples.backend_choice import choose_backend
-from examples.demo_agent import HELP, RULES, forms, tools
+from adapter import Adapter, HistoryMode, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app, mount
+
+from . import form_assist, serving
+from .backend_choice import choose_backend
+from .demo_agent import HELP, RULES, forms, tools
 
 WEB = Path(__file__).parent / "web"
 """The demo page: plain HTML, CSS and ES modules, served as they are."""
@@ -70,7 +71,7 @@ def build_app(
         routes=[
             Route("/", index),
             Mount("/static", app=StaticFiles(directory=WEB), name="static"),
-            Mount("/agui", app=create_app(adapter, inspector=inspector), name="agui"),
+            mount("/agui", create_app(adapter, inspector=inspector), name="agui"),
         ],
         lifespan=lifespan,
     )

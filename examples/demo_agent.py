@@ -13,10 +13,11 @@ from pydantic import Field
 
 from adapter import InputRequired, ScriptedBackend, ToolContext, tool
 from adapter.backends import Call, Progress, Rule
-from examples.meeting_room import MEETING_FORM, reserve_meeting_room
-from examples.meeting_room import RULES as MEETING_RULES
-from examples.support_ticket import RULES as TICKET_RULES
-from examples.support_ticket import create_support_ticket
+
+from .meeting_room import MEETING_FORM, reserve_meeting_room
+from .meeting_room import RULES as MEETING_RULES
+from .support_ticket import RULES as TICKET_RULES
+from .support_ticket import create_support_ticket
 
 ORDERS = {
     "A100": {"orderId": "A100", "item": "keyboard", "amount": 59.0, "status": "delivered"},

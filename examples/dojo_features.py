@@ -29,7 +29,6 @@ import httpx
 from ag_ui.core import SystemMessage
 from pydantic import BaseModel
 from starlette.applications import Starlette
-from starlette.routing import Mount
 
 from adapter import (
     Adapter,
@@ -41,10 +40,12 @@ from adapter import (
     ToolContext,
     TurnStore,
     create_app,
+    mount,
     tool,
 )
 from adapter.backends import BackendItem, OpenAIChatBackend
-from examples import serving
+
+from . import serving
 
 FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
 
@@ -183,7 +184,7 @@ def build_app(
         if close_backend is not None:
             await close_backend()
 
-    routes = [Mount(f"/{path}", app=create_app(adapter), name=path) for path, adapter in adapters.items()]
+    routes = [mount(f"/{path}", create_app(adapter), name=path) for path, adapter in adapters.items()]
     return Starlette(routes=routes, lifespan=lifespan)
 
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from starlette.applications import Starlette
-from starlette.routing import Mount
 
-from adapter import Adapter, FormDefinition, ScriptedBackend, ToolContext, TurnStore, create_app, tool
+from adapter import Adapter, FormDefinition, ScriptedBackend, ToolContext, TurnStore, create_app, mount, tool
 from adapter.backends import Call, Progress, Rule
-from examples import serving
+
+from . import serving
 
 MEETING_FORM = FormDefinition(
     "meeting_room_booking",
@@ -75,7 +75,7 @@ def build_adapter(store: TurnStore | None = None) -> Adapter:
     return Adapter(ScriptedBackend(RULES), tools=[reserve_meeting_room], forms=[MEETING_FORM], store=store)
 
 
-app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
+app = Starlette(routes=[mount("/agui", create_app(build_adapter()))])
 
 if __name__ == "__main__":
     serving.serve(app, description="Serve the meeting-room example (a form the model asks for).")

@@ -10,11 +10,21 @@ from __future__ import annotations
 from typing import Literal, TypeAlias
 
 from starlette.applications import Starlette
-from starlette.routing import Mount
 
-from adapter import Adapter, FormDefinition, FormRequired, ScriptedBackend, ToolContext, TurnStore, create_app, tool
+from adapter import (
+    Adapter,
+    FormDefinition,
+    FormRequired,
+    ScriptedBackend,
+    ToolContext,
+    TurnStore,
+    create_app,
+    mount,
+    tool,
+)
 from adapter.backends import Call, Progress, Rule
-from examples import serving
+
+from . import serving
 
 Priority: TypeAlias = Literal["LOW", "MEDIUM", "HIGH"]
 
@@ -79,7 +89,7 @@ def build_adapter(store: TurnStore | None = None) -> Adapter:
     return Adapter(ScriptedBackend(RULES), tools=[create_support_ticket], store=store)
 
 
-app = Starlette(routes=[Mount("/agui", app=create_app(build_adapter()))])
+app = Starlette(routes=[mount("/agui", create_app(build_adapter()))])
 
 if __name__ == "__main__":
     serving.serve(app, description="Serve the support-ticket example (a tool that raises FormRequired).")

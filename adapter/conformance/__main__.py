@@ -22,7 +22,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m adapter.conformance", description="The AG-UI conformance kit.")
+    script = os.path.basename(sys.argv[0])  # the agui-conformance console script, or `-m`'s __main__.py
+    prog = script if script.startswith("agui-") else "python -m adapter.conformance"
+    parser = argparse.ArgumentParser(prog=prog, description="The AG-UI conformance kit.")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("check", help="check an AG-UI endpoint's interrupt contract (exit 1 on a failure)")
     run.add_argument("url", help="the AG-UI endpoint, e.g. http://127.0.0.1:8000/agui/")

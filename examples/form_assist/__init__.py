@@ -11,8 +11,8 @@ These rules play the agent without a model. With a real model, the same tool and
 an OpenAI-compatible backend gets the context as a system message.
 """
 
-from examples.form_assist._phrases import parse_changes
-from examples.form_assist._rules import CONTEXT_KEY, FORM_ID, RULES, TOOL_NAME, form_context
+from ._phrases import parse_changes
+from ._rules import CONTEXT_KEY, FORM_ID, RULES, TOOL_NAME, form_context
 
 HELP = (
     "For the form on the right, try '申请两台云服务器，地域选北京', '用途：模型训练' "

@@ -8,7 +8,8 @@ from typing import Any, Final
 
 from adapter import ModelRequest
 from adapter.backends import Call, Progress, Rule
-from examples.form_assist._phrases import LABELS, PATTERN, is_chinese, parse_changes
+
+from ._phrases import LABELS, PATTERN, is_chinese, parse_changes
 
 FORM_ID: Final = "compute-request"
 CONTEXT_KEY: Final = "formContext"
