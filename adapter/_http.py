@@ -41,7 +41,7 @@ from adapter._limits import id_problem
 from adapter._mount import OneSlashForm
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
-from adapter.stores import StoreUnavailable
+from adapter.stores import StoreUnavailable, TurnStore
 
 logger = logging.getLogger(__name__)
 
@@ -274,12 +274,12 @@ def _json_response(status_code: int, content: JSON) -> Response:
 
 
 async def _store_answers(handler: RunHandler) -> bool:
-    """Whether the handler's store (if it has one with a `ping`) answers; a handler without one is healthy."""
-    ping = getattr(getattr(handler, "store", None), "ping", None)
-    if ping is None:
+    """Whether the handler's store answers its `ping`; a handler without a store (not an `Adapter`) is healthy."""
+    store: TurnStore | None = getattr(handler, "store", None)
+    if store is None:
         return True
     try:
-        await asyncio.wait_for(ping(), _PING_TIMEOUT)
+        await asyncio.wait_for(store.ping(), _PING_TIMEOUT)
     except Exception:
         logger.warning("GET /health: the store did not answer", exc_info=True)
         return False

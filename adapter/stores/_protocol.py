@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any, Final, Protocol, runtime_checkable
 
 JSONValue = Any
@@ -176,6 +177,23 @@ class TurnStore(Protocol):
             ValueError: `keep` or a replaced position is past the thread's messages.
             StoreUnavailable: The store could not be reached; the save may or may not have been applied.
         """
+        ...
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
+
+        A finished thread has no open turn and no queued answers; `now` defaults to the current time.
+        Returns how many threads were deleted (`python -m adapter.stores purge` calls it).
+
+        Raises:
+            ValueError: `older_than` or `grace` is negative.
+        """
+        ...
+
+    async def ping(self) -> None:
+        """Return once the store answers one trivial query; raise when it cannot (`GET /health` calls it)."""
         ...
 
     async def close(self) -> None:

@@ -313,7 +313,15 @@ async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> 
 
 
 async def test_ping_answers_while_the_store_is_open(store: TurnStore) -> None:
-    await store.ping()  # type: ignore[attr-defined]
+    await store.ping()
+
+
+async def test_each_store_keeps_the_whole_protocol_purge_and_ping_included(store: TurnStore) -> None:
+    class WithoutPurge:
+        load, save, ping, close = store.load, store.save, store.ping, store.close
+
+    assert isinstance(store, TurnStore)
+    assert not isinstance(WithoutPurge(), TurnStore)
 
 
 def expiring_turn(*expiries: datetime | None) -> dict[str, Any]:
@@ -333,8 +341,8 @@ async def test_purge_deletes_finished_threads_idle_longer_than_the_age(store: Tu
     await store.save("waiting", ThreadChange(open_turn={"pending": [{"interrupt_id": "i1"}]}), expected_version=0)
     await store.save("queued", ThreadChange(queued=[{"interruptId": "i1"}]), expected_version=0)
 
-    fresh = await store.purge(timedelta(days=30), now=now)  # type: ignore[attr-defined]
-    aged = await store.purge(timedelta(days=30), now=now + timedelta(days=31))  # type: ignore[attr-defined]
+    fresh = await store.purge(timedelta(days=30), now=now)
+    aged = await store.purge(timedelta(days=30), now=now + timedelta(days=31))
 
     assert (fresh, aged) == (0, 1)
     assert await store.load("done") is None
@@ -347,7 +355,7 @@ async def test_purge_deletes_open_turns_expired_past_the_grace(store: TurnStore)
     hour = timedelta(hours=1)
     await store.save("expiring", ThreadChange(open_turn=expiring_turn(now, now + hour)), expected_version=0)
     await store.save("forever", ThreadChange(open_turn=expiring_turn(now, None)), expected_version=0)
-    purge = store.purge  # type: ignore[attr-defined]
+    purge = store.purge
 
     within_grace = await purge(timedelta(days=30), grace=timedelta(days=1), now=now + 2 * hour)
     past_grace = await purge(timedelta(days=30), grace=timedelta(days=1), now=now + timedelta(days=1) + 2 * hour)
@@ -362,5 +370,5 @@ async def test_an_answered_turn_is_no_longer_purged_for_its_expiry(store: TurnSt
     await store.save("t1", ThreadChange(open_turn=expiring_turn(now)), expected_version=0)
     await store.save("t1", ThreadChange(open_turn={"pending": [{"interrupt_id": "i9"}]}), expected_version=1)
 
-    assert await store.purge(timedelta(days=30), now=now + timedelta(days=2)) == 0  # type: ignore[attr-defined]
+    assert await store.purge(timedelta(days=30), now=now + timedelta(days=2)) == 0
     assert await store.load("t1") is not None
