@@ -176,6 +176,7 @@ def model_request(
         state=state,
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
+        client_tool_names=frozenset(declared.name for declared in run_input.tools or ()),
     )
 
 

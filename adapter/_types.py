@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from ag_ui.core import BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
+from ag_ui.core import AssistantMessage, BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
 from pydantic import BaseModel
 
 JSON: TypeAlias = Any
@@ -20,18 +20,44 @@ def wire_json(model: BaseModel) -> dict[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
-    """What the model may see for one assistant step, and nothing else."""
+    """What the model may see for one assistant step, and nothing else.
+
+    `messages` and `tools` are `ag_ui.core` pydantic models with snake_case attributes
+    (`message.tool_calls`, `message.tool_call_id`, `tool.parameters`); `wire_json` gives the camelCase JSON.
+    """
 
     messages: Sequence[Message]
     """Model-visible messages only: no activity or reasoning messages, no tool call without its answer."""
     tools: Sequence[Tool]
-    """Backend, injected frontend and control tools, as the model should see them."""
+    """Backend, injected frontend and control tools, as the model should see them (`is_client_tool` tells which)."""
     context: Sequence[Context] = ()
     state: JSON = None
     thread_id: str = ""
     run_id: str = ""
     resume: Sequence[ResumeEntry] = ()
     """Answers to interrupts the backend raised itself (`BackendInterrupt`), passed on unchanged."""
+    client_tool_names: frozenset[str] = frozenset()
+    """The names in `tools` that the client declared (`RunAgentInput.tools`): the page runs them, not the server."""
+
+    def is_client_tool(self, name: str) -> bool:
+        """Whether the tool called `name` is the client's (run by the page) rather than the server's.
+
+        Server tools are the adapter's `tools=` and the control tool `request_user_input`; the model may
+        call either kind, and the adapter decides what a call does.
+        """
+        return name in self.client_tool_names
+
+    def tool_call_names(self) -> dict[str, str]:
+        """Tool call id -> the name of the tool it called, over `messages`: which tool a `ToolMessage` answers.
+
+        `request.tool_call_names()[tool_message.tool_call_id]` is the tool's name.
+        """
+        return {
+            call.id: call.function.name
+            for message in self.messages
+            if isinstance(message, AssistantMessage)
+            for call in message.tool_calls or ()
+        }
 
 
 @dataclass(frozen=True, slots=True)

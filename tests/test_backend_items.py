@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEvent, StepStartedEvent, ToolMessage
-from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
+from agui import FRONTEND_TOOLS, new_id, resolved, run_events, run_input, user
 
 from adapter import Adapter, ModelRequest, TextDelta, ToolCall
 from adapter.backends import (
@@ -177,3 +177,38 @@ async def test_backend_failure_closes_the_text_and_ends_in_a_sanitised_run_error
     assert reply.error["message"]
     body = reply.body.decode()
     assert "Traceback" not in body and "sk-secret" not in body and "RuntimeError" not in body
+
+
+class CallsBothKinds:
+    """Calls a server tool and a client tool in one step, then reports what the request told it."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        self.requests.append(request)
+        if not isinstance(request.messages[-1], ToolMessage):
+            yield ToolCall("call_srv", "lookup_order", '{"order_id": "A1"}')
+            yield ToolCall("call_page", "navigate", '{"path": "/orders"}')
+        else:
+            yield TextDelta("done")
+
+
+async def test_the_request_tells_client_tools_from_server_tools_and_names_each_answered_call(kit: Kit) -> None:
+    agent = CallsBothKinds()
+    adapter = Adapter(agent, tools=kit.tools)
+    thread_id = new_id("t")
+    first = await run_events(adapter, run_input(thread_id, [user("go")], tools=FRONTEND_TOOLS))
+    (interrupt,) = next(e for e in first if e["type"] == "RUN_FINISHED")["outcome"]["interrupts"]
+    await run_events(
+        adapter,
+        run_input(thread_id, [], tools=FRONTEND_TOOLS, resume=[resolved(interrupt["id"], "ok")]),
+        resumed=True,
+    )
+
+    request = agent.requests[-1]
+    kinds = {t.name: request.is_client_tool(t.name) for t in request.tools}
+    assert {name for name, client in kinds.items() if client} == {t["name"] for t in FRONTEND_TOOLS}
+    assert {name for name, client in kinds.items() if not client} >= {t.name for t in kit.tools}
+    answers = [m for m in request.messages if isinstance(m, ToolMessage)]
+    assert {request.tool_call_names()[m.tool_call_id] for m in answers} == {"lookup_order", "navigate"}
