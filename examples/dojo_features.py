@@ -7,13 +7,16 @@
     /tool_based_generative_ui   the page's `generate_haiku` renders a haiku card
     /backend_tool_rendering     `get_weather` runs on the server; the page renders its result
     /shared_state               `generate_recipe` writes `state.recipe`; the model reads the page's edits
-    /predictive_state_updates   the page's `write_document` fills `state.document` as the model writes it
+    /predictive_state_updates   `write_document_local` fills `state.document` as the model writes it; then the
+                                page's `confirm_changes` asks the person to accept or reject it
     /agentic_generative_ui      `generate_task_steps_generative_ui` writes `state.steps`, then completes them
 
 The Dojo (apps/dojo in ag-ui-protocol/ag-ui) drives each path through CopilotKit; the tool names and
-parameter schemas are the ones its pages declare. Frontend tools arrive in each run's `tools`, so
-only the server's own tools are declared here. `--frontend-outcome pending` serves clients older
-than AG-UI 1.0, such as the Dojo's @ag-ui/client 0.0.58 (see docs/resuming.md).
+parameter schemas are the ones its pages declare and its mock model calls. Frontend tools arrive in
+each run's `tools`, so only the server's own tools are declared here. A client-tool call ends the run
+with the call pending (`frontend_outcome="pending"`), which is what the Dojo's @ag-ui/client 0.0.58
+and CopilotKit expect; `--frontend-outcome interrupt` ends it with an AG-UI 1.0 interrupt instead
+(see docs/resuming.md).
 """
 
 from __future__ import annotations
@@ -106,6 +109,12 @@ def generate_task_steps_generative_ui(steps: list[Step], ctx: ToolContext) -> st
     return f"All {len(steps)} steps are done."
 
 
+@tool
+def write_document_local(document: str) -> str:
+    """Write the full markdown document to the page; it shows there as you write it."""
+    return "The document is on the page. Now call confirm_changes, so the user can accept or reject it."
+
+
 @dataclass(frozen=True, slots=True)
 class Feature:
     """One Dojo feature: where it is served, what the model is told, and the server's tools."""
@@ -142,9 +151,10 @@ FEATURES = (
     ),
     Feature(
         "predictive_state_updates",
-        "You write documents. To present one for review, call write_document with the full markdown document; "
-        "never repeat it in a message.",
-        predict_state=(PredictState("write_document", "document", "document"),),
+        "You write documents. To write or change one, call write_document_local with the full markdown document; "
+        "never repeat it in a message. Then call confirm_changes, so the user can accept or reject it.",
+        (write_document_local,),
+        (PredictState("write_document_local", "document", "document"),),
     ),
     Feature(
         "agentic_generative_ui",
@@ -159,7 +169,7 @@ def build_app(
     backend: Backend,
     *,
     store: TurnStore | None = None,
-    frontend_outcome: FrontendOutcome = "interrupt",
+    frontend_outcome: FrontendOutcome = "pending",
     features: Iterable[Feature] = FEATURES,
 ) -> Starlette:
     """Every feature's adapter at `/{feature.path}`, over one backend and one store, closed on shutdown."""
@@ -203,12 +213,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", "https://api.openai.com/v1"))
     parser.add_argument("--model", default=os.environ.get("OPENAI_MODEL", "gpt-4o-mini"))
     parser.add_argument("--db", default="dojo.db", help="SQLite file for suspended turns")
-    parser.add_argument("--frontend-outcome", choices=["interrupt", "pending"], default="interrupt")
+    parser.add_argument(
+        "--frontend-outcome",
+        choices=["pending", "interrupt"],
+        default="pending",
+        help="how a client-tool call ends the run: 'pending' (the Dojo and CopilotKit) or an AG-UI 1.0 'interrupt'",
+    )
     args = parser.parse_args(argv)
     backend = openai_backend(args.base_url, args.model)
     app = build_app(backend, store=SQLiteStore(args.db), frontend_outcome=args.frontend_outcome)
     for feature in FEATURES:
-        print(f"{feature.path}: http://{args.host}:{args.port}/{feature.path}/")
+        print(f"{feature.path}: http://{args.host}:{args.port}/{feature.path}")
     serving.run(app, args)
 
 

@@ -37,18 +37,28 @@ class Call:
 @dataclass(frozen=True)
 class Fixture:
     """When the last user message contains `user` (and the last message is a tool result iff
-    `after_tool`), answer with `text` and `calls`; `text` may be computed from the request."""
+    `after_tool`; with `after_call`, the result of a call to that tool), answer with `text` and `calls`;
+    `text` may be computed from the request."""
 
     user: str
     text: str | Callable[[dict[str, Any]], str] = ""
     calls: Sequence[Call] = ()
     after_tool: bool = False
+    after_call: str | None = None
 
     def matches(self, body: dict[str, Any]) -> bool:
         messages = body["messages"]
         users = [m for m in messages if m["role"] == "user"]
         last_is_tool = bool(messages) and messages[-1]["role"] == "tool"
+        if self.after_call is not None and (not last_is_tool or answered_tool(messages) != self.after_call):
+            return False
         return bool(users) and self.user in str(users[-1]["content"]) and last_is_tool == self.after_tool
+
+
+def answered_tool(messages: Sequence[dict[str, Any]]) -> str | None:
+    """The name of the tool whose call the last (tool) message answers."""
+    calls = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or ()}
+    return calls.get(messages[-1].get("tool_call_id", ""))
 
 
 def _chunk(delta: dict[str, Any], finish_reason: str | None = None) -> str:

@@ -156,36 +156,48 @@ async def test_agentic_chat_changes_the_background_through_the_pages_tool(
     assert json.loads(tool_message(model.requests[-1])["content"]) == handled
 
 
-async def steps_interrupt(thread: Thread) -> tuple[dict[str, Any], dict[str, Any]]:
+async def steps_call(thread: Thread) -> dict[str, Any]:
     asked = await thread.say("Please plan a trip to mars in 5 steps.")
     (start,) = asked.calls
-    (interrupt,) = asked.interrupts
-    return start, interrupt
+    assert asked.outcome == {"type": "success", "pendingToolCallIds": [start["toolCallId"]]}  # the example's default
+    return start
 
 
 async def test_human_in_the_loop_shows_the_steps_and_acts_on_the_ones_kept(dojo: Dojo, model: DojoModel) -> None:
     thread = (await dojo.connect("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
-    start, interrupt = await steps_interrupt(thread)
+    start = await steps_call(thread)
 
     assert start["toolCallName"] == "generate_task_steps"
-    assert interrupt["toolCallId"] == start["toolCallId"]
     kept = {"accepted": True, "steps": MARS_STEPS[:2]}
-    done = await thread.resume(resolved(interrupt["id"], kept))
+    done = await thread.answer(start["toolCallId"], kept)
 
     assert done.outcome == {"type": "success"}
-    assert done.results()[start["toolCallId"]]["content"] == json.dumps(kept, ensure_ascii=False)
     assert json.loads(tool_message(model.requests[-1])["content"]) == kept
 
 
 async def test_human_in_the_loop_rejection_reaches_the_model(dojo: Dojo, model: DojoModel) -> None:
     thread = (await dojo.connect("human_in_the_loop")).thread(tools=[GENERATE_TASK_STEPS])
-    start, interrupt = await steps_interrupt(thread)
+    start = await steps_call(thread)
 
-    done = await thread.resume(resolved(interrupt["id"], {"accepted": False}))
+    done = await thread.answer(start["toolCallId"], {"accepted": False})
 
     assert done.outcome == {"type": "success"}
     assert json.loads(tool_message(model.requests[-1])["content"]) == {"accepted": False}
     assert tool_message(model.requests[-1])["tool_call_id"] == start["toolCallId"]
+
+
+async def test_human_in_the_loop_in_interrupt_mode_resumes_with_the_steps_kept(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("human_in_the_loop", frontend_outcome="interrupt")).thread(tools=[GENERATE_TASK_STEPS])
+    asked = await thread.say("Please plan a trip to mars in 5 steps.")
+    (start,) = asked.calls
+    (interrupt,) = asked.interrupts
+    assert interrupt["toolCallId"] == start["toolCallId"]
+    kept = {"accepted": True, "steps": MARS_STEPS[:2]}
+
+    done = await thread.resume(resolved(interrupt["id"], kept))
+
+    assert done.results()[start["toolCallId"]]["content"] == json.dumps(kept, ensure_ascii=False)
+    assert json.loads(tool_message(model.requests[-1])["content"]) == kept
 
 
 async def test_tool_based_generative_ui_streams_the_haiku_to_the_page(dojo: Dojo, model: DojoModel) -> None:
@@ -195,8 +207,8 @@ async def test_tool_based_generative_ui_streams_the_haiku_to_the_page(dojo: Dojo
 
     (start,) = asked.calls
     assert call_arguments(asked.events, start["toolCallId"]) == HAIKU
-    (interrupt,) = asked.interrupts
-    done = await thread.resume(resolved(interrupt["id"], "Haiku generated!"))
+    assert asked.outcome == {"type": "success", "pendingToolCallIds": [start["toolCallId"]]}
+    done = await thread.answer(start["toolCallId"], "Haiku generated!")
     assert done.text == DONE
     assert tool_message(model.requests[-1])["content"] == "Haiku generated!"
 

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from agui import cancelled, resolved
+from agui import resolved
 from client_state import follow, states
-from dojo_model import Call, Dojo, DojoModel, Fixture, call_arguments
+from dojo_model import Call, Dojo, DojoModel, Fixture, call_arguments, tool_message
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -41,16 +41,12 @@ PASTA = {
     "changes": "",
 }
 """What the Dojo's mock model answers for a pasta recipe (apps/dojo/e2e/aimock-setup.ts)."""
-WRITE_DOCUMENT = {
-    "name": "write_document",
-    "description": "Present the proposed changes to the user for review",
-    "parameters": {
-        "type": "object",
-        "properties": {"document": {"type": "string", "description": "The full updated document in markdown format"}},
-        "required": ["document"],
-        "additionalProperties": False,
-    },
+CONFIRM_CHANGES = {
+    "name": "confirm_changes",
+    "description": "Ask the user to accept or reject the changes to the document",
+    "parameters": {"type": "object", "properties": {}},
 }
+"""The predictive-state page's own tool: a card that asks the person to confirm the new document."""
 STORY = (
     "Once upon a time, in a land far away, there lived a magnificent dragon named Atlantis. Atlantis was known "
     "throughout the realm for its shimmering scales that reflected the light of a thousand stars. The dragon "
@@ -70,6 +66,12 @@ def ingredients_from_state(body: dict[str, Any]) -> str:
     return ", ".join(f"{i['name']} ({i['amount']})" for i in state["recipe"]["ingredients"])
 
 
+def confirmed(body: dict[str, Any]) -> str:
+    """The mock's answer once the page's card has answered: accepted or not, as the tool message says."""
+    accepted = json.loads(tool_message(body)["content"]).get("accepted")
+    return "Great, the document is saved." if accepted else "Understood, I've kept your original document."
+
+
 def state_sent(body: dict[str, Any]) -> Any:
     """The state a chat-completions request carried, from its state system message."""
     (text,) = [m["content"] for m in body["messages"] if m["role"] == "system" and m["content"].startswith("State")]
@@ -79,7 +81,14 @@ def state_sent(body: dict[str, Any]) -> Any:
 FIXTURES = [
     Fixture("pasta recipe", calls=[Call("generate_recipe", {"recipe": PASTA})]),
     Fixture("all the ingredients", text=ingredients_from_state),
-    Fixture("dragon called Atlantis", calls=[Call("write_document", {"document": STORY})]),
+    Fixture("dragon called Atlantis", calls=[Call("write_document_local", {"document": STORY})]),
+    Fixture(
+        "dragon called Atlantis",
+        calls=[Call("confirm_changes", {})],
+        after_tool=True,
+        after_call="write_document_local",
+    ),
+    Fixture("dragon called Atlantis", text=confirmed, after_tool=True, after_call="confirm_changes"),
     Fixture("plan to make brownies", calls=[Call("generate_task_steps_generative_ui", {"steps": BROWNIE_STEPS})]),
     Fixture("", text="Done! I've completed that for you.", after_tool=True),
 ]
@@ -123,48 +132,55 @@ async def test_shared_state_the_pages_edits_reach_the_model(dojo: Dojo) -> None:
         assert shown in reply.text
 
 
-async def test_predictive_state_streams_the_document_as_the_model_writes_it(dojo: Dojo, model: DojoModel) -> None:
-    thread = (await dojo.connect("predictive_state_updates")).thread(tools=[WRITE_DOCUMENT])
+async def test_predictive_state_streams_the_document_then_asks_the_page_to_confirm(
+    dojo: Dojo, model: DojoModel
+) -> None:
+    thread = (await dojo.connect("predictive_state_updates")).thread(tools=[CONFIRM_CHANGES])
 
     asked = await thread.say("Give me a story for a dragon called Atlantis in document", state={"document": ""})
 
-    (start,) = asked.calls
-    end = asked.index("TOOL_CALL_END")
+    write, confirm = asked.calls
+    assert (write["toolCallName"], confirm["toolCallName"]) == ("write_document_local", "confirm_changes")
     assert asked.index("CUSTOM") < asked.index("TOOL_CALL_START")
+    end = asked.index("TOOL_CALL_END")
     streamed = [event for event in asked.events[:end] if event["type"] == "STATE_DELTA"]
     documents = [shown["document"] for shown in states({"document": ""}, streamed)]
     assert len(documents) > 1 and documents[-1] == STORY  # streamed, before the call even ends
     assert all(STORY.startswith(document) for document in documents)
-    assert call_arguments(asked.events, start["toolCallId"]) == {"document": STORY}
-    (interrupt,) = asked.interrupts
+    assert call_arguments(asked.events, write["toolCallId"]) == {"document": STORY}
+    assert asked.outcome == {"type": "success", "pendingToolCallIds": [confirm["toolCallId"]]}  # the page's card
     assert follow({"document": ""}, asked.events) == {"document": STORY}  # shown while the person decides
 
-    done = await thread.resume(resolved(interrupt["id"], {"accepted": True}))
+    done = await thread.answer(confirm["toolCallId"], {"accepted": True}, state={"document": STORY})
 
-    assert follow(None, done.events) == {"document": STORY}
+    assert done.text == "Great, the document is saved."
     assert state_sent(model.requests[-1]) == {"document": STORY}
 
 
-async def test_predictive_state_a_cancelled_document_is_taken_back(dojo: Dojo, model: DojoModel) -> None:
-    thread = (await dojo.connect("predictive_state_updates")).thread(tools=[WRITE_DOCUMENT])
+async def test_predictive_state_a_rejected_document_is_reverted_by_the_page(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("predictive_state_updates")).thread(tools=[CONFIRM_CHANGES])
     asked = await thread.say("Give me a story for a dragon called Atlantis in document", state={"document": "Old."})
+    _, confirm = asked.calls
+
+    done = await thread.answer(confirm["toolCallId"], {"accepted": False}, state={"document": "Old."})
+
+    assert done.text == "Understood, I've kept your original document."
+    assert state_sent(model.requests[-1]) == {"document": "Old."}
+
+
+async def test_predictive_state_in_interrupt_mode_waits_for_the_confirmation(dojo: Dojo, model: DojoModel) -> None:
+    thread = (await dojo.connect("predictive_state_updates", frontend_outcome="interrupt")).thread(
+        tools=[CONFIRM_CHANGES]
+    )
+    asked = await thread.say("Give me a story for a dragon called Atlantis in document", state={"document": ""})
+    _, confirm = asked.calls
     (interrupt,) = asked.interrupts
+    assert interrupt["toolCallId"] == confirm["toolCallId"]
 
-    done = await thread.resume(cancelled(interrupt["id"]))
+    done = await thread.resume(resolved(interrupt["id"], {"accepted": True}))
 
-    assert follow(follow({"document": "Old."}, asked.events), done.events) == {"document": "Old."}
-    assert state_sent(model.requests[-1]) == {"document": "Old."}
-
-
-async def test_predictive_state_in_pending_mode_leaves_the_choice_to_the_page(dojo: Dojo, model: DojoModel) -> None:
-    thread = (await dojo.connect("predictive_state_updates", frontend_outcome="pending")).thread(tools=[WRITE_DOCUMENT])
-    asked = await thread.say("Give me a story for a dragon called Atlantis in document", state={"document": "Old."})
-    (start,) = asked.calls
-    assert follow({"document": "Old."}, asked.events) == {"document": STORY}
-
-    await thread.answer(start["toolCallId"], {"accepted": False}, state={"document": "Old."})  # the page reverted
-
-    assert state_sent(model.requests[-1]) == {"document": "Old."}
+    assert done.text == "Great, the document is saved."
+    assert follow(follow({"document": ""}, asked.events), done.events) == {"document": STORY}
 
 
 async def test_agentic_generative_ui_shows_the_steps_then_completes_them(dojo: Dojo, model: DojoModel) -> None:

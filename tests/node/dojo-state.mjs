@@ -1,17 +1,13 @@
 // The Dojo's state features through a real @ag-ui/client, as its pages drive them: shared state (the
-// recipe), predictive state updates (the document writer) and agentic generative UI (steps as state).
+// recipe), predictive state updates (the document writer, then the page's confirm_changes card) and agentic generative UI (steps as state).
 // Each driver passes its own HttpAgent; the base url serves examples/dojo_features.py in pending mode.
 
 import { check, uniqueId } from "./harness.mjs";
 
-const WRITE_DOCUMENT = {
-  name: "write_document",
-  description: "Present the proposed changes to the user for review",
-  parameters: {
-    type: "object",
-    properties: { document: { type: "string", description: "The full updated document in markdown format" } },
-    required: ["document"],
-  },
+const CONFIRM_CHANGES = {
+  name: "confirm_changes",
+  description: "Ask the user to accept or reject the changes to the document",
+  parameters: { type: "object", properties: {} },
 };
 
 /** Run one message on a fresh thread of `feature`; returns the agent and what its subscriber saw. */
@@ -44,11 +40,11 @@ export const dojoStateScenarios = [
     async (HttpAgent, base) => {
       const ask = "Give me a story for a dragon called Atlantis in document";
       const { agent, seen } = await runFeature(HttpAgent, base, "predictive_state_updates", ask, { document: "Old." }, [
-        WRITE_DOCUMENT,
+        CONFIRM_CHANGES,
       ]);
       const predict = seen.custom.find((event) => event.name === "PredictState");
       check(predict !== undefined, "no PredictState custom event", seen.custom);
-      check(predict.value[0].state_key === "document" && predict.value[0].tool === "write_document", "bad PredictState", predict);
+      check(predict.value[0].state_key === "document" && predict.value[0].tool === "write_document_local", "bad PredictState", predict);
       const story = agent.state.document;
       check(story.startsWith("Once upon a time") && story.includes("Atlantis"), "the document is not in the state", agent.state);
       const streamed = seen.states.slice(0, seen.statesAtCallEnd ?? 0).map((state) => state.document);
