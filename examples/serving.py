@@ -54,7 +54,7 @@ def run(app: Any, args: argparse.Namespace) -> None:
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit("Serving needs uvicorn: pip install -e '.[demo]'") from exc
+        raise SystemExit("Serving needs uvicorn: pip install 'agui-adapter[demo]'") from exc
     uvicorn.run(app, **uvicorn_options(args))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -12,10 +13,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from served_demo import serve_demo
+
+if TYPE_CHECKING:
+    from conftest import Serve
 
 ROOT = Path(__file__).parents[1]
 README = ROOT / "README.md"
@@ -45,20 +50,41 @@ def text_of(evts: list[dict[str, object]]) -> str:
     return "".join(str(e["delta"]) for e in evts if e["type"] == "TEXT_MESSAGE_CONTENT")
 
 
-async def test_the_readme_mount_example_runs_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def blocks(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def run_script(script: str, url: str) -> list[dict[str, object]]:
+    """Run a README shell block against `url` instead of the port it names; the events it printed."""
+    script = re.sub(r"localhost:\d+", url.removeprefix("http://"), script)
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return events(run.stdout)
+
+
+@pytest.mark.slow
+async def test_the_readme_mount_example_answers_a_question_and_a_resume_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve: Serve
+) -> None:
+    missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
+    assert not missing, f"the README's curl example needs {missing}: apt-get install -y curl jq (bash .ci/run does it)"
     (tmp_path / "app.py").write_text(first_block(section("Mount it in your app"), "python"), encoding="utf-8")
     monkeypatch.chdir(tmp_path)  # its SQLiteStore("turns.db") lands here
-    app = runpy.run_path(str(tmp_path / "app.py"))["app"]
-    message = {"id": "u1", "role": "user", "content": "Where is A100?"}
-    question = {"threadId": "t1", "runId": "r1", "messages": [message]}
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://app") as client:
-        response = await client.post("/agui/", json=question)
-    assert response.status_code == 200
-    evts = events(response.text)
-    results = [e["content"] for e in evts if e["type"] == "TOOL_CALL_RESULT"]
-    assert results == ['{"orderId": "A100", "status": "delivered"}']
-    assert text_of(evts) == "Order A100 is delivered."
-    assert evts[-1]["type"] == "RUN_FINISHED"
+    served = await serve(runpy.run_path(str(tmp_path / "app.py"))["app"])
+    ask, refund = blocks(section("Mount it in your app"), "sh")
+
+    asked = await asyncio.to_thread(run_script, ask, served.url)
+    refunded = await asyncio.to_thread(run_script, refund, served.url)
+
+    assert [e["content"] for e in asked if e["type"] == "TOOL_CALL_RESULT"] == [
+        '{"orderId": "A100", "status": "delivered"}'
+    ]
+    assert text_of(asked) == 'lookup_order: {"orderId": "A100", "status": "delivered"}'
+    end_of_first = next(i for i, e in enumerate(refunded) if e["type"] == "RUN_FINISHED") + 1
+    first, resumed = refunded[:end_of_first], refunded[end_of_first:]
+    assert first[-1]["outcome"]["type"] == "interrupt"  # type: ignore[index]
+    assert text_of(resumed) == 'refund_order: {"orderId": "A100", "status": "refunded"}'
+    assert resumed[-1]["outcome"] == {"type": "success"}
     assert (tmp_path / "turns.db").exists()
 
 
@@ -133,3 +159,19 @@ def test_a_runnable_example_serves_on_the_port_it_is_given(example: str, tmp_pat
             assert response.json() == {"status": "ok"}
         finally:
             server.terminate()
+
+
+INSTALL = re.compile(r"pip install (?:-e )?'[^']*\[[^']*\]'")
+
+
+def test_every_extra_is_installed_by_name_in_docs_and_messages() -> None:
+    """One form for an extra everywhere: `pip install 'agui-adapter[NAME]'`; `-e` installs the checkout, once."""
+    sources = [*DOCS, *ROOT.glob("adapter/**/*.py"), *ROOT.glob("examples/**/*.py"), ROOT / "tests" / "externals.py"]
+    found = {
+        (path.relative_to(ROOT).as_posix(), command)
+        for path in sources
+        if "node_modules" not in path.parts
+        for command in INSTALL.findall(path.read_text(encoding="utf-8"))
+    }
+    odd = {(where, command) for where, command in found if not command.startswith("pip install 'agui-adapter[")}
+    assert odd == {("README.md", "pip install -e '.[demo]'")}
