@@ -11,8 +11,7 @@ from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
 
 from adapter import Adapter, MemoryStore, ModelRequest, TextDelta
-from adapter._errors import BackendError
-from adapter._types import BackendInterrupt, BackendItem
+from adapter.backends import BackendError, BackendInterrupt, BackendItem
 from adapter.stores import ThreadChange
 
 if TYPE_CHECKING:

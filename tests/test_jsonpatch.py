@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from adapter._jsonpatch import PatchError, apply_patch
+from adapter._jsonpatch import PatchError, apply_patch  # private on purpose: the RFC 6902 engine, unit by unit
 
 DOC = {"a": 1, "list": [1, 2, 3], "nested": {"b": {"c": "d"}}, "a/b": "slash", "m~n": "tilde"}
 

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import importlib
+import re
+from pathlib import Path
 
 import pytest
 
@@ -41,6 +43,7 @@ DOORS = {
         "TurnStore",
         "UserInputTool",
         "create_app",
+        "mount",
         "tool",
     ],
     # The backend author's kit: the seam, every item a backend may yield, and the backends that ship.
@@ -131,3 +134,26 @@ def test_a_name_in_two_doors_is_one_object() -> None:
     doors = {door: importlib.import_module(door) for door in DOORS}
     for name in set(DOORS["adapter"]) & set(DOORS["adapter.backends"]):
         assert getattr(doors["adapter"], name) is getattr(doors["adapter.backends"], name), name
+
+
+PRIVATE_IMPORT = re.compile(r"^\s*from (adapter|schema_tools)(\.\w+)*\._[a-z]\w* import ")
+
+
+def test_a_test_imports_a_private_module_only_on_purpose_and_says_why() -> None:
+    """A test uses the doors; one that reaches below them says why, on the import or in the comment just above."""
+    unexplained = []
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if PRIVATE_IMPORT.match(line) and not _explained(lines, number):
+                unexplained.append(f"{path.name}:{number + 1}: {line.strip()}")
+    assert unexplained == []
+
+
+def _explained(lines: list[str], number: int) -> bool:
+    for line in reversed(lines[: number + 1]):
+        if "on purpose" in line:
+            return True
+        if not (PRIVATE_IMPORT.match(line) or line.lstrip().startswith("#")):
+            return False
+    return False

@@ -28,7 +28,7 @@ from agui import http_scope, parse_sse
 from starlette.types import Message
 
 from adapter import create_app
-from adapter._sse import KEEPALIVE, encode_event
+from adapter._sse import KEEPALIVE, encode_event  # private on purpose: SSE framing is one pure function, tested alone
 
 if TYPE_CHECKING:
     from conftest import Connect

@@ -9,8 +9,11 @@ import pytest
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from client_state import follow
 
+from adapter import PredictState
+
+# Private on purpose: these test the state machinery below the public API, unit by unit.
 from adapter._jsonpatch import PatchError
-from adapter._predict import COALESCE_CHARS, ArgsPrediction, Predictor, PredictState, announce
+from adapter._predict import COALESCE_CHARS, ArgsPrediction, Predictor, announce
 from adapter._record import OpenTurn, PendingCall
 from adapter._state import Kept, ToolState, advance_state, commit, resumed_state
 

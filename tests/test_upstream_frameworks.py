@@ -17,15 +17,18 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import Interrupt, RunAgentInput
-from agui import NAVIGATE, assert_clean_stream, cancelled, new_id, resolved, run_input, user
+from agui import NAVIGATE, cancelled, collect, new_id, resolved, run_input, user
+from starlette.types import ASGIApp
 from test_upstream_pydantic_ai import PydanticAgent
 from upstreams.kit import Link, UpstreamServer, tool_call_problems
 from upstreams.langgraph_agent import LangGraphUpstream
 
 from adapter import Adapter, SQLiteStore
-from adapter._sse import encode_event
 from adapter.backends import AGUIUpstream, gated_call_ids
-from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
+
+# Private on purpose: the tests put a Link they can cut between AGUIUpstream and an in-process framework, so they
+# need the streaming transport AGUIUpstream itself uses for an ASGI app (it never offers its transport).
+from adapter.backends._upstream_asgi import StreamingASGITransport
 
 
 @dataclass
@@ -110,8 +113,7 @@ class Wrapped:
     adapter: Adapter
 
     async def run(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        events = [event async for event in self.adapter.run(RunAgentInput.model_validate(body))]
-        return assert_clean_stream("".join(encode_event(e) for e in events).encode(), resumed="resume" in body)
+        return await collect(self.adapter.run(RunAgentInput.model_validate(body)), resumed="resume" in body)
 
     async def ask(self, thread: str, text: str, **extra: Any) -> list[dict[str, Any]]:
         """A new message, sent with the conversation so far, as a client keeps it."""

@@ -19,7 +19,7 @@ from adapter import (
     ScriptedBackend,
     UserInputTool,
 )
-from adapter._forms import ActivityConflict, pending_form, transition
+from adapter._forms import ActivityConflict, pending_form, transition  # private on purpose: the card's status moves
 from examples import meeting_room
 from examples.meeting_room import MEETING_FORM, RULES, reserve_meeting_room
 from examples.support_ticket import RULES as TICKET_RULES

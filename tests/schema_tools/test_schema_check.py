@@ -15,7 +15,7 @@ from schema_tools import (
     SchemaPolicyError,
     check_schema,
 )
-from schema_tools._validate import META_VALIDATOR
+from schema_tools._validate import META_VALIDATOR  # private on purpose: the meta-schema check_schema applies
 
 
 def obj(**properties: Any) -> dict[str, Any]:

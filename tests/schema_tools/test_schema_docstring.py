@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from schema_tools._docstring import Docstring, parse_docstring
+from schema_tools._docstring import Docstring, parse_docstring  # private on purpose: the parser behind the schemas
 
 GOOGLE = """Get the weather.
 

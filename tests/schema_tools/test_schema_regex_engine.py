@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
 from schema_tools import SchemaPolicyError, avalidate, check_schema, validate
-from schema_tools._validate import INLINE_WEIGHT
+from schema_tools._validate import INLINE_WEIGHT  # private on purpose: where validation moves to a thread
 
 EVIL = "^(a+)+$"
 ATTACK = "a" * 16 + "!"  # short enough that a backtracking engine finishes too: these tests check results

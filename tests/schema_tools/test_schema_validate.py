@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from schema_tools import SchemaIssue, SchemaPolicyError, SchemaValidationError, assert_valid, validate
-from schema_tools._validate import compiled
+from schema_tools._validate import compiled  # private on purpose: the compiled-validator cache
 
 ORDER = {
     "type": "object",

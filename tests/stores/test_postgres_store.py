@@ -46,7 +46,7 @@ async def test_a_version_1_database_gains_the_owner_column_and_its_threads_stay_
     from pg import fresh_schema_dsn
 
     from adapter.stores import ThreadChange
-    from adapter.stores._postgres import _MIGRATIONS
+    from adapter.stores._postgres import _MIGRATIONS  # private on purpose: replays the schema's history step by step
 
     dsn = fresh_schema_dsn()
     with psycopg.connect(dsn, autocommit=True) as connection:  # the schema as version 1 left it

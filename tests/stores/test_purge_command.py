@@ -11,7 +11,9 @@ import pytest
 from pg import fresh_schema_dsn
 
 from adapter.stores import PostgresStore, SQLiteStore, ThreadChange
-from adapter.stores.__main__ import main
+from adapter.stores.__main__ import main  # the command, run in this process as well as from a shell
+
+# Private on purpose: the duration parser's cases, one by one, below the command that reports its errors.
 from adapter.stores._retention import parse_duration
 
 ROOT = Path(__file__).resolve().parents[2]
