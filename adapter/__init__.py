@@ -1,7 +1,8 @@
 """An AG-UI adapter: frontend tools, interrupts, resume, approvals and durable turns for any agent backend.
 
-This door holds what an app author wires. Backend authors find their kit in `adapter.backends`,
-and the stores are in `adapter.stores`.
+This door holds what an app author wires: the adapter and its sub-app, tools and forms, the options'
+types and the errors. Each name has one home door: the backend author's kit and the backends that
+ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architecture.md lists each door).
 """
 
 from adapter._access import Action, Authorize
@@ -10,47 +11,43 @@ from adapter._config import HistoryMode
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitExceeded, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
-from adapter._lifecycle import Listener, TurnEvent, TurnEventType
+from adapter._lifecycle import TurnEvent, TurnEventType
 from adapter._mount import mount
 from adapter._predict import PredictState
 from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
-from adapter._types import Backend, ModelRequest, TextDelta, ToolCall
-from adapter.backends import AGUIUpstream, OpenAIChatBackend, ScriptedBackend
-from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
+
+# Pinned by DESIGN.md as importable from here, at home in their own doors: kept for compatibility, not in __all__.
+from adapter.backends import Backend as Backend
+from adapter.backends import ModelRequest as ModelRequest
+from adapter.backends import ScriptedBackend as ScriptedBackend
+from adapter.backends import TextDelta as TextDelta
+from adapter.backends import ToolCall as ToolCall
+from adapter.stores import MemoryStore as MemoryStore
+from adapter.stores import PostgresStore as PostgresStore
+from adapter.stores import SQLiteStore as SQLiteStore
+from adapter.stores import TurnStore as TurnStore
 
 __all__ = [
-    "AGUIUpstream",
     "Action",
     "Adapter",
     "AdapterError",
     "Authorize",
-    "Backend",
     "BaseTool",
     "ConfigurationError",
-    "FormDefinition",
     "Forbidden",
+    "FormDefinition",
     "FormRequired",
     "FrontendOutcome",
     "FunctionTool",
     "HistoryMode",
     "InputRequired",
     "LimitExceeded",
-    "Listener",
-    "MemoryStore",
-    "ModelRequest",
-    "OpenAIChatBackend",
-    "PostgresStore",
     "PredictState",
     "ResumeError",
-    "SQLiteStore",
-    "ScriptedBackend",
-    "TextDelta",
-    "ToolCall",
     "ToolContext",
     "ToolError",
     "TurnEvent",
     "TurnEventType",
-    "TurnStore",
     "UserInputTool",
     "create_app",
     "mount",

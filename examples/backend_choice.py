@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from adapter import Backend
-from adapter.backends import AGUIUpstream, OpenAIChatBackend
+from adapter.backends import AGUIUpstream, Backend, OpenAIChatBackend
 
 from . import demo_agent
 

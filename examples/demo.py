@@ -19,7 +19,9 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from adapter import Adapter, HistoryMode, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app, mount
+from adapter import Adapter, HistoryMode, create_app, mount
+from adapter.backends import ScriptedBackend
+from adapter.stores import PostgresStore, SQLiteStore, TurnStore
 
 from . import form_assist, serving
 from .backend_choice import choose_backend

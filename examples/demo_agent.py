@@ -11,8 +11,8 @@ from typing import Annotated
 
 from pydantic import Field
 
-from adapter import InputRequired, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Progress, Rule
+from adapter import InputRequired, ToolContext, tool
+from adapter.backends import Call, Progress, Rule, ScriptedBackend
 
 from .meeting_room import MEETING_FORM, reserve_meeting_room
 from .meeting_room import RULES as MEETING_RULES

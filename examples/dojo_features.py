@@ -33,20 +33,9 @@ from ag_ui.core import SystemMessage
 from pydantic import BaseModel
 from starlette.applications import Starlette
 
-from adapter import (
-    Adapter,
-    Backend,
-    BaseTool,
-    ModelRequest,
-    PredictState,
-    SQLiteStore,
-    ToolContext,
-    TurnStore,
-    create_app,
-    mount,
-    tool,
-)
-from adapter.backends import BackendItem, OpenAIChatBackend
+from adapter import Adapter, BaseTool, PredictState, ToolContext, create_app, mount, tool
+from adapter.backends import Backend, BackendItem, ModelRequest, OpenAIChatBackend
+from adapter.stores import SQLiteStore, TurnStore
 
 from . import serving
 

@@ -10,8 +10,9 @@ from datetime import UTC, datetime
 
 from starlette.applications import Starlette
 
-from adapter import Adapter, FormDefinition, ScriptedBackend, ToolContext, TurnStore, create_app, mount, tool
-from adapter.backends import Call, Progress, Rule
+from adapter import Adapter, FormDefinition, ToolContext, create_app, mount, tool
+from adapter.backends import Call, Progress, Rule, ScriptedBackend
+from adapter.stores import TurnStore
 
 from . import serving
 

@@ -11,18 +11,9 @@ from typing import Literal, TypeAlias
 
 from starlette.applications import Starlette
 
-from adapter import (
-    Adapter,
-    FormDefinition,
-    FormRequired,
-    ScriptedBackend,
-    ToolContext,
-    TurnStore,
-    create_app,
-    mount,
-    tool,
-)
-from adapter.backends import Call, Progress, Rule
+from adapter import Adapter, FormDefinition, FormRequired, ToolContext, create_app, mount, tool
+from adapter.backends import Call, Progress, Rule, ScriptedBackend
+from adapter.stores import TurnStore
 
 from . import serving
 

@@ -21,8 +21,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from adapter import Adapter, ScriptedBackend, SQLiteStore, create_app, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, create_app, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import SQLiteStore
 
 TWO_REFUNDS = "refund orders A1 and B2"
 

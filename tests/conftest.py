@@ -17,8 +17,8 @@ from agui import ORDER, Client
 from externals import in_ci, missing_chromium, missing_copilotkit, missing_framework, missing_node, missing_strands
 from starlette.applications import Starlette
 
-from adapter import Adapter, FunctionTool, InputRequired, ScriptedBackend, ToolContext, ToolError, create_app, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, FunctionTool, InputRequired, ToolContext, ToolError, create_app, tool
+from adapter.backends import Call, Rule, ScriptedBackend
 
 T = TypeVar("T")
 

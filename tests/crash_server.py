@@ -18,8 +18,9 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from adapter import Adapter, ScriptedBackend, SQLiteStore, ToolContext, create_app, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ToolContext, create_app, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import SQLiteStore
 
 
 def build(db: str, journal: Path, lease: float) -> Starlette:

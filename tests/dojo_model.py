@@ -17,7 +17,7 @@ import httpx
 import respx
 from agui import Client
 
-from adapter import MemoryStore
+from adapter.stores import MemoryStore
 from examples.dojo_features import build_app, openai_backend
 
 BASE_URL = "https://dojo-model.test/v1"

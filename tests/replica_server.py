@@ -19,8 +19,9 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from adapter import Adapter, PostgresStore, ScriptedBackend, ToolContext, create_app, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ToolContext, create_app, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import PostgresStore
 
 
 def build(dsn: str, journal: Path, lease: float) -> Starlette:

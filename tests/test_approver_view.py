@@ -10,7 +10,7 @@ import pytest
 from agui import frontend_tool, resolved, user
 from test_ownership import Office, OpenOffice, by_header, four_eyes, manager_may_read_and_approve
 
-from adapter import ScriptedBackend
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve

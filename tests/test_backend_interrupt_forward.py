@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
 
-from adapter import Adapter, MemoryStore, ModelRequest, TextDelta
-from adapter.backends import BackendError, BackendInterrupt, BackendItem
-from adapter.stores import ThreadChange
+from adapter import Adapter
+from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta
+from adapter.stores import MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Clock

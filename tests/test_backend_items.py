@@ -8,14 +8,17 @@ from typing import TYPE_CHECKING
 from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEvent, StepStartedEvent, ToolMessage
 from agui import FRONTEND_TOOLS, new_id, resolved, run_events, run_input, user
 
-from adapter import Adapter, ModelRequest, TextDelta, ToolCall
+from adapter import Adapter
 from adapter.backends import (
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,
     ExecutedToolCall,
     LateToolResult,
+    ModelRequest,
     Passthrough,
+    TextDelta,
+    ToolCall,
 )
 
 if TYPE_CHECKING:

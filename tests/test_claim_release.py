@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
-from adapter import Adapter, MemoryStore, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ToolContext, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore
 
 
 class Halt(BaseException):

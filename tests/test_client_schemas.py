@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agui import frontend_tool, resolved
 
-from adapter import ScriptedBackend
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Connect, MakeAdapter, Serve

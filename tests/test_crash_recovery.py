@@ -21,8 +21,9 @@ import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
 from agui import Client, Reply, resolved
 
-from adapter import Adapter, MemoryStore, ResumeError, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ResumeError, ToolContext, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore
 
 if TYPE_CHECKING:
     from conftest import Clock

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agui import FRONTEND_TOOLS, resolved
 
-from adapter import Adapter, ScriptedBackend, SQLiteStore
+from adapter import Adapter
+from adapter.backends import ScriptedBackend
+from adapter.stores import SQLiteStore
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
-from adapter import Adapter, MemoryStore, ScriptedBackend, tool
-from adapter.backends import Call, Rule
-from adapter.stores import StoreConflict, StoredThread, ThreadChange
+from adapter import Adapter, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore, StoreConflict, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Clock, Kit, MakeAdapter, Serve

@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
-from adapter import Adapter, ConfigurationError, MemoryStore, ScriptedBackend
-from adapter.stores import ThreadChange
+from adapter import Adapter, ConfigurationError
+from adapter.backends import ScriptedBackend
+from adapter.stores import MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve

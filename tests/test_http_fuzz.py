@@ -19,7 +19,8 @@ from agui import TERMINAL, parse_sse
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter, ScriptedBackend, create_app
+from adapter import Adapter, create_app
+from adapter.backends import ScriptedBackend
 from examples.demo_agent import HELP, RULES, forms, tools
 
 pytestmark = pytest.mark.slow

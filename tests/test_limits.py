@@ -21,22 +21,11 @@ from hypothesis import strategies as st
 from pg import fresh_schema_dsn
 
 import adapter._schema_cache
-from adapter import (
-    Adapter,
-    LimitExceeded,
-    MemoryStore,
-    ModelRequest,
-    PostgresStore,
-    ScriptedBackend,
-    SQLiteStore,
-    TextDelta,
-    ToolCall,
-    TurnStore,
-)
+from adapter import Adapter, LimitExceeded
 from adapter import tool as adapter_tool
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
-from adapter.backends import BackendItem, Call, Rule
-from adapter.stores import StoredMessage, ThreadChange
+from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall
+from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredMessage, ThreadChange, TurnStore
 from schema_tools import SchemaPolicy
 
 if TYPE_CHECKING:

@@ -8,12 +8,11 @@ from ag_ui.core import AssistantMessage, Message, UserMessage
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from adapter import MemoryStore
 from adapter._access import Access
 from adapter._errors import AdapterError
 from adapter._record import stored_message
 from adapter._record_handle import RecordHandle
-from adapter.stores import ThreadChange
+from adapter.stores import MemoryStore, ThreadChange
 
 PEOPLE = st.sampled_from(["alice", "bob"])
 

@@ -34,8 +34,17 @@ from ag_ui.core import (
 from ag_ui.core import ToolCall as WireToolCall
 from agui import run_events
 
-from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
-from adapter.backends import BackendError, BackendItem, OpenAIChatBackend, ToolCallChunk, Usage
+from adapter import Adapter, ConfigurationError, tool
+from adapter.backends import (
+    BackendError,
+    BackendItem,
+    ModelRequest,
+    OpenAIChatBackend,
+    TextDelta,
+    ToolCall,
+    ToolCallChunk,
+    Usage,
+)
 
 BASE = "https://llm.test/v1"
 KEY = "sk-test-SECRET-0123456789abcdef"

@@ -16,7 +16,8 @@ from starlette.middleware.authentication import AuthenticationMiddleware
 from starlette.requests import HTTPConnection, Request
 from starlette.routing import Mount
 
-from adapter import Action, Adapter, Forbidden, MemoryStore, create_app
+from adapter import Action, Adapter, Forbidden, create_app
+from adapter.stores import MemoryStore
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve, Served

@@ -9,7 +9,7 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, cancelled, resolved
 
-from adapter import ScriptedBackend
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Connect, Kit

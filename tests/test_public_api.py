@@ -1,3 +1,5 @@
+"""The public doors: each name has one home door, pinned here and listed completely in docs/architecture.md."""
+
 from __future__ import annotations
 
 import importlib
@@ -6,41 +8,31 @@ from pathlib import Path
 
 import pytest
 
+ROOT = Path(__file__).resolve().parents[1]
+
 DOORS = {
-    # What an app author wires: the adapter, its options' types, tools, forms, the stores and backends it takes.
+    # What an app author wires: the adapter and its sub-app, tools and forms, the options' types, the errors.
     "adapter": [
-        "AGUIUpstream",
         "Action",
         "Adapter",
         "AdapterError",
         "Authorize",
-        "Backend",
         "BaseTool",
         "ConfigurationError",
-        "FormDefinition",
         "Forbidden",
+        "FormDefinition",
         "FormRequired",
         "FrontendOutcome",
         "FunctionTool",
         "HistoryMode",
         "InputRequired",
         "LimitExceeded",
-        "Listener",
-        "MemoryStore",
-        "ModelRequest",
-        "OpenAIChatBackend",
-        "PostgresStore",
         "PredictState",
         "ResumeError",
-        "SQLiteStore",
-        "ScriptedBackend",
-        "TextDelta",
-        "ToolCall",
         "ToolContext",
         "ToolError",
         "TurnEvent",
         "TurnEventType",
-        "TurnStore",
         "UserInputTool",
         "create_app",
         "mount",
@@ -90,6 +82,9 @@ DOORS = {
     ],
 }
 
+APP_AUTHOR_LIMIT = 24
+"""The most names `adapter` may hold: what an app author wires, and no more."""
+
 # ../shared/DESIGN.md "Public surface": names tests and users outside the package import from `adapter`.
 DESIGN_PINS = [
     "create_app",
@@ -126,14 +121,50 @@ def test_every_name_of_a_door_imports(door: str) -> None:
     assert sorted(k for k in namespace if not k.startswith("__")) == sorted(DOORS[door])
 
 
-def test_the_names_design_pins_import_from_adapter() -> None:
-    assert set(DESIGN_PINS) <= set(DOORS["adapter"])
+def test_each_name_has_one_home_door() -> None:
+    homes: dict[str, list[str]] = {}
+    for door in public_doors():
+        for name in importlib.import_module(door).__all__:
+            homes.setdefault(name, []).append(door)
+    assert {name: doors for name, doors in homes.items() if len(doors) > 1} == {}
 
 
-def test_a_name_in_two_doors_is_one_object() -> None:
-    doors = {door: importlib.import_module(door) for door in DOORS}
-    for name in set(DOORS["adapter"]) & set(DOORS["adapter.backends"]):
-        assert getattr(doors["adapter"], name) is getattr(doors["adapter.backends"], name), name
+def test_the_app_authors_door_stays_small() -> None:
+    assert len(DOORS["adapter"]) <= APP_AUTHOR_LIMIT
+
+
+def test_every_name_design_pins_imports_from_adapter_as_the_object_of_its_home() -> None:
+    adapter = importlib.import_module("adapter")
+    for name in DESIGN_PINS:
+        home = next(door for door in DOORS if name in DOORS[door])
+        assert getattr(adapter, name) is getattr(importlib.import_module(home), name), name
+
+
+def public_doors() -> list[str]:
+    """`adapter`, `schema_tools`, and every package or module of `adapter` whose name has no leading underscore."""
+    found = ["adapter", "schema_tools"]
+    for path in sorted((ROOT / "adapter").iterdir()):
+        if path.name.startswith("_"):
+            continue
+        if (path / "__init__.py").is_file() or (path.suffix == ".py"):
+            found.append(f"adapter.{path.stem}")
+    return found
+
+
+def architecture_doors() -> dict[str, set[str]]:
+    """docs/architecture.md's table of doors: each door's names, as the page lists them."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text[text.index("## The doors") :]
+    rows = re.findall(r"^\| `([\w.]+)` \|[^\n]*\| ([^\n]*) \|$", section, re.M)
+    return {door: set(re.findall(r"`(\w+)`", names)) for door, names in rows}
+
+
+def test_the_architecture_page_lists_every_door_completely() -> None:
+    listed = architecture_doors()
+
+    assert sorted(listed) == sorted(public_doors())
+    for door, names in listed.items():
+        assert names == set(importlib.import_module(door).__all__), door
 
 
 PRIVATE_IMPORT = re.compile(r"^\s*from (adapter|schema_tools)(\.\w+)*\._[a-z]\w* import ")

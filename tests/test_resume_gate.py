@@ -14,7 +14,7 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, Reply, Thread, cancelled, new_id, resolved, run_input, user
 
-from adapter import ScriptedBackend
+from adapter.backends import ScriptedBackend
 from adapter.stores import StoredThread
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ import pytest
 from ag_ui.core import ActivityMessage, AssistantMessage, ToolMessage
 from agui import CONFIRM_ACTION, FRONTEND_TOOLS, Reply, cancelled, new_id, resolved, run_input, tool_answer, user
 
-from adapter import ScriptedBackend
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Connect, Kit

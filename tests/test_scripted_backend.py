@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from ag_ui.core import UserMessage
 
-from adapter import ModelRequest, ScriptedBackend, TextDelta
-from adapter.backends import Rule
+from adapter.backends import ModelRequest, Rule, ScriptedBackend, TextDelta
 
 
 async def test_a_string_reply_names_the_patterns_groups() -> None:

@@ -11,18 +11,9 @@ import pytest
 from agui import FRONTEND_TOOLS, cancelled, resolved, tool_answer
 from client_state import follow, states
 
-from adapter import (
-    Adapter,
-    MemoryStore,
-    PredictState,
-    ScriptedBackend,
-    SQLiteStore,
-    ToolContext,
-    ToolError,
-    TurnStore,
-    tool,
-)
-from adapter.backends import Call, Rule
+from adapter import Adapter, PredictState, ToolContext, ToolError, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore, SQLiteStore, TurnStore
 
 if TYPE_CHECKING:
     from conftest import Serve

@@ -16,11 +16,11 @@ from client_state import follow
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter, ScriptedBackend, ToolContext, tool
+from adapter import Adapter, ToolContext, tool
 from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._sse import encode_event
 from adapter._state import Kept, ToolState, commit
-from adapter.backends import Call, Rule
+from adapter.backends import Call, Rule, ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Serve

@@ -16,7 +16,8 @@ import pytest
 from pg import base_dsn, fresh_schema_dsn
 from test_thread_takeover import _BOUND, Gate
 
-from adapter import PostgresStore, ScriptedBackend
+from adapter.backends import ScriptedBackend
+from adapter.stores import PostgresStore
 
 if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve, Served

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 from ag_ui.core import AssistantMessage
 from agui import new_id, run_input, user
 
-from adapter import Adapter, ModelRequest, TextDelta, ToolCall, tool
-from adapter.backends import BackendItem, ExecutedToolCall, ToolCallChunk
+from adapter import Adapter, tool
+from adapter.backends import BackendItem, ExecutedToolCall, ModelRequest, TextDelta, ToolCall, ToolCallChunk
 
 if TYPE_CHECKING:
     from conftest import Serve

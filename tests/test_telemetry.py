@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
-from adapter import Adapter, MemoryStore, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ToolContext, tool
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore
 
 sdk = pytest.importorskip("opentelemetry.sdk.trace", reason="pip install opentelemetry-sdk (the dev extra has it)")
 from opentelemetry import metrics, trace  # noqa: E402

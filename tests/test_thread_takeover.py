@@ -14,8 +14,8 @@ from agui import Client, Reply
 from pg import fresh_schema_dsn
 from test_ownership import by_header
 
-from adapter import MemoryStore, ModelRequest, PostgresStore, ScriptedBackend, SQLiteStore, TextDelta, ToolCall
-from adapter.stores import TurnStore
+from adapter.backends import ModelRequest, ScriptedBackend, TextDelta, ToolCall
+from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
 if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve, Served

@@ -9,8 +9,8 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, ORDER, frontend_tool, resolved
 
-from adapter import Adapter, ConfigurationError, InputRequired, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, ConfigurationError, InputRequired, ToolContext, tool
+from adapter.backends import Call, Rule, ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Connect, Kit, Serve

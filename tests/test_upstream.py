@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from adapter import Adapter, ConfigurationError, ModelRequest, TextDelta, ToolCall, tool
+from adapter import Adapter, ConfigurationError, tool
 from adapter.backends import (
     AGUIUpstream,
     BackendError,
@@ -24,7 +24,10 @@ from adapter.backends import (
     BackendItem,
     DeferredToolCall,
     LateToolResult,
+    ModelRequest,
     Passthrough,
+    TextDelta,
+    ToolCall,
     Usage,
 )
 

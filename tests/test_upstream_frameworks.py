@@ -23,12 +23,13 @@ from test_upstream_pydantic_ai import PydanticAgent
 from upstreams.kit import Link, UpstreamServer, tool_call_problems
 from upstreams.langgraph_agent import LangGraphUpstream
 
-from adapter import Adapter, SQLiteStore
+from adapter import Adapter
 from adapter.backends import AGUIUpstream, gated_call_ids
 
 # Private on purpose: the tests put a Link they can cut between AGUIUpstream and an in-process framework, so they
 # need the streaming transport AGUIUpstream itself uses for an ASGI app (it never offers its transport).
 from adapter.backends._upstream_asgi import StreamingASGITransport
+from adapter.stores import SQLiteStore
 
 
 @dataclass

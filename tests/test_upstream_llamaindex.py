@@ -16,7 +16,7 @@ from agui import NAVIGATE, new_id, resolved
 from test_upstream_frameworks import Framework, Wrapped, interrupts_of, served, server_of, servers, text_of, wrap
 from upstreams.kit import tool_call_problems
 
-from adapter import SQLiteStore
+from adapter.stores import SQLiteStore
 
 __all__ = ["servers"]  # the session's framework servers, shared with the matrix
 

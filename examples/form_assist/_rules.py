@@ -6,8 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from adapter import ModelRequest
-from adapter.backends import Call, Progress, Rule
+from adapter.backends import Call, ModelRequest, Progress, Rule
 
 from ._phrases import LABELS, PATTERN, is_chinese, parse_changes
 

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from agui import cancelled, resolved, run_events, run_input, user
 
-from adapter import Adapter, ScriptedBackend
+from adapter import Adapter
+from adapter.backends import ScriptedBackend
 from examples import form_assist
 from examples.form_assist._phrases import to_int
 

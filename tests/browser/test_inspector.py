@@ -15,7 +15,8 @@ from served_demo import serve_demo
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from adapter import Adapter, ScriptedBackend, create_app
+from adapter import Adapter, create_app
+from adapter.backends import ScriptedBackend
 
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 

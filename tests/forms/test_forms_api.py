@@ -10,16 +10,10 @@ import pytest
 from agui import collect
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, interrupt_of, of, say, spied
 
-from adapter import (
-    Adapter,
-    AdapterError,
-    ConfigurationError,
-    FormDefinition,
-    MemoryStore,
-    ScriptedBackend,
-    UserInputTool,
-)
+from adapter import Adapter, AdapterError, ConfigurationError, FormDefinition, UserInputTool
 from adapter._forms import ActivityConflict, pending_form, transition  # private on purpose: the card's status moves
+from adapter.backends import ScriptedBackend
+from adapter.stores import MemoryStore
 from examples import meeting_room
 from examples.meeting_room import MEETING_FORM, RULES, reserve_meeting_room
 from examples.support_ticket import RULES as TICKET_RULES

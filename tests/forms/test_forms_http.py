@@ -10,8 +10,8 @@ from ag_ui.core import ActivityMessage, ToolMessage
 from agui import Thread, cancelled, resolved
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, spied
 
-from adapter import Adapter, ScriptedBackend
-from adapter.backends import Call, Rule
+from adapter import Adapter
+from adapter.backends import Call, Rule, ScriptedBackend
 from examples import demo_agent
 from examples.meeting_room import MEETING_FORM, RULES, reserve_meeting_room
 from examples.support_ticket import RULES as TICKET_RULES

@@ -10,7 +10,8 @@ import pytest
 from agui import collect
 from formkit import BOOKING, interrupt_of, of, say
 
-from adapter import Adapter, ModelRequest, ScriptedBackend, TextDelta, TurnEvent, TurnEventType
+from adapter import Adapter, TurnEvent, TurnEventType
+from adapter.backends import ModelRequest, ScriptedBackend, TextDelta
 from examples.meeting_room import MEETING_FORM, RULES, reserve_meeting_room
 
 

@@ -11,8 +11,8 @@ from ag_ui.core import ToolMessage
 from agui import collect
 from formkit import DETAILS, TICKET_REQUEST, arguments, interrupt_of, of, say, spied
 
-from adapter import Adapter, FormRequired, ScriptedBackend, ToolContext, tool
-from adapter.backends import Call, Rule
+from adapter import Adapter, FormRequired, ToolContext, tool
+from adapter.backends import Call, Rule, ScriptedBackend
 from examples.support_ticket import RULES as TICKET_RULES
 from examples.support_ticket import SUPPORT_TICKET_FORM, create_support_ticket
 

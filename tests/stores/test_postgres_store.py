@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from adapter import PostgresStore
-from adapter.stores import StoreConflict, ThreadChange
+from adapter.stores import PostgresStore, StoreConflict, ThreadChange
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection

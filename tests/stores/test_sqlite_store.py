@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from adapter import Adapter, FormDefinition, ScriptedBackend
-from adapter.backends import Call, Rule
+from adapter import Adapter, FormDefinition
+from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import SQLiteStore, StoreConflict, StoredMessage, StoreUnavailable, ThreadChange
 
 LEGACY = Path(__file__).with_name("legacy_v1.db")
