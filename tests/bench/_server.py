@@ -9,7 +9,8 @@ Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU
 (`time.process_time()`, every thread), `POST /__profile/start` and `/__profile/stop` switch cProfile
 on the event loop's thread on and off (stop writes the stats to `--profile-out`).
 
-The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens.
+The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens. The
+benchmarks start it through `Server`, below with the other client-side helpers they share.
 """
 
 from __future__ import annotations
@@ -19,13 +20,19 @@ import asyncio
 import contextlib
 import cProfile
 import json
+import select
 import socket
+import statistics
+import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import httpx
 import uvicorn
 from ag_ui.core import Event, RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -57,8 +64,9 @@ _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
 def adapter_app(db_path: str | None) -> Starlette:
-    from adapter import Adapter, MemoryStore, PostgresStore, ScriptedBackend, SQLiteStore, TurnStore, create_app
-    from adapter.backends import Call, Rule
+    from adapter import Adapter, create_app
+    from adapter.backends import Call, Rule, ScriptedBackend
+    from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
     backend = ScriptedBackend(
         [
@@ -149,6 +157,124 @@ def main(argv: list[str] | None = None) -> None:
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     asyncio.run(server.serve(sockets=[sock]))
+
+
+# The client side, shared by the benchmarks: a server in its child process, and the CPU it spends on a piece of work.
+
+_START_TIMEOUT = 30.0
+_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+T = TypeVar("T")
+
+
+class Server:
+    """One benchmark server in a child process (this file, run as a script), reachable over loopback."""
+
+    def __init__(self, kind: str, *options: str) -> None:
+        self.kind = kind
+        self.process = subprocess.Popen([sys.executable, __file__, kind, *options], stdout=subprocess.PIPE, text=True)
+        self.url = f"http://127.0.0.1:{self._port()}"
+        # Idle connections expire before uvicorn's 5 s keep-alive timeout closes them under the client.
+        limits = httpx.Limits(keepalive_expiry=2.0)
+        self.http = httpx.AsyncClient(base_url=self.url, timeout=30.0, trust_env=False, limits=limits)
+        self.probe_ms = 0.0
+
+    def _port(self) -> int:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], _START_TIMEOUT)
+        line = self.process.stdout.readline() if ready else ""
+        if not line.startswith("PORT "):
+            self.process.kill()
+            raise RuntimeError(f"the {self.kind} server did not start: {line!r}")
+        return int(line.split()[1])
+
+    async def wait_ready(self) -> None:
+        for _ in range(100):
+            try:
+                await self.cpu()
+                return
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+        raise RuntimeError(f"the {self.kind} server does not answer")
+
+    async def cpu(self) -> float:
+        response = await self.http.get("/__cpu")
+        response.raise_for_status()
+        return float(response.text)
+
+    async def post(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> bytes:
+        content = json.dumps(body).encode()
+        sent = {**_HEADERS, **(headers or {})}
+        async with self.http.stream("POST", f"{MOUNT}/", content=content, headers=sent) as response:
+            raw = b"".join([chunk async for chunk in response.aiter_raw()])
+        if response.status_code != 200:
+            raise RuntimeError(f"{self.kind}: {response.status_code} {raw[:300]!r}")
+        return raw
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def run_input(thread_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    body = {"threadId": thread_id, "runId": new_id("run"), "messages": messages, "tools": [], "context": []}
+    return {**body, "protocolVersion": "1.0", **extra}
+
+
+def events_of(raw: bytes) -> list[dict[str, Any]]:
+    frames = raw.decode().split("\n\n")
+    return [json.loads(frame.removeprefix("data: ")) for frame in frames if frame.startswith("data: ")]
+
+
+def outcome_of(events: list[dict[str, Any]]) -> dict[str, Any]:
+    finished = [event for event in events if event["type"] == "RUN_FINISHED"]
+    if len(finished) != 1:
+        raise RuntimeError(f"expected one RUN_FINISHED, got {[event['type'] for event in events]}")
+    outcome: dict[str, Any] = finished[0].get("outcome", {"type": "success"})
+    return outcome
+
+
+@dataclass
+class Sample:
+    cpu_ms: float
+    wall_ms: float
+
+
+async def cpu_of(server: Server, work: Awaitable[T]) -> tuple[float, T]:
+    """The server's CPU ms while `work` runs, less what the two `/__cpu` reads themselves cost; and its result."""
+    before = await server.cpu()
+    result = await work
+    return (await server.cpu() - before) * 1000 - server.probe_ms, result
+
+
+async def sample(server: Server, work: Callable[[Server], Awaitable[object]]) -> Sample:
+    """One measured call of `work`: its server CPU (as `cpu_of`) and its wall time, the `/__cpu` reads left out."""
+
+    async def timed() -> float:
+        t0 = time.perf_counter()
+        await work(server)
+        return time.perf_counter() - t0
+
+    cpu_ms, wall = await cpu_of(server, timed())
+    return Sample(cpu_ms, wall * 1000)
+
+
+async def calibrate(server: Server, reps: int = 20) -> None:
+    """Measure the CPU a pair of `/__cpu` reads costs the server, to subtract it from every sample."""
+    server.probe_ms = 0.0
+    server.probe_ms = statistics.median([(await sample(server, _idle)).cpu_ms for _ in range(reps)])
+
+
+async def _idle(server: Server) -> None:
+    return None
 
 
 if __name__ == "__main__":

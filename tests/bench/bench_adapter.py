@@ -26,104 +26,33 @@ import asyncio
 import json
 import os
 import pstats
-import select
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
-from _server import NAVIGATE, ROUND_TRIP_PROMPT, STREAM_PROMPT, WORDS
+from _server import (
+    NAVIGATE,
+    ROUND_TRIP_PROMPT,
+    STREAM_PROMPT,
+    WORDS,
+    Sample,
+    Server,
+    calibrate,
+    events_of,
+    new_id,
+    outcome_of,
+    run_input,
+    sample,
+)
 
-SERVER = Path(__file__).with_name("_server.py")
 CPU_TARGET = 1.3
 ROUND_TRIP_TARGET = 2.0
-_START_TIMEOUT = 30.0
-_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 _CONTENT = b'"type":"TEXT_MESSAGE_CONTENT"'
-
-
-class Server:
-    """One benchmark server in a child process, reachable over loopback."""
-
-    def __init__(self, kind: str, *options: str) -> None:
-        self.kind = kind
-        self.process = subprocess.Popen(
-            [sys.executable, str(SERVER), kind, *options], stdout=subprocess.PIPE, text=True
-        )
-        self.url = f"http://127.0.0.1:{self._port()}"
-        # Idle connections expire before uvicorn's 5 s keep-alive timeout closes them under the client.
-        limits = httpx.Limits(keepalive_expiry=2.0)
-        self.http = httpx.AsyncClient(base_url=self.url, timeout=30.0, trust_env=False, limits=limits)
-        self.probe_ms = 0.0
-
-    def _port(self) -> int:
-        assert self.process.stdout is not None
-        ready, _, _ = select.select([self.process.stdout], [], [], _START_TIMEOUT)
-        line = self.process.stdout.readline() if ready else ""
-        if not line.startswith("PORT "):
-            self.process.kill()
-            raise RuntimeError(f"the {self.kind} server did not start: {line!r}")
-        return int(line.split()[1])
-
-    async def wait_ready(self) -> None:
-        for _ in range(100):
-            try:
-                await self.cpu()
-                return
-            except httpx.TransportError:
-                await asyncio.sleep(0.05)
-        raise RuntimeError(f"the {self.kind} server does not answer")
-
-    async def cpu(self) -> float:
-        response = await self.http.get("/__cpu")
-        response.raise_for_status()
-        return float(response.text)
-
-    async def post(self, body: dict[str, Any]) -> bytes:
-        content = json.dumps(body).encode()
-        async with self.http.stream("POST", "/agui/", content=content, headers=_HEADERS) as response:
-            raw = b"".join([chunk async for chunk in response.aiter_raw()])
-        if response.status_code != 200:
-            raise RuntimeError(f"{self.kind}: {response.status_code} {raw[:300]!r}")
-        return raw
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-def run_input(thread_id: str, messages: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
-    body = {"threadId": thread_id, "runId": new_id("run"), "messages": messages, "tools": [], "context": []}
-    return {**body, "protocolVersion": "1.0", **extra}
-
-
-def events_of(raw: bytes) -> list[dict[str, Any]]:
-    frames = raw.decode().split("\n\n")
-    return [json.loads(frame.removeprefix("data: ")) for frame in frames if frame.startswith("data: ")]
-
-
-def outcome_of(events: list[dict[str, Any]]) -> dict[str, Any]:
-    finished = [event for event in events if event["type"] == "RUN_FINISHED"]
-    if len(finished) != 1:
-        raise RuntimeError(f"expected one RUN_FINISHED, got {[event['type'] for event in events]}")
-    outcome: dict[str, Any] = finished[0].get("outcome", {"type": "success"})
-    return outcome
 
 
 async def stream_run(server: Server) -> bytes:
@@ -157,32 +86,6 @@ async def capture(adapter: Server) -> dict[str, list[dict[str, Any]]]:
     stream = events_of(await stream_run(adapter))
     first, second = await round_trip(adapter)
     return {"stream": stream, "interrupt": first, "resume": second}
-
-
-@dataclass
-class Sample:
-    cpu_ms: float
-    wall_ms: float
-
-
-async def sample(server: Server, work: Callable[[Server], Awaitable[object]]) -> Sample:
-    """One measured call of `work`: server CPU less what the two `/__cpu` reads themselves cost."""
-    cpu0 = await server.cpu()
-    t0 = time.perf_counter()
-    await work(server)
-    wall = time.perf_counter() - t0
-    cpu1 = await server.cpu()
-    return Sample((cpu1 - cpu0) * 1000 - server.probe_ms, wall * 1000)
-
-
-async def calibrate(server: Server, reps: int = 20) -> None:
-    """Measure the CPU a pair of `/__cpu` reads costs the server, to subtract it from every sample."""
-    server.probe_ms = 0.0
-    server.probe_ms = statistics.median([(await sample(server, _idle)).cpu_ms for _ in range(reps)])
-
-
-async def _idle(server: Server) -> None:
-    return None
 
 
 async def alternate(

@@ -37,14 +37,25 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from _server import KIND_HEADER, NAVIGATE, ROUND_TRIP_PROMPT, SHORT_PROMPT
-from bench_adapter import Row, Server, calibrate, events_of, new_id, outcome_of, round_trip, run_input, table
+from _server import (
+    KIND_HEADER,
+    NAVIGATE,
+    ROUND_TRIP_PROMPT,
+    SHORT_PROMPT,
+    Server,
+    calibrate,
+    cpu_of,
+    events_of,
+    new_id,
+    outcome_of,
+    run_input,
+)
+from bench_adapter import Row, round_trip, table
 
 PAYLOAD_KB = 768
 REQUESTS = ("new", "resume-full", "resume-empty", "next")
 CONCURRENT = 100
 TARGETS = {"slope": 2.0, "payload": 1.5, "fixed": 1.1, "round trip": 1.3}
-_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 
 Body = dict[str, Any]
 
@@ -105,22 +116,10 @@ class Bench:
     async def post(self, kind: str, body: Body, baseline_body: Body | None = None) -> list[dict[str, Any]]:
         if self.server.kind == "baseline" and baseline_body is not None:
             body = baseline_body
-        content = json.dumps(body).encode()
-        headers = {**_HEADERS, KIND_HEADER: kind}
-        async with self.server.http.stream("POST", "/agui/", content=content, headers=headers) as response:
-            raw = b"".join([chunk async for chunk in response.aiter_raw()])
-        if response.status_code != 200:
-            raise RuntimeError(f"{self.server.kind}: {response.status_code} {raw[:300]!r}")
-        events = events_of(raw)
+        events = events_of(await self.server.post(body, headers={KIND_HEADER: kind}))
         if self.capturing:
             self.captured.setdefault(kind, events)
         return events
-
-
-async def cpu_of(server: Server, work: Awaitable[Any]) -> tuple[float, Any]:
-    before = await server.cpu()
-    result = await work
-    return (await server.cpu() - before) * 1000 - server.probe_ms, result
 
 
 async def growth(bench: Bench, size: int) -> dict[str, float]:

@@ -27,7 +27,8 @@ import uuid
 from pathlib import Path
 from urllib.parse import quote
 
-from bench_adapter import Row, Server, alternate, capture, median, round_trip, table
+from _server import Server
+from bench_adapter import Row, alternate, capture, median, round_trip, table
 
 TARGET = 2.0  # Postgres round trip within 2x SQLite's
 
