@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from starlette._utils import get_route_path
 from starlette.routing import BaseRoute, Match, Mount
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -51,6 +50,13 @@ class OneSlashForm:
 
     def _matched(self, scope: Scope) -> bool:
         return any(route.matches(scope)[0] is not Match.NONE for route in self.routes)
+
+
+def get_route_path(scope: Scope) -> str:
+    """The path below the mount point (`root_path`), as the routes see it; "" for the mount point itself."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _other_form(scope: Scope) -> Scope:

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from agui import assert_clean_stream, new_id, run_input, user
 from fastapi import FastAPI
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.routing import Mount
+from starlette.testclient import TestClient
 
 from adapter import Adapter, create_app, mount
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve
@@ -87,3 +91,27 @@ async def test_curl_without_follow_gets_the_stream_at_the_bare_path(serve: Serve
     stream, _, status = output.rpartition(b"\n")
     assert (curl.returncode, status) == (0, b"200")
     assert any(event["type"] == "RUN_FINISHED" for event in assert_clean_stream(stream))
+
+
+SEGMENTS = st.sampled_from(["", "capabilities", "health", "threads/t-known", "threads/t-unknown", "nowhere", "a/b"])
+SLASH_BODY = run_input("t-known", [user("hello")])
+
+
+@pytest.fixture(scope="module")
+def known_thread() -> Iterator[TestClient]:
+    """An app whose thread `t-known` exists, for a client that never follows a redirect."""
+    with TestClient(starlette_app(Adapter(ScriptedBackend())), follow_redirects=False) as client:
+        assert client.post("/agui", json=SLASH_BODY).status_code == 200
+        yield client
+
+
+@settings(max_examples=60, deadline=None)
+@given(segment=SEGMENTS, method=st.sampled_from(["GET", "POST"]))
+def test_a_path_and_its_slashed_form_always_get_the_same_answer(
+    known_thread: TestClient, segment: str, method: str
+) -> None:
+    path = f"/agui/{segment}".rstrip("/")
+    answers = [known_thread.request(method, form, json=SLASH_BODY) for form in (path, path + "/")]
+
+    assert answers[0].status_code == answers[1].status_code, path
+    assert all(not 300 <= answer.status_code < 400 for answer in answers), path
