@@ -18,8 +18,10 @@ from ag_ui.core import (
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Forbidden, ResumeError
-from adapter._access import Access, Action
+from adapter import Action, Forbidden, ResumeError
+
+# Private on purpose: the access rules as properties of the policy objects themselves, over every policy table.
+from adapter._access import Access
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord
 from adapter._view import View
 

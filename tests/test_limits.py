@@ -20,9 +20,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
 
-import adapter._schema_cache
+import adapter._schema_cache  # private on purpose: a spy counts the schema checks the cache saves
 from adapter import Adapter, LimitExceeded
 from adapter import tool as adapter_tool
+
+# Private on purpose: each limit's value, so the tests sit just inside and just past it.
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredMessage, ThreadChange, TurnStore

@@ -8,8 +8,10 @@ from ag_ui.core import AssistantMessage, Message, UserMessage
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from adapter import AdapterError
+
+# Private on purpose: two racing runs' saves, driven at the record handle where the rule lives.
 from adapter._access import Access
-from adapter._errors import AdapterError
 from adapter._record import stored_message
 from adapter._record_handle import RecordHandle
 from adapter.stores import MemoryStore, ThreadChange

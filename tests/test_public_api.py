@@ -167,7 +167,7 @@ def test_the_architecture_page_lists_every_door_completely() -> None:
         assert names == set(importlib.import_module(door).__all__), door
 
 
-PRIVATE_IMPORT = re.compile(r"^\s*from (adapter|schema_tools)(\.\w+)*\._[a-z]\w* import ")
+PRIVATE_IMPORT = re.compile(r"^\s*(from|import) (adapter|schema_tools)(\.\w+)*\._[a-z]\w*( |$)")
 
 
 def test_a_test_imports_a_private_module_only_on_purpose_and_says_why() -> None:

@@ -17,6 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import Adapter, ToolContext, tool
+
+# Private on purpose: the rule is checked against the state machinery, the limit and the framing it must agree with.
 from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._sse import encode_event
 from adapter._state import Kept, ToolState, commit

@@ -11,6 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import ResumeError
+
+# Private on purpose: the takeover rule as an invariant of the resume gate, over records built by hand.
 from adapter._gate import Answer, check_resume
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 

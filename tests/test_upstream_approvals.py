@@ -31,6 +31,8 @@ from test_upstream_frameworks import (
 from upstreams.kit import tool_call_problems
 
 from adapter import create_app
+
+# Private on purpose: the adapter's own placeholder texts, which a framework's refusal must never be replaced by.
 from adapter._conversation import MISSING_RESULT
 from adapter.backends._upstream_events import NO_RESULT
 

@@ -27,6 +27,8 @@ from starlette.routing import Route
 from upstreams.kit import tool_call_problems
 
 from adapter import Adapter
+
+# Private on purpose: the placeholder for a call left without a result, and the SSE framing of the events checked.
 from adapter._conversation import MISSING_RESULT
 from adapter._sse import encode_event
 from adapter.backends import AGUIUpstream
