@@ -16,7 +16,15 @@ from adapter._access import Access
 from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
-from adapter._record import AppliedResume, OpenTurn, ThreadRecord, parse_messages, stored_cards, stored_message
+from adapter._record import (
+    AppliedResume,
+    OpenTurn,
+    PendingCall,
+    ThreadRecord,
+    parse_messages,
+    stored_cards,
+    stored_message,
+)
 from adapter.stores import (
     StaleClaim,
     StoreConflict,
@@ -185,14 +193,29 @@ class RecordHandle:
             raise AdapterError("another request took this turn over", code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": None})
 
-    async def hold_turn(self, turn: OpenTurn, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
-        """Store the answers applied so far, while the backend's own answers are forwarded; the claim stays."""
+    async def hold_turn(
+        self, pending: list[PendingCall], history: Sequence[Message], moved: Sequence[Message] = ()
+    ) -> OpenTurn:
+        """Store the answers applied so far, the claimed turn waiting on `pending` while they are forwarded.
+
+        The stored turn keeps this run's claim: should the replica die mid-forward, the claim lapses after the
+        lease and the same answers take the turn over (`adapter._gate`); an unclaimed turn would wait forever.
+        """
+        assert self.record.open_turn is not None and self._fence is not None  # only a claimed turn is held
+        turn = self.record.open_turn.model_copy(update={"pending": pending})
         await self._save(self._change(history, moved, open_turn=_json(turn)), history)
         self.record = self.record.model_copy(update={"open_turn": turn})
+        return turn
 
     async def reopen_turn(self, turn: OpenTurn) -> None:
-        """The backend refused its answers or could not be reached: the turn waits again, its answers unspent."""
-        applied = self._head.applied if self._head is not None else None  # the records as read, before the claim
+        """The backend refused its answers or could not be reached: the turn waits again, unclaimed, answers unspent.
+
+        The applied record goes back to what it was before the claim, unless that was a lapsed claim's own
+        unfinished one (this run took the turn over): restored, it would refuse every resume as "still applying".
+        """
+        applied = self._head.applied if self._head is not None else None
+        if applied is not None and applied.get("outcome") is None:
+            applied = None
         waiting = turn.model_copy(update={"claimed_by": None, "claimed_at": None})
         try:
             await self._save(ThreadChange(open_turn=_json(waiting), applied=applied))

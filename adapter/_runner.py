@@ -244,8 +244,7 @@ class Run:
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
             backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
-            self.held = gate.turn.model_copy(update={"pending": backend_calls})
-            await self.handle.hold_turn(self.held, history, settled.activities)
+            self.held = await self.handle.hold_turn(backend_calls, history, settled.activities)
         else:
             await self.handle.close_turn(history, settled.activities)
         return settled

@@ -1,0 +1,183 @@
+"""A replica that dies while forwarding answers to the backend's own interrupt: after the lease, the same resume ends
+the turn, exactly once; a forward refused after such a takeover gives the turn back unclaimed and not blocked."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ag_ui.core import Interrupt, RunAgentInput
+from agui import collect, resolved, run_input, user
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from adapter import Adapter, MemoryStore, ModelRequest, SQLiteStore, TextDelta
+from adapter._errors import BackendError
+from adapter._types import BackendInterrupt, BackendItem
+from adapter.stores import ThreadHead, TurnStore
+
+LEASE = timedelta(minutes=5)
+ANSWER = resolved("up-1", {"approved": True})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+class Upstream:
+    """Stops for its own interrupt; each forward of its answers then dies, is refused or is accepted, as scripted.
+
+    A forward that "dies" hangs until `release` is set, as a replica that died or stalled mid-forward.
+    """
+
+    def __init__(self, script: list[str]) -> None:
+        self.script = list(script)
+        self.forwards: list[str] = []
+        self.hanging = asyncio.Semaphore(0)
+        self.release = asyncio.Event()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        if not request.resume:
+            yield BackendInterrupt([Interrupt(id="up-1", reason="confirmation")])
+            return
+        what = self.script.pop(0) if self.script else "accept"
+        self.forwards.append(what)
+        if what == "die":
+            self.hanging.release()
+            await self.release.wait()
+            yield TextDelta("late")
+        elif what == "refuse":
+            raise BackendError("The upstream agent failed: no such interrupt", code="UPSTREAM_ERROR")
+        else:
+            yield TextDelta("accepted")
+
+
+async def resume(replica: Adapter, entry: dict[str, Any] = ANSWER) -> list[dict[str, Any]]:
+    return await collect(replica.run(RunAgentInput.model_validate(run_input("t", [], resume=[entry]))), resumed=True)
+
+
+async def head(store: TurnStore) -> ThreadHead:
+    stored = await store.load("t", since=None)
+    assert stored is not None
+    return stored.head
+
+
+def blocked(turn_head: ThreadHead) -> bool:
+    """An unclaimed open turn beside an unfinished applied record: every resume would get "still applying"."""
+    applied = turn_head.applied
+    unclaimed = turn_head.open_turn is not None and turn_head.open_turn["claimed_by"] is None
+    return unclaimed and applied is not None and applied["outcome"] is None
+
+
+async def dying(replica: Adapter, upstream: Upstream) -> asyncio.Future[list[dict[str, Any]]]:
+    """Resume on `replica` and wait until its forward hangs: a replica about to die."""
+    hung = asyncio.ensure_future(resume(replica))
+    await upstream.hanging.acquire()
+    return hung
+
+
+def texts(stored: dict[str, Any] | None) -> list[str]:
+    assert stored is not None
+    return [m["content"] for m in stored["messages"] if m["role"] == "assistant" and m.get("content")]
+
+
+async def test_a_replica_that_dies_mid_forward_is_taken_over_with_the_same_answer(tmp_path: Path) -> None:
+    """Two replicas on one SQLite file: the first hangs mid-forward, the second finishes the turn after the lease."""
+    upstream, clock = Upstream(["die"]), Clock()
+    first, second = (
+        Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE) for _ in range(2)
+    )
+    await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
+    hung = await dying(first, upstream)
+
+    during = await head(second.store)
+    early = await resume(second)
+    clock.now += LEASE
+    other = await resume(second, resolved("up-1", {"approved": False}))
+    taken_over = await resume(second)
+    after = await head(second.store)
+    replayed = await resume(second)
+    upstream.release.set()
+    late = await hung
+    await first.aclose()
+
+    assert during.open_turn is not None and during.open_turn["claimed_by"] is not None  # the claim is stored
+    assert (early[-1]["type"], early[-1]["code"]) == ("RUN_ERROR", "RESUME_CONFLICT")
+    assert (other[-1]["code"], "may have run" in other[-1]["message"]) == ("RESUME_CONFLICT", True)
+    assert taken_over[-1]["outcome"] == {"type": "success"} and replayed[-1]["outcome"] == {"type": "success"}
+    assert (late[-1]["type"], late[-1]["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
+    assert await head(second.store) == after  # the dead replica's late writes were fenced off
+    assert upstream.forwards == ["die", "accept"]  # the replay forwarded nothing
+    assert texts(await second.thread("t")) == ["accepted"]
+    await second.aclose()
+
+
+async def test_a_forward_refused_after_a_takeover_gives_the_turn_back_unclaimed(tmp_path: Path) -> None:
+    upstream, clock = Upstream(["die", "refuse"]), Clock()
+    first, second = (
+        Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE) for _ in range(2)
+    )
+    await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
+    hung = await dying(first, upstream)
+    clock.now += LEASE
+
+    refused = await resume(second)
+    reopened = await head(second.store)
+    applied = await resume(second)
+    upstream.release.set()
+    await hung
+    await first.aclose()
+
+    assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "UPSTREAM_ERROR")
+    assert reopened.open_turn is not None and [c["interrupt_id"] for c in reopened.open_turn["pending"]] == ["up-1"]
+    assert (reopened.open_turn["claimed_by"], reopened.open_turn["claimed_at"]) == (None, None)
+    assert not blocked(reopened)
+    assert applied[-1]["outcome"] == {"type": "success"}
+    assert upstream.forwards == ["die", "refuse", "accept"]
+    await second.aclose()
+
+
+async def attempts(script: list[str]) -> None:
+    """Resume with one answer on a fresh replica per attempt, each forward going as `script` says, until accepted."""
+    store, clock, upstream = MemoryStore(), Clock(), Upstream(script)
+
+    def replica() -> Adapter:
+        return Adapter(upstream, store=store, clock=clock, claim_lease=LEASE)
+
+    await collect(replica().run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
+    dead: list[tuple[Adapter, asyncio.Future[list[dict[str, Any]]]]] = []
+    for what in script:
+        if what == "die":
+            one = replica()
+            dead.append((one, await dying(one, upstream)))
+            turn = (await head(store)).open_turn
+            assert turn is not None and turn["claimed_by"] is not None
+            assert (await resume(replica()))[-1]["code"] == "RESUME_CONFLICT"  # a live claim is never raced
+            clock.now += LEASE
+        else:
+            assert (await resume(replica()))[-1]["code"] == "UPSTREAM_ERROR"
+        assert not blocked(await head(store))
+    assert (await resume(replica()))[-1]["outcome"] == {"type": "success"}
+    finished = await head(store)
+    upstream.release.set()
+    for one, hung in dead:
+        assert (await hung)[-1]["type"] == "RUN_ERROR"
+        await one.aclose()
+    assert await head(store) == finished
+    assert (await resume(replica()))[-1]["outcome"] == {"type": "success"}  # a replay: nothing forwarded
+    assert upstream.forwards == [*script, "accept"]
+    assert texts(await replica().thread("t")) == ["accepted"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from(["die", "refuse"]), max_size=4))
+def test_whatever_became_of_earlier_forwards_the_same_answer_ends_the_turn_once(script: list[str]) -> None:
+    """No forward that died or was refused leaves the thread blocked; the same answer then ends the turn once."""
+    asyncio.run(attempts(script))
