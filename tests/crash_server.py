@@ -1,9 +1,11 @@
-"""A replica for the crash test: one approval-gated tool whose executions are journaled, on SQLite.
+"""A replica for the crash test: one approval-gated tool, and an upstream interrupt, journaled, on SQLite.
 
     python tests/crash_server.py PORT DB JOURNAL LEASE_SECONDS
 
-The `pay` tool appends `{"key": idempotency_key, "pid": ...}` to JOURNAL, then waits while the file
-JOURNAL.hold exists: the test kills the process with SIGKILL there, mid-tool.
+The `pay` tool appends `{"key": idempotency_key, "pid": ...}` to JOURNAL, and an answer forwarded to the
+upstream's own interrupt (asked for by "confirm") appends `{"forward": payload, "pid": ...}`; each then
+waits while the file JOURNAL.hold exists: the test kills the process with SIGKILL there, mid-tool or
+mid-forward.
 """
 
 from __future__ import annotations
@@ -12,32 +14,58 @@ import asyncio
 import json
 import os
 import sys
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
 import uvicorn
+from ag_ui.core import Interrupt
 from starlette.applications import Starlette
 
 from adapter import Adapter, ToolContext, create_app, tool
-from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.backends import BackendInterrupt, BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore
 
 
+async def held(journal: Path, entry: dict[str, object]) -> None:
+    """Journal `entry`, then wait while JOURNAL.hold exists."""
+    with journal.open("a") as lines:
+        lines.write(json.dumps({**entry, "pid": os.getpid()}) + "\n")
+    hold = journal.with_name(journal.name + ".hold")
+    while hold.exists():
+        await asyncio.sleep(0.02)
+
+
+class Confirming:
+    """The scripted backend, but "confirm" stops for the upstream's own interrupt, and its answer is journaled."""
+
+    def __init__(self, scripted: ScriptedBackend, journal: Path) -> None:
+        self.scripted = scripted
+        self.journal = journal
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        if request.resume:
+            await held(self.journal, {"forward": request.resume[0].payload})
+            yield TextDelta("confirmed")
+        elif request.messages and request.messages[-1].content == "confirm":
+            yield BackendInterrupt([Interrupt(id="up-1", reason="confirmation")])
+        else:
+            async for item in self.scripted.stream(request):
+                yield item
+
+
 def build(db: str, journal: Path, lease: float) -> Starlette:
-    """The sub-app: "pay N" asks for approval of `pay`, which runs once approved."""
+    """The sub-app: "pay N" asks for approval of `pay`, which runs once approved; "confirm" asks the upstream's."""
 
     @tool(requires_approval=True)
     async def pay(amount: str, ctx: ToolContext) -> str:
         """Pay an amount."""
-        with journal.open("a") as lines:
-            lines.write(json.dumps({"key": ctx.idempotency_key, "pid": os.getpid()}) + "\n")
-        hold = journal.with_name(journal.name + ".hold")
-        while hold.exists():
-            await asyncio.sleep(0.02)
+        await held(journal, {"key": ctx.idempotency_key})
         return f"paid {amount}"
 
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
-    adapter = Adapter(ScriptedBackend(rules), tools=[pay], store=SQLiteStore(db), claim_lease=timedelta(seconds=lease))
+    backend = Confirming(ScriptedBackend(rules), journal)
+    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db), claim_lease=timedelta(seconds=lease))
     return create_app(adapter)
 
 

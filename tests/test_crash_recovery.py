@@ -1,4 +1,4 @@
-"""A resume whose replica dies mid-tool is finished by another after the lease, exactly once in the store."""
+"""A resume whose replica dies mid-tool or mid-forward is finished by another after the lease, once in the store."""
 
 from __future__ import annotations
 
@@ -237,3 +237,52 @@ async def test_a_replica_killed_mid_tool_is_finished_by_the_next(tmp_path: Path)
     assert [run["pid"] for run in runs] == [first.process.pid, second.process.pid]
     assert runs[0]["key"] == runs[1]["key"]  # at-least-once, with one idempotency key
     assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
+
+
+@pytest.mark.slow
+async def test_a_replica_killed_mid_forward_is_finished_by_the_next(tmp_path: Path) -> None:
+    """Killed while it forwards an answer to the upstream's own interrupt: the same answer finishes the turn, once."""
+    db, journal = tmp_path / "turns.db", tmp_path / "journal"
+    hold = tmp_path / "journal.hold"
+    first = Replica(db, journal, lease=0.5)
+    replicas = [first]
+    try:
+        async with httpx.AsyncClient(timeout=_BOUND) as http:
+            await first.ready(http)
+            thread = Client(http, first.url).thread()
+            (interrupt,) = (await thread.say("confirm")).interrupts
+            answer = resolved(interrupt["id"], {"approved": True})
+            hold.touch()
+            forwarding = asyncio.ensure_future(thread.resume(answer))
+
+            async def forwarded() -> bool | None:
+                return len(journaled(journal)) == 1 or None
+
+            await until(forwarded, "the answer to be forwarded")
+            first.kill()
+            with contextlib.suppress(httpx.TransportError):
+                await forwarding
+            hold.unlink()
+            second = Replica(db, journal, lease=0.5)
+            replicas.append(second)
+            await second.ready(http)
+            again = Client(http, second.url).thread(thread_id=thread.id)
+
+            async def finished() -> Reply | None:
+                reply = await again.resume(answer, clean=False)
+                return None if reply.of("RUN_ERROR") and reply.error["code"] == "RESUME_CONFLICT" else reply
+
+            reply = await until(finished, "the lease to lapse")
+            replayed = await again.resume(answer)
+            stored = (await again.client.get(f"/threads/{thread.id}")).json()
+    finally:
+        for replica in replicas:
+            if replica.process.poll() is None:
+                replica.kill()
+
+    assert reply.outcome == {"type": "success"}
+    runs = journaled(journal)
+    assert runs == [{"forward": {"approved": True}, "pid": p} for p in (first.process.pid, second.process.pid)]
+    assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
+    said = [m.get("content") for m in stored["messages"] if m["role"] == "assistant"]
+    assert said.count("confirmed") == 1 and stored["interrupts"] == []

@@ -14,10 +14,9 @@ from agui import collect, resolved, run_input, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter, MemoryStore, ModelRequest, SQLiteStore, TextDelta
-from adapter._errors import BackendError
-from adapter._types import BackendInterrupt, BackendItem
-from adapter.stores import ThreadHead, TurnStore
+from adapter import Adapter
+from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta
+from adapter.stores import MemoryStore, SQLiteStore, ThreadHead, TurnStore
 
 LEASE = timedelta(minutes=5)
 ANSWER = resolved("up-1", {"approved": True})
