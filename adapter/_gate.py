@@ -91,6 +91,8 @@ class Resume:
 
     turn: OpenTurn
     answers: list[Answer]
+    earlier: AppliedResume | None = None
+    """The unfinished resume of the lapsed claim this one takes over: its answers applied before it died stand."""
 
 
 async def check_resume(
@@ -119,12 +121,41 @@ async def check_resume(
         return None
     if turn.claim_holds(now, claim_lease):
         raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
+    applied = record.applied if record is not None else None
+    earlier = applied if lapsed and applied is not None and applied.run_id == turn.claimed_by else None
+    if earlier is not None:
+        entries = _still_to_apply(earlier, turn, entries)
     answers = _collect_answers(turn, entries, run_input)
-    if lapsed and record is not None and record.applied is not None and record.applied.run_id == turn.claimed_by:
-        _refuse_contradiction(record.applied, answers)
+    if earlier is not None:
+        _refuse_contradiction(earlier, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
-    return Resume(turn, answers)
+    return Resume(turn, answers, earlier)
+
+
+def _still_to_apply(earlier: AppliedResume, turn: OpenTurn, entries: list[ResumeEntry]) -> list[ResumeEntry]:
+    """The entries a takeover applies: the lapsed claim's answers that no longer wait were applied already.
+
+    A claim that died forwarding the backend's answers had applied the answers to our own interrupts
+    (their tools run, their results stored): the same resume sent again repeats them, and is let through.
+    """
+    remaining = []
+    for entry in entries:
+        if turn.find(entry.interrupt_id) is not None or entry.interrupt_id not in earlier.fingerprints:
+            remaining.append(entry)
+        elif not _repeats(earlier, entry):
+            raise ResumeError(
+                f"interrupt {entry.interrupt_id} was already answered differently", code=codes.RESUME_CONFLICT
+            )
+    return remaining
+
+
+def _repeats(applied: AppliedResume, entry: ResumeEntry) -> bool:
+    """`entry` says what `applied` answered its interrupt with, or is the same submission again."""
+    request_id = _request_id(entry.metadata)
+    if request_id is not None and applied.request_ids.get(entry.interrupt_id) == request_id:
+        return True  # the same submission again, whatever it says now: it was applied once
+    return answer_fingerprint(entry.status, entry.payload) == applied.fingerprints[entry.interrupt_id]
 
 
 def _refuse_contradiction(earlier: AppliedResume, answers: list[Answer]) -> None:
@@ -155,10 +186,7 @@ def _replay_of(record: ThreadRecord | None, entries: list[ResumeEntry]) -> Repla
     if not entries or applied is None or any(entry.interrupt_id not in applied.fingerprints for entry in entries):
         return None
     for entry in entries:
-        request_id = _request_id(entry.metadata)
-        if request_id is not None and applied.request_ids.get(entry.interrupt_id) == request_id:
-            continue  # the same submission again, whatever it says now: it was applied once
-        if answer_fingerprint(entry.status, entry.payload) != applied.fingerprints[entry.interrupt_id]:
+        if not _repeats(applied, entry):
             raise ResumeError(
                 f"interrupt {entry.interrupt_id} was already answered differently", code=codes.RESUME_CONFLICT
             )

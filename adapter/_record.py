@@ -123,6 +123,18 @@ class AppliedResume(BaseModel):
         """The interrupts whose answers may have started work; an older record's answered approvals all count."""
         return self.started if self.started is not None else [*self.approvals]
 
+    def taken_over_by(self, later: AppliedResume) -> AppliedResume:
+        """`later`, which took this unfinished resume over: this one's answers that `later` does not repeat stand."""
+        return later.model_copy(
+            update={
+                "fingerprints": {**self.fingerprints, **later.fingerprints},
+                "request_ids": {**self.request_ids, **later.request_ids},
+                "action_ids": {**self.action_ids, **later.action_ids},
+                "approvals": sorted({*self.approvals, *later.approvals}),
+                "started": sorted({*self.may_have_started(), *later.may_have_started()}),
+            }
+        )
+
 
 class ThreadRecord(BaseModel):
     """The small records the store keeps beside a thread's messages (see `adapter.stores`)."""

@@ -153,6 +153,8 @@ class RecordHandle:
             approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
             started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
         )
+        if gate.earlier is not None:
+            applied = gate.earlier.taken_over_by(applied)
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
         try:
             await self._save(change)

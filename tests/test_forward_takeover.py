@@ -14,8 +14,8 @@ from agui import collect, resolved, run_input, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter
-from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta
+from adapter import Adapter, tool
+from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta, ToolCall
 from adapter.stores import MemoryStore, SQLiteStore, ThreadHead, TurnStore
 
 LEASE = timedelta(minutes=5)
@@ -58,8 +58,9 @@ class Upstream:
             yield TextDelta("accepted")
 
 
-async def resume(replica: Adapter, entry: dict[str, Any] = ANSWER) -> list[dict[str, Any]]:
-    return await collect(replica.run(RunAgentInput.model_validate(run_input("t", [], resume=[entry]))), resumed=True)
+async def resume(replica: Adapter, entries: dict[str, Any] | list[dict[str, Any]] = ANSWER) -> list[dict[str, Any]]:
+    body = run_input("t", [], resume=entries if isinstance(entries, list) else [entries])
+    return await collect(replica.run(RunAgentInput.model_validate(body)), resumed=True)
 
 
 async def head(store: TurnStore) -> ThreadHead:
@@ -141,6 +142,48 @@ async def test_a_forward_refused_after_a_takeover_gives_the_turn_back_unclaimed(
     assert applied[-1]["outcome"] == {"type": "success"}
     assert upstream.forwards == ["die", "refuse", "accept"]
     await second.aclose()
+
+
+async def test_a_takeover_repeats_the_answers_the_dead_replica_applied_before_its_forward(tmp_path: Path) -> None:
+    """An approval answered with the upstream's interrupt: its tool ran before the forward, and is not run again."""
+    payments: list[str] = []
+
+    @tool(requires_approval=True)
+    async def pay(amount: str) -> str:
+        """Pay an amount."""
+        payments.append(amount)
+        return f"paid {amount}"
+
+    class AlsoPaying(Upstream):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+            if not request.resume:
+                yield ToolCall("call-pay", "pay", '{"amount": "10"}')
+            async for item in super().stream(request):
+                yield item
+
+    upstream, clock = AlsoPaying(["die"]), Clock()
+    store = tmp_path / "turns.db"
+    first, second = (
+        Adapter(upstream, tools=[pay], store=SQLiteStore(store), clock=clock, claim_lease=LEASE) for _ in range(2)
+    )
+    asked = await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
+    approval, upstreams = [resolved(i["id"], {"approved": True}) for i in asked[-1]["outcome"]["interrupts"]]
+    entries = [approval, upstreams]
+    hung = asyncio.ensure_future(resume(first, entries))
+    await upstream.hanging.acquire()
+    clock.now += LEASE
+
+    denied = await resume(second, [{**approval, "payload": {"approved": False}}, upstreams])
+    taken_over = await resume(second, entries)
+    replayed = await resume(second, entries)
+    upstream.release.set()
+    await hung
+    await first.aclose()
+    await second.aclose()
+
+    assert (denied[-1]["code"], "answered differently" in denied[-1]["message"]) == ("RESUME_CONFLICT", True)
+    assert taken_over[-1]["outcome"] == {"type": "success"} and replayed[-1]["outcome"] == {"type": "success"}
+    assert payments == ["10"] and upstream.forwards == ["die", "accept"]
 
 
 async def attempts(script: list[str]) -> None:
