@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from adapter import ResumeError
 
 # Private on purpose: the takeover rule as an invariant of the resume gate, over records built by hand.
-from adapter._gate import Answer, check_resume
+from adapter._gate import Answer, Resume, check_resume
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 
 LEASE = timedelta(minutes=5)
@@ -89,3 +89,39 @@ def test_an_approval_starts_work_only_when_approved() -> None:
         True,
         False,
     ]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS))
+def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
+    kind: str, earlier: tuple[str, Any], later: tuple[str, Any]
+) -> None:
+    """A claim that died forwarding the backend's answer had applied its answer to int_1, which waits no more.
+
+    The same answer to int_1 is a repeat (nothing applies it again) and the takeover's record keeps it; a
+    different one is refused with RESUME_CONFLICT.
+    """
+    backend = call("backend").model_copy(update={"interrupt_id": "int_2", "tool_call_id": None})
+    record = lapsed_record(kind, earlier, None)
+    assert record.open_turn is not None and record.applied is not None
+    record.open_turn.pending = [backend]
+    record.applied.fingerprints["int_2"] = answer_fingerprint("resolved", {"approved": True})
+    entries = [
+        ResumeEntry(interrupt_id="int_1", status=later[0], payload=later[1]),  # type: ignore[arg-type]
+        ResumeEntry(interrupt_id="int_2", status="resolved", payload={"approved": True}),
+    ]
+    run_input = RunAgentInput(thread_id="t1", run_id="r2", messages=[], tools=[], context=[], resume=entries)
+
+    try:
+        gate = asyncio.run(check_resume(record, run_input, now=NOW, claim_lease=LEASE, edited_args_schemas={}))
+    except ResumeError as refused:
+        assert answer_fingerprint(*later) != answer_fingerprint(*earlier)
+        assert refused.code == "RESUME_CONFLICT"
+        return
+
+    assert answer_fingerprint(*later) == answer_fingerprint(*earlier)
+    assert isinstance(gate, Resume) and [a.call.interrupt_id for a in gate.answers] == ["int_2"]
+    assert gate.earlier == record.applied
+    taking_over = AppliedResume(run_id="r2", fingerprints={"int_2": record.applied.fingerprints["int_2"]})
+    kept = gate.earlier.taken_over_by(taking_over)
+    assert (kept.run_id, kept.fingerprints) == ("r2", record.applied.fingerprints)
