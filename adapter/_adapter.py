@@ -24,6 +24,7 @@ from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
 from adapter._interrupts import InterruptPolicy
+from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
 from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
@@ -68,6 +69,10 @@ class Adapter:
         predict_state: Tools (server or client) whose arguments write part of the shared state: the
             state shows them while the model streams them, and keeps them if the call succeeds
             (docs/tools.md, "Predictive state updates").
+        max_state_bytes: The most one state change may build, whoever makes it (a backend's `STATE_DELTA`, a
+            tool's `patch_state`): the state plus every value the patch adds or copies, about as JSON bytes,
+            each value counting at least 16. Past it a backend's delta ends the run with
+            `STATE_PATCH_TOO_LARGE`, and a tool's `patch_state` raises `ValueError` (docs/security.md).
         history: Who keeps the conversation. "client" (the default): each input's `messages` are the
             history, as AG-UI clients send it; the store keeps only what it lacks. "server": the stored
             conversation is the history, and an input's `messages` only add the ones the store does not
@@ -98,6 +103,7 @@ class Adapter:
         max_client_tools: int = 128,
         max_client_tool_bytes: int = 256 * 1024,
         predict_state: Iterable[PredictState] = (),
+        max_state_bytes: int = MAX_PATCHED_BYTES,
         history: HistoryMode = "client",
         authorize: Authorize | None = None,
         clock: Callable[[], datetime] | None = None,
@@ -110,6 +116,8 @@ class Adapter:
             raise ConfigurationError("max_steps must be at least 1")
         if max_client_tools < 0 or max_client_tool_bytes < 0:
             raise ConfigurationError("max_client_tools and max_client_tool_bytes must not be negative")
+        if isinstance(max_state_bytes, bool) or not isinstance(max_state_bytes, int) or max_state_bytes < 1:
+            raise ConfigurationError("max_state_bytes must be a positive number of bytes")
         if history not in get_args(HistoryMode):
             raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
         registered = list(forms)
@@ -125,6 +133,7 @@ class Adapter:
             client_tool_policy=client_tool_policy,
             predictions=_predictions(predict_state),
             client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
+            max_state_bytes=max_state_bytes,
             history=history,
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),

@@ -93,7 +93,8 @@ async def settle_answers(
                 settled.kept.append(Kept(call.state_patch))
             continue
         predicted = _predicted(answer, config)
-        state = ToolState(starting_state(gate.turn.state, predicted))
+        limit = config.max_state_bytes
+        state = ToolState(starting_state(gate.turn.state, predicted, limit), limit)
         outcome = await _settle_one(answer, toolset, run_input, state, principal)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))

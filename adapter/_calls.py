@@ -89,10 +89,10 @@ def with_prediction(suspension: Suspension, predicted: list[Operation]) -> Suspe
     return replace(suspension, pending=suspension.pending.model_copy(update={"state_patch": predicted}))
 
 
-def starting_state(state: JSON, predicted: list[Operation]) -> JSON:
+def starting_state(state: JSON, predicted: list[Operation], max_bytes: int) -> JSON:
     """The state a call starts from: the run's, with what the call's own arguments predicted."""
     try:
-        return patched(state, predicted)
+        return patched(state, predicted, max_bytes)
     except PatchError:
         return state
 
@@ -159,9 +159,13 @@ async def run_calls(
             done.suspensions.append(with_prediction(waits, predicted.get(call.id, [])))
         elif waits is not None:
             runnable.append((call, waits))
+    limit = config.max_state_bytes
     contexts = {
         call.id: tool_context(
-            run_input, call.id, ToolState(starting_state(state, predicted.get(call.id, []))), principal=principal
+            run_input,
+            call.id,
+            ToolState(starting_state(state, predicted.get(call.id, []), limit), limit),
+            principal=principal,
         )
         for call, _ in runnable
     }

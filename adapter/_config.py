@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from adapter._access import Access
 from adapter._interrupts import InterruptPolicy
+from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
 from adapter._predict import PredictState
 from adapter._tools import BaseTool
@@ -56,6 +57,7 @@ class EngineConfig:
     clock: Callable[[], datetime]
     predictions: tuple[PredictState, ...] = ()
     client_tool_limits: ClientToolLimits = field(default_factory=ClientToolLimits)
+    max_state_bytes: int = MAX_PATCHED_BYTES
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
 

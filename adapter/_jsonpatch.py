@@ -2,6 +2,11 @@
 
 Small on purpose: the adapter only needs to follow the state a backend streams, and adds no runtime
 dependency for it.
+
+Applying a patch costs at most about `max_bytes` of work, whoever sends it: the document and every value an
+operation adds or copies are measured (`_Budget`) before they are copied, and a patch that would exceed the budget
+is refused with `PatchTooLarge` before the copy is made. Twenty `copy` operations that each double the document
+would otherwise build millions of values.
 """
 
 from __future__ import annotations
@@ -11,27 +16,70 @@ import re
 from collections.abc import Sequence
 from typing import Any, Final
 
+from adapter._errors import STATE_PATCH_TOO_LARGE
 from adapter._limits import depth_exceeds
 
 _BAD_ESCAPE: Final = re.compile(r"~(?![01])")  # RFC 6901: "~" only as "~0" (a tilde) or "~1" (a slash)
+MAX_PATCHED_BYTES: Final = 8 * 1024 * 1024
+"""The default budget of one patch: the document plus what it adds or copies, measured as `_Budget` does."""
+_VALUE_COST: Final = 16
+"""What each value (and each object member) counts besides its text: copying many tiny values is not free."""
 
 
 class PatchError(ValueError):
     """A patch that does not apply to the document."""
 
 
-def apply_patch(document: Any, patch: Sequence[Any], *, max_depth: int | None = None) -> Any:
+class PatchTooLarge(PatchError):
+    """A patch whose result would exceed the budget; refused before the copy that would exceed it."""
+
+    code = STATE_PATCH_TOO_LARGE
+
+
+class _Budget:
+    """What a patch may still build: about the bytes of its JSON, each value counting `_VALUE_COST` more."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.left = limit
+
+    def spend(self, value: Any) -> None:
+        """Count `value` against the budget, walking no more of it than the budget has left."""
+        stack = [value]
+        while stack:
+            node = stack.pop()
+            self.left -= _VALUE_COST
+            if isinstance(node, str):
+                self.left -= len(node)
+            elif isinstance(node, dict):
+                self.left -= sum(len(key) + _VALUE_COST for key in node)
+                stack.extend(node.values())
+            elif isinstance(node, list):
+                stack.extend(node)
+            if self.left < 0:
+                raise PatchTooLarge(f"the patched state would exceed {self.limit} bytes")
+
+
+def apply_patch(
+    document: Any, patch: Sequence[Any], *, max_depth: int | None = None, max_bytes: int = MAX_PATCHED_BYTES
+) -> Any:
     """Return `document` with `patch` applied; the input is never changed. Atomic: all or nothing.
 
     With `max_depth`, a value an operation puts at a place where the document would nest more than
     `max_depth` levels is refused. Only what is put is measured: removing never deepens a document,
     so one that starts within the limit stays within it.
+
+    Raises:
+        PatchTooLarge: The document and the values the patch adds or copies exceed `max_bytes`.
+        PatchError: The patch does not apply.
     """
+    budget = _Budget(max_bytes)
+    budget.spend(document)
     result = copy.deepcopy(document)
     for operation in patch:
         if not isinstance(operation, dict) or not isinstance(operation.get("path"), str):
             raise PatchError(f"not a patch operation: {operation!r}")
-        result = _apply(result, operation, max_depth)
+        result = _apply(result, operation, max_depth, budget)
     return result
 
 
@@ -42,7 +90,7 @@ def _fits(path: str, value: Any, max_depth: int | None) -> Any:
     return value
 
 
-def _apply(document: Any, operation: dict[str, Any], max_depth: int | None) -> Any:
+def _apply(document: Any, operation: dict[str, Any], max_depth: int | None, budget: _Budget) -> Any:
     op, path = operation.get("op"), operation["path"]
     if op == "test":
         if _get(document, path) != operation.get("value"):
@@ -52,20 +100,22 @@ def _apply(document: Any, operation: dict[str, Any], max_depth: int | None) -> A
         source = operation.get("from")
         if not isinstance(source, str):
             raise PatchError(f"{op} needs 'from'")
-        value = _fits(path, copy.deepcopy(_get(document, source)), max_depth)
+        value = _fits(path, _get(document, source), max_depth)
         if op == "move":
-            document = _remove(document, source)
-        return _add(document, path, value)
+            return _add(_remove(document, source), path, value)  # the value leaves its place: no copy
+        budget.spend(value)
+        return _add(document, path, copy.deepcopy(value))
     if op == "remove":
         return _remove(document, path)
     if "value" not in operation:
         raise PatchError(f"{op} needs 'value'")
     value = _fits(path, operation["value"], max_depth)
+    budget.spend(value)
     if op == "add":
         return _add(document, path, copy.deepcopy(value))
     if op == "replace":
         _get(document, path)  # must exist
-        return _add(_remove(document, path), path, copy.deepcopy(value)) if path else value
+        return _add(_remove(document, path), path, copy.deepcopy(value)) if path else copy.deepcopy(value)
     raise PatchError(f"unknown op {op!r}")
 
 

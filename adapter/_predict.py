@@ -13,9 +13,16 @@ pydantic-ai's and the Dojo's `predictive_state_updates` agents, Microsoft Agent 
 See https://docs.copilotkit.ai/langgraph-python/shared-state/predictive-state-updates and
 https://learn.microsoft.com/en-us/agent-framework/integrations/ag-ui/state-management.
 
-Deltas are coalesced, one per `COALESCE_CHARS` characters of arguments and one at the end, so a
-long document does not resend itself with every token. The prediction is kept only if the call
-succeeds (`adapter._state.commit`).
+Each delta says what changed since the last one (`changes`): new object members and array items are
+added, changed ones replaced, so a growing list costs what it adds. RFC 6902 cannot append to a string,
+so a growing string is sent whole each time. To keep the bytes linear in the arguments all the same,
+the streamed deltas share a budget: together they send at most `DELTA_BUDGET` bytes per byte of arguments
+received, and a delta that does not fit waits (the arguments are parsed again at most about every
+`COALESCE_CHARS` characters, and only while `PARSE_BUDGET` allows). The last delta, when the arguments are
+complete, always goes: with it, a call's deltas send at most about `DELTA_BUDGET + 1` times its arguments'
+size. A long document therefore shows each time it has about doubled, plus when it is done; CopilotKit
+mirrors every `TOOL_CALL_ARGS` piece itself. The prediction is kept only if the call succeeds
+(`adapter._state.commit`).
 """
 
 from __future__ import annotations
@@ -36,8 +43,14 @@ log = logging.getLogger("adapter.predict")
 PREDICT_STATE: Final = "PredictState"
 """The CUSTOM event's name, as CopilotKit reads it."""
 COALESCE_CHARS: Final = 200
-"""Characters of streamed arguments between two predicted STATE_DELTAs."""
+"""The fewest characters of streamed arguments between two predicted STATE_DELTAs."""
+DELTA_BUDGET: Final = 2
+"""Bytes of streamed STATE_DELTA operations per byte of arguments received so far."""
+PARSE_BUDGET: Final = 8
+"""Characters parsed per character of arguments received so far: parsing is linear too."""
 _ABSENT = object()
+_FRAME: Final = len(f"data: {StateDeltaEvent(delta=[]).model_dump_json(by_alias=True)}\n\n")
+"""The bytes a STATE_DELTA takes on the wire besides its operations."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +94,25 @@ class ArgsPrediction:
         self.entries = list(entries)
         self._text: list[str] = []
         self._size = 0
+        self._bytes = 0
         self._parsed_at = 0
+        self._parsed = 0
+        self._sent = 0
         self.shown: dict[str, Any] = {}
+        self._whole: set[str] = set()
+        """State keys the client may hold another value for: their next delta sends the value whole."""
 
     def feed(self, piece: str) -> list[BaseEvent]:
-        """Take a piece of the arguments; a delta once enough has arrived since the last one."""
+        """Take a piece of the arguments; a delta once enough has arrived since the last one, within the budget."""
         self._text.append(piece)
         self._size += len(piece)
-        if self._size - self._parsed_at < COALESCE_CHARS:
+        self._bytes += len(piece.encode())
+        if self._size - self._parsed_at < COALESCE_CHARS or self._parsed + self._size > PARSE_BUDGET * self._size:
             return []
         self._parsed_at = self._size
-        return self._deltas(_partial("".join(self._text)))
+        self._parsed += self._size
+        self._text = ["".join(self._text)]
+        return self._deltas(_partial(self._text[0]), room=DELTA_BUDGET * self._bytes - self._sent)
 
     def finish(self, arguments: str) -> list[BaseEvent]:
         """The complete arguments: the last delta, if they say more than was shown."""
@@ -99,22 +120,72 @@ class ArgsPrediction:
             parsed = json.loads(arguments or "{}")
         except ValueError:
             parsed = _partial(arguments)
-        return self._deltas(parsed if isinstance(parsed, dict) else {})
+        return self._deltas(parsed if isinstance(parsed, dict) else {}, room=None)
+
+    def rebase(self) -> None:
+        """Another state event reached the client: send each key whole next time."""
+        self._whole.update(self.shown)
 
     @property
     def operations(self) -> list[Operation]:
         """The predicted change as patch operations: each state key set to its last shown value."""
         return [{"op": "add", "path": pointer(key), "value": value} for key, value in self.shown.items()]
 
-    def _deltas(self, arguments: Mapping[str, Any]) -> list[BaseEvent]:
-        changes: list[Operation] = []
+    def _deltas(self, arguments: Mapping[str, Any], room: int | None) -> list[BaseEvent]:
+        """The delta from what the client shows to what `arguments` say; none if it costs more than `room` bytes."""
+        changed: dict[str, Any] = {}
+        operations: list[Operation] = []
         for entry in self.entries:
             value = entry.value(arguments)
-            if value is _ABSENT or self.shown.get(entry.state_key, _ABSENT) == value:
+            if value is _ABSENT:
                 continue
-            self.shown[entry.state_key] = value
-            changes.append({"op": "add", "path": pointer(entry.state_key), "value": value})
-        return [StateDeltaEvent(delta=changes)] if changes else []
+            key = entry.state_key
+            ops = changes(self.shown.get(key, _ABSENT) if key not in self._whole else _ABSENT, value, pointer(key))
+            if ops:
+                changed[key] = value
+                operations += ops
+        if not operations:
+            return []
+        cost = _FRAME + _cost(operations)
+        if room is not None and cost > room:
+            return []
+        self._sent += cost
+        self.shown.update(changed)
+        self._whole.difference_update(changed)
+        return [StateDeltaEvent(delta=operations)]
+
+
+def changes(shown: Any, value: Any, path: str) -> list[Operation]:
+    """RFC 6902 operations from `shown` to `value` at `path`: what changed, or `value` whole when that is shorter."""
+    whole: list[Operation] = [{"op": "add", "path": path, "value": value}]
+    if shown is _ABSENT:
+        return whole
+    ops = _diff(shown, value, path)
+    return whole if ops and len(ops) > 1 and _cost(ops) > _cost(whole) else ops
+
+
+def _diff(old: Any, new: Any, path: str) -> list[Operation]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        ops: list[Operation] = [{"op": "remove", "path": _at(path, key)} for key in old if key not in new]
+        for key, value in new.items():
+            at = _at(path, key)
+            ops += _diff(old[key], value, at) if key in old else [{"op": "add", "path": at, "value": value}]
+        return ops
+    if isinstance(old, list) and isinstance(new, list) and len(old) <= len(new):
+        ops = [op for i, (a, b) in enumerate(zip(old, new, strict=False)) for op in _diff(a, b, f"{path}/{i}")]
+        return ops + [{"op": "add", "path": f"{path}/{i}", "value": v} for i, v in enumerate(new[len(old) :], len(old))]
+    if type(old) is type(new) and old == new:
+        return []
+    return [{"op": "replace", "path": path, "value": new}]
+
+
+def _at(path: str, key: str) -> str:
+    return path + pointer(key)
+
+
+def _cost(operations: list[Operation]) -> int:
+    """The bytes the operations take on the wire, near enough."""
+    return len(json.dumps(operations, ensure_ascii=False, separators=(",", ":")).encode())
 
 
 def _partial(text: str) -> dict[str, Any]:
@@ -150,6 +221,11 @@ class Predictor:
         """A piece of a call's arguments: the deltas it makes, if any."""
         prediction = self._calls.get(call_id)
         return prediction.feed(piece) if prediction else []
+
+    def rebase(self) -> None:
+        """Another STATE_SNAPSHOT or STATE_DELTA reached the client: each prediction's next delta is whole."""
+        for prediction in self._calls.values():
+            prediction.rebase()
 
     def finish(self, call_id: str, arguments: str) -> list[BaseEvent]:
         """A call's complete arguments: the last delta, if any."""

@@ -48,7 +48,7 @@ from adapter._predict import Predictor
 from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
-from adapter._state import advance_state, commit, resumed_state, shown_state
+from adapter._state import commit, resumed_state, shown_state
 from adapter._toolset import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
@@ -207,7 +207,7 @@ class Run:
         for message in settled.messages:
             if message.id not in settled.client_message_ids:
                 yield result_event(message)
-        state, changes = resumed_state(gate.turn, settled.kept)
+        state, changes = resumed_state(gate.turn, settled.kept, self.config.max_state_bytes)
         for change in changes:
             yield change
         if settled.suspensions:
@@ -259,6 +259,8 @@ class Run:
                 provisional=dict(self.provisional),
                 predictor=Predictor(self.config.predictions, state),
                 taken={m.id for m in history},
+                state=state,
+                max_state_bytes=self.config.max_state_bytes,
             )
             self.open_step = step
             request = model_request(
@@ -280,7 +282,7 @@ class Run:
             finally:
                 telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
             resume = ()  # answers for the backend's own interrupts go with the first request only
-            state = advance_state(state, step.state_events)
+            state = step.state
             self.open_step = None
             self.usage.extend(step.usage)
             self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
@@ -300,7 +302,7 @@ class Run:
             for message in done.results:
                 history.append(message)
                 yield result_event(message)
-            state, changes = commit(state, done.kept, resync=done.dropped)
+            state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
             for change in changes:
                 yield change
             if suspensions:
@@ -339,7 +341,8 @@ class Run:
         for form in forms:
             yield activity_event(form)
         yield MessagesSnapshotEvent(messages=history)  # SNAP-1a: the whole history before an interrupt's RUN_FINISHED
-        shown = shown_state(state, pending)  # what the client shows, predictions of waiting calls included
+        # What the client shows, predictions of waiting calls included.
+        shown = shown_state(state, pending, self.config.max_state_bytes)
         if shown is not None:
             yield StateSnapshotEvent(snapshot=shown)
         yield self._finished_event(outcome)

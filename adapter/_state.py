@@ -21,7 +21,8 @@ from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from adapter._jsonpatch import PatchError, apply_patch
+from adapter._errors import STATE_PATCH_TOO_LARGE, AdapterError
+from adapter._jsonpatch import MAX_PATCHED_BYTES, PatchError, PatchTooLarge, apply_patch
 from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._record import OpenTurn, PendingCall
 from adapter._types import JSON
@@ -40,16 +41,17 @@ def as_json(value: Any) -> JSON:
         raise TypeError(f"state must be JSON: {exc}") from None
 
 
-def patched(state: JSON, operations: Sequence[Operation]) -> JSON:
+def patched(state: JSON, operations: Sequence[Operation], max_bytes: int = MAX_PATCHED_BYTES) -> JSON:
     """`state` with `operations` applied; no state yet counts as `{}` (AG-UI's baseline, SNAP-4)."""
-    return apply_patch(state if state is not None else {}, operations) if operations else state
+    return apply_patch(state if state is not None else {}, operations, max_bytes=max_bytes) if operations else state
 
 
 class ToolState:
     """The run's state as one tool call sees it, with the changes the call makes to it."""
 
-    def __init__(self, base: JSON) -> None:
+    def __init__(self, base: JSON, max_bytes: int = MAX_PATCHED_BYTES) -> None:
         self._value = copy.deepcopy(base)
+        self._max_bytes = max_bytes
         self.operations: list[Operation] = []
         self.replaced = False
 
@@ -68,14 +70,15 @@ class ToolState:
 
         Raises:
             PatchError: The operations do not apply, or the engine could not send them or keep the result
-                (an invalid pointer such as `/a~b`, a string with no UTF-8 form, a state nested too deeply).
+                (an invalid pointer such as `/a~b`, a string with no UTF-8 form, a state nested too deeply),
+                or they would build more than `Adapter(max_state_bytes=...)` (`PatchTooLarge`).
                 Refused here, the tool sees the error, rather than the run failing after the tool's effects.
         """
         ops = as_json([dict(operation) for operation in operations])
         _check_sendable(lambda: StateDeltaEvent(delta=ops))
         if ops:
             base = self._value if self._value is not None else {}
-            self._value = apply_patch(base, ops, max_depth=STATE_DEPTH)  # measures only what the ops put
+            self._value = apply_patch(base, ops, max_depth=STATE_DEPTH, max_bytes=self._max_bytes)
         self.operations.extend(ops)
 
     def replace(self, value: Any) -> None:
@@ -117,7 +120,9 @@ class Kept:
     tool: ToolState | None = None
 
 
-def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[JSON, list[BaseEvent]]:
+def commit(
+    state: JSON, kept: Sequence[Kept], *, resync: bool = False, max_bytes: int = MAX_PATCHED_BYTES
+) -> tuple[JSON, list[BaseEvent]]:
     """The state after the calls that succeeded, and the events that bring the client there.
 
     The client already shows every predicted change (streamed with the arguments), so predictions
@@ -128,7 +133,7 @@ def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[
     snapshot = resync
     for each in kept:
         try:
-            state = patched(state, each.predicted)
+            state = patched(state, each.predicted, max_bytes)
         except PatchError:
             log.warning("a predicted state change no longer applies; it is dropped")
             snapshot = True
@@ -140,7 +145,7 @@ def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[
             state, snapshot = each.tool.value, True
             continue
         try:
-            state = patched(state, each.tool.operations)
+            state = patched(state, each.tool.operations, max_bytes)
         except PatchError:
             log.warning("a tool's state change no longer applies after the other calls' changes; it is dropped")
             snapshot = True
@@ -151,31 +156,39 @@ def commit(state: JSON, kept: Sequence[Kept], *, resync: bool = False) -> tuple[
     return state, deltas
 
 
-def advance_state(state: JSON, events: Sequence[BaseEvent]) -> JSON:
-    """The state after a backend's STATE_SNAPSHOT and STATE_DELTA events; a delta that fails to apply is skipped."""
+def advance_state(state: JSON, events: Sequence[BaseEvent], max_bytes: int = MAX_PATCHED_BYTES) -> JSON:
+    """The state after a backend's STATE_SNAPSHOT and STATE_DELTA events; a delta that fails to apply is skipped.
+
+    Raises:
+        AdapterError: `STATE_PATCH_TOO_LARGE`, a delta that would build more than `max_bytes`.
+    """
     for event in events:
         if isinstance(event, StateSnapshotEvent):
             state = event.snapshot
         elif isinstance(event, StateDeltaEvent):
             try:
                 delta = event.model_dump(mode="json", by_alias=True)["delta"]
-                state = apply_patch(state if state is not None else {}, delta)
+                state = apply_patch(state if state is not None else {}, delta, max_bytes=max_bytes)
+            except PatchTooLarge as exc:
+                raise AdapterError(f"The backend sent a state change that {exc}.", code=STATE_PATCH_TOO_LARGE) from None
             except PatchError:
                 log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
     return state
 
 
-def shown_state(state: JSON, pending: Sequence[PendingCall]) -> JSON:
+def shown_state(state: JSON, pending: Sequence[PendingCall], max_bytes: int = MAX_PATCHED_BYTES) -> JSON:
     """The state as the client shows it while calls wait: the run's, with their predictions."""
     for call in pending:
         try:
-            state = patched(state, call.state_patch)
+            state = patched(state, call.state_patch, max_bytes)
         except PatchError:
             log.warning("the prediction of waiting call %s no longer applies; it is not shown", call.tool_call_id)
     return state
 
 
-def resumed_state(turn: OpenTurn, kept: Sequence[Kept]) -> tuple[JSON, list[BaseEvent]]:
+def resumed_state(
+    turn: OpenTurn, kept: Sequence[Kept], max_bytes: int = MAX_PATCHED_BYTES
+) -> tuple[JSON, list[BaseEvent]]:
     """The state once a turn's answers are applied, and one STATE_SNAPSHOT of it (the client's view is uncertain).
 
     No snapshot when the turn has no state and nothing changed it.
@@ -184,4 +197,4 @@ def resumed_state(turn: OpenTurn, kept: Sequence[Kept]) -> tuple[JSON, list[Base
     changed = any(each.predicted or (each.tool is not None and each.tool.changed) for each in kept)
     if turn.state is None and not (predicted or changed):
         return None, []
-    return commit(turn.state, kept, resync=True)
+    return commit(turn.state, kept, resync=True, max_bytes=max_bytes)

@@ -34,8 +34,11 @@ from adapter._conversation import MISSING_RESULT, model_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
+from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._predict import Predictor
+from adapter._state import advance_state
 from adapter._types import (
+    JSON,
     Backend,
     BackendInterrupt,
     BackendItem,
@@ -97,8 +100,10 @@ class Step:
     """Results the backend reported for deferred calls before its interrupt: each stands unless it gives another."""
     taken: set[str] = field(default_factory=set)
     """Message ids the thread already uses: a backend's name for a new message must be a new one (EVT-3)."""
-    state_events: list[BaseEvent] = field(default_factory=list)
-    """STATE_SNAPSHOT and STATE_DELTA events the backend streamed, in order: they move the run's state."""
+    state: JSON = None
+    """The run's state, moved by the backend's STATE_SNAPSHOT and STATE_DELTA events as they stream."""
+    max_state_bytes: int = MAX_PATCHED_BYTES
+    """The most one of those deltas may build (`Adapter(max_state_bytes=...)`)."""
     predictor: Predictor = field(default_factory=Predictor)
     """The state the calls' arguments predict, as they stream (`Adapter(predict_state=...)`)."""
     streaming: dict[str, tuple[Segment, list[str]]] = field(default_factory=dict)
@@ -132,10 +137,15 @@ class Step:
         return closing
 
     def track(self, event: BaseEvent) -> None:
-        """Remember what a passthrough event opened, or forget what it closed."""
+        """Remember what a passthrough event opened, or forget what it closed; follow the state it changes.
+
+        Raises:
+            AdapterError: `STATE_PATCH_TOO_LARGE`, before the delta reaches the client.
+        """
         kind = event.type
         if kind in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA):
-            self.state_events.append(event)
+            self.state = advance_state(self.state, [event], self.max_state_bytes)
+            self.predictor.rebase()
         elif kind == EventType.STEP_STARTED:
             name = getattr(event, "step_name", "")
             self.closers[f"step:{name}"] = StepFinishedEvent(step_name=name)

@@ -59,6 +59,7 @@ DOORS = {
         "ToolCall",
         "ToolCallChunk",
         "ToolOutcome",
+        "UpstreamLimits",
         "Usage",
         "confirmation_call_id",
         "gated_call_ids",

@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 from ag_ui.core import BaseEvent, StateDeltaEvent, StateSnapshotEvent
-from client_state import follow
+from client_state import follow, states
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from adapter import PredictState
 
@@ -15,6 +17,7 @@ from adapter import PredictState
 from adapter._jsonpatch import PatchError
 from adapter._predict import COALESCE_CHARS, ArgsPrediction, Predictor, announce
 from adapter._record import OpenTurn, PendingCall
+from adapter._sse import encode_event
 from adapter._state import Kept, ToolState, advance_state, commit, resumed_state
 
 ADD_A = {"op": "add", "path": "/a", "value": 1}
@@ -199,3 +202,92 @@ def test_the_complete_arguments_resend_nothing_already_shown() -> None:
 
     assert len(prediction.feed(arguments)) == 1
     assert prediction.finish(arguments) == []
+
+
+def wire(events: list[Any]) -> list[dict[str, Any]]:
+    return [json.loads(encode_event(event).removeprefix("data: ")) for event in events]
+
+
+def predicted(entry: PredictState, arguments: str, cuts: list[int], state: Any = None) -> tuple[list[Any], int]:
+    """The STATE_DELTAs of one call whose arguments arrive in pieces of the `cuts` sizes, and their wire bytes."""
+    prediction = ArgsPrediction([entry])
+    events, start, i = [], 0, 0
+    while start < len(arguments):
+        size = cuts[i % len(cuts)]
+        events += prediction.feed(arguments[start : start + size])
+        start, i = start + size, i + 1
+    events += prediction.finish(arguments)
+    return events, sum(len(encode_event(event).encode()) for event in events)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=300),
+    lambda inner: st.lists(inner, max_size=6) | st.dictionaries(st.text(max_size=8), inner, max_size=6),
+    max_leaves=60,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    document=st.text(max_size=3000) | st.integers(0, 120_000).map(lambda n: "lorem ipsum é " * (n // 14)),
+    cuts=st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=6),
+)
+def test_a_streamed_string_costs_at_most_three_times_its_arguments(document: str, cuts: list[int]) -> None:
+    arguments = json.dumps({"document": document, "title": "t"}, ensure_ascii=False)
+    events, sent = predicted(PredictState("write", "document", "document"), arguments, cuts)
+
+    assert sent <= 3 * len(arguments.encode()) + 256
+    shown = states({"document": "old"}, wire(events))
+    assert all(document.startswith(each["document"]) for each in shown)
+    assert shown[-1] == {"document": document}
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    value=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6),
+    whole=st.booleans(),
+    cuts=st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=6),
+)
+def test_a_streamed_value_arrives_by_changes_any_client_can_apply(
+    value: dict[str, Any], whole: bool, cuts: list[int]
+) -> None:
+    arguments = json.dumps({"plan": value} if not whole else value, ensure_ascii=False)
+    entry = PredictState("plan", "plan", None if whole else "plan")
+    events, sent = predicted(entry, arguments, cuts)
+
+    assert sent <= 3 * len(arguments.encode()) + 256
+    assert follow({"plan": ["stale"], "other": 1}, wire(events)) == {"plan": value, "other": 1}
+
+
+def test_a_long_document_is_sent_in_few_deltas_and_linear_bytes() -> None:
+    document = "All work and no play makes Jack a dull boy. " * 2400  # about 100 KB
+    arguments = json.dumps({"document": document})
+
+    events, sent = predicted(PredictState("write", "document", "document"), arguments, [4])
+
+    assert sent <= 3 * len(arguments) and len(events) < 20  # was 25.6 MB in 501 deltas
+    assert follow({}, wire(events)) == {"document": document}
+
+
+def test_after_another_state_event_the_next_delta_sends_the_value_whole() -> None:
+    items = [f"step {i}" for i in range(60)]
+    arguments = json.dumps({"steps": items})
+    prediction = ArgsPrediction([PredictState("plan", "steps", "steps")])
+    first = prediction.feed(arguments[: len(arguments) // 2])
+
+    prediction.rebase()  # e.g. the backend sent STATE_SNAPSHOT {}: the client lost the steps it had
+    rest = prediction.feed(arguments[len(arguments) // 2 :]) + prediction.finish(arguments)
+
+    assert first and follow({}, wire(rest)) == {"steps": items}
+
+
+def test_a_growing_list_is_sent_as_its_new_items() -> None:
+    items = [{"description": f"step number {i}", "status": "pending"} for i in range(200)]
+    arguments = json.dumps({"steps": items})
+
+    events, sent = predicted(PredictState("plan", "steps", "steps"), arguments, [25])
+
+    assert len(events) > 20 and sent < 2 * len(arguments)
+    wholes = [op for event in wire(events) for op in event["delta"] if op["path"] == "/steps"]
+    assert len(wholes) <= 3  # the first delta, and any while a list of a few items costs less whole
+    assert follow({}, wire(events)) == {"steps": items}

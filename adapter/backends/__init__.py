@@ -23,6 +23,7 @@ from adapter._types import (
 from adapter.backends._openai import OpenAIChatBackend
 from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
 from adapter.backends._upstream import AGUIUpstream
+from adapter.backends._upstream_limits import UpstreamLimits
 
 __all__ = [
     "AGUIUpstream",
@@ -44,6 +45,7 @@ __all__ = [
     "ToolCall",
     "ToolCallChunk",
     "ToolOutcome",
+    "UpstreamLimits",
     "Usage",
     "confirmation_call_id",
     "gated_call_ids",

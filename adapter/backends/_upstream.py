@@ -9,10 +9,13 @@ How its events become items is described in `_upstream_events`.
     HTTP status other than 2xx, a body that is not an event stream,
     a broken connection, a timeout, an invalid event, no terminal event,
     the upstream's RUN_ERROR or a cancelled outcome                        -> UPSTREAM_ERROR
+    a line, an event or the body too large, too many events, no event for
+    `event_timeout`, a run longer than `run_timeout` (`UpstreamLimits`)    -> UPSTREAM_LIMIT
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 
@@ -23,9 +26,10 @@ from adapter._errors import ConfigurationError
 from adapter._ids import new_id
 from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
-from adapter.backends._openai_errors import Redactor, read_bounded
+from adapter.backends._openai_errors import MAX_ERROR_BODY, Redactor
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 from adapter.backends._upstream_events import EventReader, content_text, read_items, upstream_error
+from adapter.backends._upstream_limits import ACCEPTED_ENCODINGS, UpstreamLimits, body_pieces, limited_lines
 
 log = logging.getLogger("adapter.backends.upstream")
 
@@ -43,6 +47,8 @@ class AGUIUpstream(ClientOwner):
         headers: Extra headers for every request (credentials for the upstream); their values are redacted
             from error messages.
         timeout: Per-request timeout. Not given: the client's own, or `DEFAULT_TIMEOUT` for an owned one.
+        limits: What one upstream run may send (sizes, event count, time without events, whole-run time);
+            past a limit the step fails with `UPSTREAM_LIMIT`. Not given: `UpstreamLimits()`'s defaults.
     """
 
     def __init__(
@@ -52,8 +58,14 @@ class AGUIUpstream(ClientOwner):
         client: httpx.AsyncClient | UseDefault = DEFAULT,
         headers: Mapping[str, str] | None = None,
         timeout: float | httpx.Timeout | None | UseDefault = DEFAULT,
+        limits: UpstreamLimits | None = None,
     ) -> None:
-        self._headers = {"accept": "text/event-stream", "content-type": "application/json"} | dict(headers or {})
+        self._limits = limits or UpstreamLimits()
+        self._headers = {
+            "accept": "text/event-stream",
+            "accept-encoding": ACCEPTED_ENCODINGS,
+            "content-type": "application/json",
+        } | dict(headers or {})
         self._redact = Redactor.of(_secrets(headers or {}))
         self._app = None if isinstance(target, str) else target
         if isinstance(target, str):
@@ -74,12 +86,13 @@ class AGUIUpstream(ClientOwner):
         body = self.run_input(request).model_dump_json(by_alias=True, exclude_none=True)
         tools = frozenset(t.name for t in request.tools)
         reader = EventReader(tools, self._redact, _unanswered(request.messages), _sent(request.messages))
+        started = asyncio.get_running_loop().time()
         try:
             async with self._client.stream(
                 "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
             ) as response:
                 await self._check(response)
-                async for item in read_items(response.aiter_lines(), reader):
+                async for item in read_items(limited_lines(response, self._limits, started), reader):
                     yield item
         except httpx.TimeoutException as exc:
             raise upstream_error("The upstream agent did not answer in time.") from exc
@@ -105,7 +118,7 @@ class AGUIUpstream(ClientOwner):
         received = media_type(response)
         if response.is_success and received == "text/event-stream":
             return
-        detail = self._redact((await read_bounded(response)).decode("utf-8", errors="replace"))
+        detail = self._redact((await _error_body(response)).decode("utf-8", errors="replace"))
         log.warning("the upstream agent answered HTTP %d (%s): %s", status, received or "no content type", detail)
         if status in (401, 403):
             raise upstream_error(f"The upstream agent refused the credentials (HTTP {status}).")
@@ -114,6 +127,16 @@ class AGUIUpstream(ClientOwner):
         if not response.is_success:
             raise upstream_error(f"The upstream agent failed (HTTP {status}).")
         raise upstream_error("The upstream agent did not answer with an event stream.")
+
+
+async def _error_body(response: httpx.Response) -> bytes:
+    """The start of a body that is not an event stream, decoded in bounded pieces (a gzip bomb stays small)."""
+    body = bytearray()
+    async for piece in body_pieces(response, max_bytes=MAX_ERROR_BODY + 65_536):
+        body += piece
+        if len(body) >= MAX_ERROR_BODY:
+            break
+    return bytes(body[:MAX_ERROR_BODY])
 
 
 def _unanswered(messages: Sequence[Message]) -> set[str]:
