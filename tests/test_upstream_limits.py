@@ -49,13 +49,14 @@ class Hostile:
     chunks: Callable[[], Iterator[bytes]]
     headers: tuple[tuple[bytes, bytes], ...] = ((b"content-type", b"text/event-stream"),)
     pause: float = 0.0
+    status: int = 200
     sent_bytes: int = 0
     sent_chunks: int = 0
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
         await receive()
         gone = asyncio.create_task(receive())  # http.disconnect: the reader stopped
-        await send({"type": "http.response.start", "status": 200, "headers": list(self.headers)})
+        await send({"type": "http.response.start", "status": self.status, "headers": list(self.headers)})
         for chunk in self.chunks():
             if gone.done():
                 return
@@ -80,7 +81,7 @@ async def refusal(backend: AGUIUpstream) -> BackendError:
     return caught.value
 
 
-def endless(*chunks: bytes, then: bytes = b"", up_to: int = 10_000_000) -> Callable[[], Iterator[bytes]]:
+def endless(*chunks: bytes, then: bytes = b"", up_to: int = 20_000) -> Callable[[], Iterator[bytes]]:
     """`chunks`, then `then` again and again (at most `up_to` times, so a missing limit fails rather than hangs)."""
 
     def generate() -> Iterator[bytes]:
@@ -268,3 +269,29 @@ async def test_an_upstream_copy_bomb_ends_the_run_before_it_reaches_the_client()
 def test_max_state_bytes_must_be_a_positive_integer(value: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_state_bytes"):
         Adapter(AGUIUpstream(Hostile(endless(up_to=0))), max_state_bytes=value)
+
+
+async def test_a_gzip_bomb_as_an_error_body_is_read_only_as_far_as_the_log_needs() -> None:
+    bomb = gzip_bomb(64 * 1024 * KIB)
+    headers = ((b"content-type", b"text/plain"), (b"content-encoding", b"gzip"))
+    upstream = Hostile(endless(bomb, up_to=0), headers, status=500)
+    async with AGUIUpstream(upstream) as backend:
+        tracemalloc.start()
+        try:
+            error = await refusal(backend)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    assert (error.code, error.message) == ("UPSTREAM_ERROR", "The upstream agent failed (HTTP 500).")
+    assert peak < 8 * 1024 * KIB
+
+
+@pytest.mark.parametrize("status", [200, 502])
+async def test_a_body_that_does_not_decompress_is_an_upstream_error(status: int) -> None:
+    headers = ((b"content-type", b"text/event-stream"), (b"content-encoding", b"gzip"))
+    async with AGUIUpstream(Hostile(endless(b"not gzip at all", up_to=0), headers, status=status)) as backend:
+        error = await refusal(backend)
+
+    assert error.code == "UPSTREAM_ERROR"
+    assert ("decompress" in error.message) == (status == 200)

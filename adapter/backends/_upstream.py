@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import httpx
 from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInput, ToolMessage
 
-from adapter._errors import ConfigurationError
+from adapter._errors import BackendError, ConfigurationError
 from adapter._ids import new_id
 from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
@@ -132,10 +132,13 @@ class AGUIUpstream(ClientOwner):
 async def _error_body(response: httpx.Response) -> bytes:
     """The start of a body that is not an event stream, decoded in bounded pieces (a gzip bomb stays small)."""
     body = bytearray()
-    async for piece in body_pieces(response, max_bytes=MAX_ERROR_BODY + 65_536):
-        body += piece
-        if len(body) >= MAX_ERROR_BODY:
-            break
+    try:
+        async for piece in body_pieces(response, max_bytes=MAX_ERROR_BODY + 65_536):
+            body += piece
+            if len(body) >= MAX_ERROR_BODY:
+                break
+    except BackendError:
+        pass  # an encoding it may not use, or one that does not decode: the status says enough
     return bytes(body[:MAX_ERROR_BODY])
 
 

@@ -191,6 +191,8 @@ async def paced_lines(lines: AsyncIterator[str], limits: UpstreamLimits, started
             if not timer.expired():
                 raise
             raise _late(limits, whole_run=deadline <= until) from None
+        if loop.time() >= until:  # a line that beat the timer (Python 3.11's wait_for may swallow its cancel)
+            raise _late(limits, whole_run=deadline <= until)
         ended = events.see(line)
         yield line
         if ended:
