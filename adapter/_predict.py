@@ -106,7 +106,7 @@ class ArgsPrediction:
         """Take a piece of the arguments; a delta once enough has arrived since the last one, within the budget."""
         self._text.append(piece)
         self._size += len(piece)
-        self._bytes += len(piece.encode())
+        self._bytes += len(piece.encode(errors="surrogatepass"))
         if self._size - self._parsed_at < COALESCE_CHARS or self._parsed + self._size > PARSE_BUDGET * self._size:
             return []
         self._parsed_at = self._size
@@ -185,7 +185,7 @@ def _at(path: str, key: str) -> str:
 
 def _cost(operations: list[Operation]) -> int:
     """The bytes the operations take on the wire, near enough."""
-    return len(json.dumps(operations, ensure_ascii=False, separators=(",", ":")).encode())
+    return len(json.dumps(operations, ensure_ascii=False, separators=(",", ":")).encode(errors="surrogatepass"))
 
 
 def _partial(text: str) -> dict[str, Any]:
