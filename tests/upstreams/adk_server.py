@@ -14,14 +14,10 @@ GET /deleted lists what the gated tools really did; POST /deleted clears it.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-import sys
 from collections.abc import AsyncGenerator
 from typing import Any
 
-import uvicorn
 from ag_ui_adk import ADKAgent, AGUIToolset, add_adk_fastapi_endpoint
 from fastapi import FastAPI
 from google.adk.agents import LlmAgent
@@ -30,6 +26,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.tools import FunctionTool
 from google.genai import types
+from journal_server import add_journal, serve
 
 DELETED: list[str] = []
 
@@ -92,28 +89,8 @@ def app() -> FastAPI:
         served, ADKAgent(adk_agent=agent, app_name="support", user_id="u", emit_interrupt_outcome=True), "/"
     )
 
-    @served.get("/deleted")
-    def deleted() -> list[str]:
-        return DELETED
-
-    @served.post("/deleted")
-    def clear() -> list[str]:
-        DELETED.clear()
-        return DELETED
-
-    return served
-
-
-async def main() -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    await serving
+    return add_journal(served, DELETED)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    serve(app())

@@ -14,11 +14,8 @@ GET /deleted lists what the gated tools really did; POST /deleted clears it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import socket
-import sys
 import uuid
 from typing import Any
 
@@ -28,7 +25,6 @@ os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network: the cost map that ships with it
 
 import litellm
-import uvicorn
 from ag_ui_crewai import (
     CopilotKitState,
     add_crewai_flow_fastapi_endpoint,
@@ -39,6 +35,7 @@ from ag_ui_crewai import (
 from crewai.flow.flow import Flow, listen, router, start
 from crewai.flow.human_feedback import HumanFeedbackResult, human_feedback
 from fastapi import FastAPI
+from journal_server import add_journal, serve
 
 DELETED: list[str] = []
 ASK = 'Approve this tool call? Answer {"approved": true} or {"approved": false}.'
@@ -142,28 +139,8 @@ def app() -> FastAPI:
     served = FastAPI()
     add_crewai_flow_fastapi_endpoint(served, SupportFlow(), "/", emit_interrupt_outcome=True)
 
-    @served.get("/deleted")
-    def deleted() -> list[str]:
-        return DELETED
-
-    @served.post("/deleted")
-    def clear() -> list[str]:
-        DELETED.clear()
-        return DELETED
-
-    return served
-
-
-async def main() -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    await serving
+    return add_journal(served, DELETED)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    serve(app())

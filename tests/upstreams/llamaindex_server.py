@@ -13,16 +13,13 @@ GET /deleted lists the lookups `lookup_order` really made; POST /deleted clears 
 
 from __future__ import annotations
 
-import asyncio
 import re
-import socket
-import sys
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
-import uvicorn
 from fastapi import FastAPI
+from journal_server import add_journal, serve
 from llama_index.core.base.llms.types import ChatMessage, TextBlock, ToolCallBlock
 from llama_index.core.llms.mock import MockFunctionCallingLLM
 from llama_index.protocols.ag_ui.router import AGUIWorkflowRouter, get_default_workflow_factory
@@ -61,28 +58,8 @@ def app() -> FastAPI:
     served = FastAPI()
     served.add_api_route("/", AGUIWorkflowRouter(factory).run, methods=["POST"])
 
-    @served.get("/deleted")
-    def deleted() -> list[str]:
-        return LOOKED_UP
-
-    @served.post("/deleted")
-    def clear() -> list[str]:
-        LOOKED_UP.clear()
-        return LOOKED_UP
-
-    return served
-
-
-async def main() -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    await serving
+    return add_journal(served, LOOKED_UP)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    serve(app())

@@ -12,16 +12,13 @@ GET /deleted lists what `delete_file` really deleted; POST /deleted clears it.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
-import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
-import uvicorn
 from ag_ui_strands import StrandsAgent, StrandsAgentConfig, ToolBehavior, add_strands_fastapi_endpoint
 from fastapi import FastAPI
+from journal_server import add_journal, serve
 from strands import Agent, tool
 from strands.models.model import Model
 
@@ -96,28 +93,8 @@ def app() -> FastAPI:
     served = FastAPI()
     add_strands_fastapi_endpoint(served, agent, "/")
 
-    @served.get("/deleted")
-    def deleted() -> list[str]:
-        return DELETED
-
-    @served.post("/deleted")
-    def clear() -> list[str]:
-        DELETED.clear()
-        return DELETED
-
-    return served
-
-
-async def main() -> None:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app(), log_level="warning"))
-    serving = asyncio.ensure_future(server.serve(sockets=[listener]))
-    while not server.started:
-        await asyncio.sleep(0.01)
-    print(f"PORT {listener.getsockname()[1]}", flush=True)
-    await serving
+    return add_journal(served, DELETED)
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    serve(app())
