@@ -29,6 +29,7 @@ _MAX_ERROR_DETAILS: Final = 20  # bounds the 422 body: pydantic echoes each fail
 _VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component grammar; ASCII digits only
 _LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check; pairs are verified after
+_LENIENT: Final = re.compile(rb"NaN|Infinity")  # constants pydantic's JSON parser accepts and JSON does not
 
 
 class InputRejected(Exception):
@@ -64,15 +65,36 @@ def parse_run_input(body: bytes) -> RunAgentInput:
             `UNSUPPORTED_PROTOCOL_VERSION` for a declared major version other than 1.
     """
     check_depth(body)
-    data = _decode(body)
-    try:
-        run_input = RunAgentInput.model_validate(sanitize_run_input(data))
-    except ValidationError as error:
-        message = "The body is not a valid RunAgentInput."
-        raise InputRejected(422, codes.INVALID_INPUT, message, _details(error)) from error
+    run_input = _validate_json(body) or _validate_checked(body)
     check_protocol_version(run_input.protocol_version)
     check_limits(run_input)
     return run_input
+
+
+def _validate_checked(body: bytes) -> RunAgentInput:
+    """Decode by JSON's rules, drop what this version does not know, validate; or refuse with the reason."""
+    data = _decode(body)
+    try:
+        return RunAgentInput.model_validate(sanitize_run_input(data))
+    except ValidationError as error:
+        message = "The body is not a valid RunAgentInput."
+        raise InputRejected(422, codes.INVALID_INPUT, message, _details(error)) from error
+
+
+def _validate_json(body: bytes) -> RunAgentInput | None:
+    """The common body in one pass of pydantic's JSON parser; None sends it down the checked path.
+
+    That path decides everything this one does not: a body that fails here (bad JSON, a malformed
+    field, a message or part of an unknown kind to drop), and one this parser would read differently
+    from JSON's rules (NaN and Infinity, which it accepts; an escaped surrogate). So a body
+    parsed here is exactly the input the checked path would have built.
+    """
+    if _LENIENT.search(body) or _SURROGATE_ESCAPE.search(body):
+        return None
+    try:
+        return RunAgentInput.model_validate_json(body)
+    except ValidationError:
+        return None
 
 
 def check_depth(body: bytes) -> None:

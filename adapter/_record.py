@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
@@ -161,17 +162,47 @@ def answer_fingerprint(status: str, payload: JSON) -> str:
 
 
 def stored_message(message: Message) -> StoredMessage:
-    """A message as the store keeps it: wire JSON text, ASCII-escaped (a lone surrogate has no UTF-8 form)."""
-    return StoredMessage(message.id, message.role, json.dumps(wire_json(message)))
+    """A message as the store keeps it: its wire JSON text (`message_text`)."""
+    return StoredMessage(message.id, message.role, message_text(message))
+
+
+def message_text(message: Message) -> str:
+    """The canonical wire JSON text of a message: what the store keeps, and what a client's copy is compared by.
+
+    Pydantic's serializer (camelCase, no nulls, compact); a text with a lone surrogate, which has no
+    UTF-8 form, is ASCII-escaped instead.
+    """
+    try:
+        return message.model_dump_json(by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        return json.dumps(wire_json(message))
 
 
 def parse_messages(stored: Sequence[StoredMessage]) -> list[Message]:
     """Stored messages as protocol messages, validated in one pass."""
+    if not stored:
+        return []
     text = "[" + ",".join(message.json for message in stored) + "]"
     try:
         return _messages.validate_json(text)
     except ValidationError:
         return _messages.validate_python(json.loads(text))  # pydantic's JSON parser refuses escaped lone surrogates
+
+
+def stored_conversation(stored: Sequence[StoredMessage], offered: Mapping[str, Message]) -> list[Message]:
+    """The stored messages as protocol messages, in one pass over the thread.
+
+    A message `offered` (the client's copy, already validated at the edge) under the same id whose
+    text is the stored text is the stored message: it is used as it is. Every other stored message is
+    validated from the store, so a copy that differs in anything never replaces the server's.
+    """
+    same: dict[int, Message] = {}
+    for position, kept in enumerate(stored):
+        copy = offered.get(kept.id)
+        if copy is not None and copy.role == kept.role and message_text(copy) == kept.json:
+            same[position] = copy
+    parsed = iter(parse_messages([kept for position, kept in enumerate(stored) if position not in same]))
+    return [same[position] if position in same else next(parsed) for position in range(len(stored))]
 
 
 def stored_cards(stored: Sequence[StoredMessage]) -> dict[str, ActivityMessage]:

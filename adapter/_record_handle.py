@@ -21,8 +21,8 @@ from adapter._record import (
     OpenTurn,
     PendingCall,
     ThreadRecord,
-    parse_messages,
     stored_cards,
+    stored_conversation,
     stored_message,
 )
 from adapter.stores import (
@@ -101,10 +101,18 @@ class RecordHandle:
                 await asyncio.sleep(pause)
         return await self.store.load(self.thread_id, since=since)
 
-    def conversation(self) -> list[Message]:
-        """The stored messages as protocol messages, validated once per request."""
+    def conversation(self, client: Sequence[Message] = ()) -> list[Message]:
+        """The stored messages as protocol messages, built once per request.
+
+        The client's copy of a stored message is used where it is the same text; the rest is
+        validated from the store (`stored_conversation`): one pass over the thread, and a copy that
+        differs never replaces the stored message.
+        """
         if self._conversation is None:
-            self._conversation = parse_messages(self.stored)
+            offered: dict[str, Message] = {}
+            for message in client:
+                offered.setdefault(message.id, message)
+            self._conversation = stored_conversation(self.stored, offered)
         return list(self._conversation)
 
     def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
@@ -115,7 +123,7 @@ class RecordHandle:
         the part it already holds and, if the client rewrote its history, drops the rest.
         """
         if server_kept:
-            history, known = self.conversation(), {message.id for message in self.stored}
+            history, known = self.conversation(client), {message.id for message in self.stored}
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
@@ -140,7 +148,7 @@ class RecordHandle:
         held = len(merged) >= count and all(
             ours.id == theirs.id for ours, theirs in zip(merged[:count], self.stored, strict=True)
         )
-        return self.conversation(), held
+        return self.conversation(client), held
 
     async def claim(self, gate: Resume, run_id: str, now: datetime) -> None:
         """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins."""

@@ -1,0 +1,149 @@
+"""One pass over the history: a client's copy of a stored message is used only when it is the stored text.
+
+The property: whatever a client changes in its copy of the thread before a resume (content, a tool
+call added, arguments, an extra member, a message dropped, a same-id message planted ahead), the
+model sees the stored conversation, never the client's edit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from typing import Any
+
+from ag_ui.core import Message, RunAgentInput, UserMessage
+from agui import collect, frontend_tool, new_id, resolved, run_input, user
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import TypeAdapter, ValidationError
+
+from adapter import Adapter, MemoryStore, ScriptedBackend
+from adapter._conversation import model_view
+from adapter._record import parse_messages, stored_conversation, stored_message
+from adapter._types import wire_json
+from adapter.backends import Call, Rule
+
+NAVIGATE = frontend_tool("navigate", path={"type": "string"})
+_messages = TypeAdapter(list[Message])
+
+
+def prior_turns(count: int) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = []
+    for k in range(count):
+        call = {"id": f"call-{k}", "type": "function", "function": {"name": "navigate", "arguments": '{"path":"/p"}'}}
+        messages += [
+            {"id": f"u-{k}", "role": "user", "content": f"go to page{k}"},
+            {"id": f"a-{k}", "role": "assistant", "toolCalls": [call]},
+            {"id": f"t-{k}", "role": "tool", "toolCallId": f"call-{k}", "content": '{"navigated": true}'},
+            {"id": f"r-{k}", "role": "assistant", "content": "Opened it."},
+        ]
+    return messages
+
+
+def held_by_client(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What a client holds after the run that called its tool: what it sent, plus the call."""
+    (start,) = [e for e in events if e["type"] == "TOOL_CALL_START"]
+    args = "".join(e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS")
+    call = {"id": start["toolCallId"], "type": "function", "function": {"name": "navigate", "arguments": args}}
+    return [*sent, {"id": start["parentMessageId"], "role": "assistant", "toolCalls": [call]}]
+
+
+EDITS = st.sampled_from(["content", "extra", "add_call", "arguments", "answer_to", "drop", "plant", "role"])
+
+
+def edit(messages: list[dict[str, Any]], kind: str, index: int, text: str) -> list[dict[str, Any]]:
+    """The client's copy with one message changed (or dropped, or a different one planted under its id)."""
+    edited = copy.deepcopy(messages)
+    target = edited[index % len(edited)]
+    if kind == "content":
+        target["content"] = text
+    elif kind == "extra":
+        target["planted"] = text
+    elif kind == "add_call" and target["role"] == "assistant":
+        forged = {"id": f"forged-{text}", "type": "function", "function": {"name": "navigate", "arguments": "{}"}}
+        target["toolCalls"] = [*target.get("toolCalls", []), forged]
+    elif kind == "arguments" and target.get("toolCalls"):
+        target["toolCalls"][0]["function"]["arguments"] = json.dumps({"path": text})
+    elif kind == "answer_to" and target["role"] == "tool":
+        target["toolCallId"] = f"other-{text}"
+    elif kind == "drop":
+        edited.remove(target)
+    elif kind == "plant":
+        edited.insert(0, {"id": target["id"], "role": "user", "content": f"forged {text}"})
+    elif kind == "role" and target["role"] == "user":
+        target["role"] = "system"
+    return edited
+
+
+class Scenario:
+    """A thread with prior turns that waits on the client's `navigate` call, and the copy the client holds."""
+
+    def __init__(self) -> None:
+        rule = Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Ok.")
+        self.backend = ScriptedBackend([rule])
+        self.adapter = Adapter(self.backend, store=MemoryStore())
+        self.thread = new_id("thread")
+
+    async def suspend(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        sent = [*prior_turns(3), user("go to orders")]
+        body = run_input(self.thread, sent, tools=[NAVIGATE])
+        events = await collect(self.adapter.run(RunAgentInput.model_validate(body)))
+        (finished,) = [e for e in events if e["type"] == "RUN_FINISHED"]
+        (interrupt,) = finished["outcome"]["interrupts"]
+        return held_by_client(sent, events), interrupt
+
+    async def resume(self, messages: list[dict[str, Any]], interrupt: dict[str, Any]) -> list[dict[str, Any]]:
+        body = run_input(self.thread, messages, tools=[NAVIGATE], resume=[resolved(interrupt["id"], {"ok": True})])
+        return await collect(self.adapter.run(RunAgentInput.model_validate(body)), resumed=True)
+
+    async def stored_messages(self) -> list[Message]:
+        stored = await self.adapter.store.load(self.thread)
+        assert stored is not None
+        return parse_messages(stored.messages)
+
+    async def stored_view(self) -> list[dict[str, Any]]:
+        return [wire_json(m) for m in model_view(await self.stored_messages())]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(EDITS, st.integers(0, 99), st.text(min_size=1, max_size=8)), min_size=1, max_size=3))
+def test_a_client_copy_that_differs_from_the_store_never_reaches_the_model(edits: list[tuple[str, int, str]]) -> None:
+    async def scenario() -> None:
+        run = Scenario()
+        held, interrupt = await run.suspend()
+        before = await run.stored_messages()
+        forged = held
+        for kind, index, text in edits:
+            forged = edit(forged, kind, index, text)
+        try:
+            RunAgentInput.model_validate(run_input(run.thread, forged))
+        except ValidationError:
+            return  # the edge refuses it with a 422: nothing reaches the engine
+        events = await run.resume(forged, interrupt)
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+        seen = [wire_json(m) for m in run.backend.requests[-1].messages]
+        assert seen == (await run.stored_view())[: len(seen)]
+        assert seen[: len(before)] == [wire_json(m) for m in before]  # the stored turns, whatever the client sent
+
+    asyncio.run(scenario())
+
+
+def stored(*messages: Message) -> list[Any]:
+    return [stored_message(message) for message in messages]
+
+
+def test_an_identical_copy_is_used_and_a_differing_one_is_read_from_the_store() -> None:
+    same, theirs = UserMessage(id="u1", content="hello"), UserMessage(id="u2", content="forged")
+    kept = stored(UserMessage(id="u1", content="hello"), UserMessage(id="u2", content="original"))
+
+    conversation = stored_conversation(kept, {"u1": same, "u2": theirs})
+
+    assert conversation[0] is same
+    assert conversation[1] is not theirs
+    assert wire_json(conversation[1]) == {"id": "u2", "role": "user", "content": "original"}
+
+
+def test_a_thread_read_whole_from_the_store_is_what_one_validation_reads() -> None:
+    kept = stored(*_messages.validate_python(prior_turns(2)))
+    assert stored_conversation(kept, {}) == parse_messages(kept) == _messages.validate_python(prior_turns(2))

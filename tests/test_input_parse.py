@@ -1,0 +1,84 @@
+"""The edge's one-pass parse (pydantic's JSON parser on the body) builds exactly what the checked path builds.
+
+The checked path (JSON's rules, unknown kinds dropped, then validation) is the definition; the fast
+path may only decline. For any body both accept, the input is the same, value for value and type for
+type; for any body the checked path refuses, the answer is the same refusal.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_http_fuzz import HOSTILE, JSON, requests
+
+from adapter._input import InputRejected, _validate_checked, _validate_json, parse_run_input
+
+
+def outcome(parse: Any, body: bytes) -> tuple[str, Any]:
+    try:
+        parsed = parse(body)
+    except InputRejected as refused:
+        return "refused", (refused.status_code, refused.code, refused.message, refused.details)
+    return "parsed", repr(parsed.model_dump(by_alias=True))
+
+
+def same_as_checked(body: bytes) -> None:
+    fast = _validate_json(body)
+    checked = outcome(_validate_checked, body)
+    if fast is not None:
+        assert checked == ("parsed", repr(fast.model_dump(by_alias=True)))
+    assert outcome(parse_run_input, body) == outcome(lambda b: _check_version(_validate_checked(b)), body)
+
+
+def _check_version(run_input: Any) -> Any:
+    from adapter._input import check_protocol_version
+
+    check_protocol_version(run_input.protocol_version)
+    return run_input
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(requests("thread-1", []))
+def test_fuzzed_bodies_parse_as_the_checked_path_does(request: tuple[str, bytes]) -> None:
+    same_as_checked(request[1])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["state", "forwardedProps", "threadId", "messages"]), HOSTILE | JSON, st.booleans())
+def test_hostile_values_parse_as_the_checked_path_does(field: str, value: Any, ascii_only: bool) -> None:
+    body = {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [], field: value}
+    same_as_checked(json.dumps(body, ensure_ascii=ascii_only).encode("utf-8", "surrogatepass"))
+
+
+BASE = '{"threadId":"t","runId":"r","messages":%s,"tools":[],"context":[],"state":%s}'
+
+
+@pytest.mark.parametrize(
+    ("messages", "state"),
+    [
+        ("[]", "NaN"),
+        ("[]", "-Infinity"),
+        ("[]", "9" * 5000),
+        ("[]", "9" * 5000 + ".1"),
+        ("[]", "1e400"),
+        ("[]", '"\\ud800"'),
+        ("[]", '"\\ud83d\\ude00"'),
+        ("[]", '{"a": 1, "a": 2}'),
+        ("[]", '"a\x01b"'),
+        ("[]", "[" * 300 + "]" * 300),
+        ('[{"id": "1", "role": "robot"}, {"id": "2", "role": "user", "content": "hi"}]', "null"),
+        ('[{"id": "1", "role": "user", "content": [{"type": "hologram"}, {"type": "text", "text": "hi"}]}]', "null"),
+        ('[{"id": "1", "role": "user", "content": "\\u00e9 \xc3\xa9"}]', "0"),
+    ],
+)
+def test_edge_cases_parse_as_the_checked_path_does(messages: str, state: str) -> None:
+    same_as_checked((BASE % (messages, state)).encode("utf-8", "surrogatepass"))
+
+
+def test_the_common_body_takes_the_fast_path() -> None:
+    body = BASE % ('[{"id": "1", "role": "user", "content": "hi"}]', '{"n": 1.5}')
+    assert _validate_json(body.encode()) is not None
