@@ -82,3 +82,20 @@ def test_edge_cases_parse_as_the_checked_path_does(messages: str, state: str) ->
 def test_the_common_body_takes_the_fast_path() -> None:
     body = BASE % ('[{"id": "1", "role": "user", "content": "hi"}]', '{"n": 1.5}')
     assert _validate_json(body.encode()) is not None
+
+
+@pytest.mark.parametrize("padding", [0, 100_000])
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_nan_and_infinity_are_refused_however_long_the_body(padding: int, constant: str) -> None:
+    messages = json.dumps([{"id": "1", "role": "user", "content": "x" * padding}])
+    body = (BASE % (messages, constant)).encode()
+    assert _validate_json(body) is None
+    with pytest.raises(InputRejected) as refused:
+        parse_run_input(body)
+    assert (refused.value.status_code, refused.value.code) == (422, "INVALID_INPUT")
+
+
+@pytest.mark.parametrize("padding", [0, 100_000])
+def test_nan_inside_a_string_is_text(padding: int) -> None:
+    messages = json.dumps([{"id": "1", "role": "user", "content": "NaN Infinity " + "x" * padding}])
+    assert parse_run_input((BASE % (messages, "1")).encode()).messages[0].content.startswith("NaN Infinity")

@@ -6,7 +6,8 @@
   Each event object is built per request from its captured JSON, as a real endpoint builds its events.
 
 Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU seconds
-(`time.process_time()`, every thread), `POST /__profile/start` and `/__profile/stop` switch cProfile
+(`time.process_time()`, every thread), `GET /__rss` its peak resident set in kB (VmHWM),
+`POST /__profile/start` and `/__profile/stop` switch cProfile
 on the event loop's thread on and off (stop writes the stats to `--profile-out`).
 
 The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens. The
@@ -59,6 +60,7 @@ NAVIGATE = {
 }
 """The client-declared frontend tool of workload B."""
 MOUNT = "/agui"
+MAX_BODY = 64 * 1024 * 1024
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
@@ -82,7 +84,9 @@ def adapter_app(db_path: str | None) -> Starlette:
     if db_path is not None:
         store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
     adapter = Adapter(backend, store=store)
-    return _with_bench_routes(Mount(MOUNT, app=create_app(adapter)), on_shutdown=adapter.aclose)
+    # Bodies of the 10,000-turn growth workload are several MB.
+    app = create_app(adapter, max_body_bytes=MAX_BODY)
+    return _with_bench_routes(Mount(MOUNT, app=app), on_shutdown=adapter.aclose)
 
 
 def baseline_app(events_path: str) -> Starlette:
@@ -111,6 +115,11 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
     async def cpu(request: Request) -> Response:
         return PlainTextResponse(repr(time.process_time()))
 
+    async def rss(request: Request) -> Response:
+        status = Path("/proc/self/status").read_text()
+        peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
+        return PlainTextResponse(peak)  # kB
+
     async def profile_start(request: Request) -> Response:
         profilers.append(cProfile.Profile())
         profilers[-1].enable()
@@ -131,6 +140,7 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
     return Starlette(
         routes=[
             Route("/__cpu", cpu),
+            Route("/__rss", rss),
             Route("/__profile/start", profile_start, methods=["POST"]),
             Route("/__profile/stop", profile_stop, methods=["POST"]),
             mount,
