@@ -20,6 +20,7 @@ from adapter import _thread_api
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
 from adapter._config import EngineConfig, HistoryMode
+from adapter._conversation import HistoryView
 from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
@@ -77,6 +78,10 @@ class Adapter:
             history, as AG-UI clients send it; the store keeps only what it lacks. "server": the stored
             conversation is the history, and an input's `messages` only add the ones the store does not
             hold (by message id), so a client may send just its new message (docs/stores.md).
+        history_view: `view(history) -> messages`, called before each model step with the whole
+            history: the messages the model sees of a long thread, e.g. the last turns and a summary
+            (docs/stores.md, "Long threads"). A kept tool call keeps its answer, a dropped call's answer
+            is dropped, activity messages never reach the model. None (the default): all of it.
         authorize: `authorize(principal, owner, action) -> bool`, sync or async: may `principal` (who
             sent the request, see `create_app`) take `action` ("read", "run", "resume" or "approve") on
             a thread owned by `owner` (the principal of the run that created it, or None)? The default
@@ -105,6 +110,7 @@ class Adapter:
         predict_state: Iterable[PredictState] = (),
         max_state_bytes: int = MAX_PATCHED_BYTES,
         history: HistoryMode = "client",
+        history_view: HistoryView | None = None,
         authorize: Authorize | None = None,
         clock: Callable[[], datetime] | None = None,
     ) -> None:
@@ -135,6 +141,7 @@ class Adapter:
             client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
             max_state_bytes=max_state_bytes,
             history=history,
+            view=history_view,
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),
         )
@@ -232,12 +239,25 @@ class Adapter:
         async for event in self.run(run_input, principal=principal):
             yield event
 
-    async def thread(self, thread_id: str, *, principal: str | None = None) -> dict[str, Any] | None:
+    async def thread(
+        self, thread_id: str, *, principal: str | None = None, after: str | None = None, limit: int | None = None
+    ) -> dict[str, Any] | None:
         """The thread's stored messages (form cards with their status) and open interrupts.
 
+        With `after` (a message id) or `limit`, one page: at most `limit` messages (default 100, at
+        most 1,000) after the message `after` (from the first without it), and `next`, the id to pass
+        as `after` for the following page (None at the end).
+
         None for an unknown thread, and for one the `authorize` policy does not let `principal` "read".
+
+        Raises:
+            ValueError: `limit` is not from 1 to 1,000.
+            AdapterError: INVALID_PAGE when `after` names no message of the thread.
         """
-        return await _thread_api.read_thread(self.config, thread_id, principal)
+        page = None
+        if after is not None or limit is not None:
+            page = _thread_api.Page(after, _thread_api.DEFAULT_PAGE if limit is None else limit)
+        return await _thread_api.read_thread(self.config, thread_id, principal, page)
 
     async def cancel_turn(self, thread_id: str, *, principal: str | None = None) -> bool:
         """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none.

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from adapter._access import Access
+from adapter._conversation import HistoryView
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
@@ -58,6 +59,7 @@ class EngineConfig:
     predictions: tuple[PredictState, ...] = ()
     client_tool_limits: ClientToolLimits = field(default_factory=ClientToolLimits)
     max_state_bytes: int = MAX_PATCHED_BYTES
+    view: HistoryView | None = None
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
 

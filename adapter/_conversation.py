@@ -8,11 +8,32 @@ missing, and answers to no call are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
 MISSING_RESULT = "No result was recorded for this tool call."
+
+HistoryView = Callable[[list[Message]], Sequence[Message]]
+"""`view(history) -> messages`: the part of a long thread the model sees (`Adapter(history_view=...)`)."""
+
+
+def chosen_view(
+    history: Sequence[Message], choose: HistoryView | None, unanswered: Collection[str] = ()
+) -> list[Message]:
+    """The model's view of `history`, from the messages the app's `choose` picked (all of them without one).
+
+    Whatever it picks, the view keeps the pairing rule of `model_view`: a call it kept is answered by
+    the answer it picked (it may shorten one), else by the recorded one, else stated as missing; an
+    answer whose call it dropped is dropped.
+    """
+    if choose is None:
+        return model_view(history, unanswered)
+    chosen = list(choose(list(history)))
+    present = {message.id for message in chosen}
+    calls = {call.id for m in chosen if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
+    answers = [m for m in history if isinstance(m, ToolMessage) and m.tool_call_id in calls and m.id not in present]
+    return model_view([*chosen, *answers], unanswered)
 
 
 def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) -> list[Message]:

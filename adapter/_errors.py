@@ -32,6 +32,7 @@ TOO_MANY_TOOLS: Final = "TOO_MANY_TOOLS"
 TOOLS_TOO_LARGE: Final = "TOOLS_TOO_LARGE"
 # Both: 503 on a route that does not stream, `RUN_ERROR.code` in a run.
 STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"
+INVALID_PAGE: Final = "INVALID_PAGE"
 
 # `RUN_ERROR.code`: the resume gate.
 RESUME_REQUIRED: Final = "RESUME_REQUIRED"
@@ -70,6 +71,7 @@ HTTP_CODES: Final = frozenset(
         INVALID_ID,
         TOO_MANY_TOOLS,
         TOOLS_TOO_LARGE,
+        INVALID_PAGE,
     }
 )
 RUN_CODES: Final = frozenset(

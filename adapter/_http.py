@@ -9,6 +9,7 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1;
 - 422 `INPUT_TOO_DEEP` / `INVALID_ID`, 413 `TOO_MANY_TOOLS` / `TOOLS_TOO_LARGE`: over a limit
   (docs/security.md, "Limits");
+- 400 `INVALID_PAGE`: `GET /threads/{id}` with a `limit` outside 1..1000 or an unknown `after`;
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
   (`adapter._access`). The run's first event is awaited before the response starts, so that its
   check, made on the record the run itself loaded, can still become a 403.
@@ -21,7 +22,7 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
 from typing import Final, Protocol, TypeAlias
 
@@ -34,7 +35,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter import _errors as codes
-from adapter._errors import Forbidden, LimitExceeded
+from adapter._errors import AdapterError, Forbidden, LimitExceeded
 from adapter._input import InputRejected, parse_run_input
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
@@ -48,6 +49,7 @@ logger = logging.getLogger(__name__)
 _INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
 _UTF8: Final = frozenset({"utf-8", "utf8"})
 _PING_TIMEOUT: Final = 5.0  # seconds GET /health waits for the store before it answers 503
+_MAX_PAGE: Final = 1000  # messages in one page of GET /threads/{id} (Adapter.thread's limit)
 
 
 PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
@@ -73,7 +75,10 @@ class RunHandler(Protocol):
         ...
 
     async def thread(self, thread_id: str) -> JSON:
-        """The thread's stored messages and open interrupts, or None for an unknown (or unreadable) thread."""
+        """The thread's stored messages and open interrupts, or None for an unknown (or unreadable) thread.
+
+        A paged request (`?after=&limit=`) calls it with `after=` and `limit=`, as `Adapter.thread` takes them.
+        """
         ...
 
 
@@ -107,6 +112,9 @@ def create_app(
       current status) and its open interrupts, so a page can restore itself after a reload; 404
       for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
       when the store cannot be reached.
+      `?after=<message id>&limit=N` (either or both) returns one page of at most N messages (1 to
+      1,000, default 100) after that message, and `next`, the id to ask after for the following
+      page (null at the end); 400 `INVALID_PAGE` for a bad `limit` or an `after` not in the thread.
     - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
     Args:
@@ -143,14 +151,22 @@ def create_app(
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
+        try:
+            page = _page(request.query_params)
+        except InputRejected as rejected:
+            return _refuse(rejected)
         who = await _principal(request, principal_of)
         thread_id = request.path_params["thread_id"]
         try:
-            found = await _read_thread(handler, thread_id, who)
+            found = await _read_thread(handler, thread_id, who, page)
         except StoreUnavailable:
             logger.warning("GET /threads: the store could not be reached", exc_info=True)
             message = "The store could not be reached; try again later."
             return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
+        except AdapterError as error:
+            if error.code != codes.INVALID_PAGE:
+                raise
+            return _refuse(InputRejected(400, error.code, error.message))
         if found is None:
             return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
         return _json_response(200, found)
@@ -188,12 +204,11 @@ async def _run(
     return EventStreamResponse(started, keepalive_interval=keepalive_interval)
 
 
-async def _read_thread(handler: RunHandler, thread_id: str, who: str | None) -> JSON:
+async def _read_thread(handler: RunHandler, thread_id: str, who: str | None, page: dict[str, object]) -> JSON:
     if id_problem(thread_id) is not None:  # an id no store can keep names no thread; the store is not asked
         return None
-    if who is None:
-        return await handler.thread(thread_id)
-    return await handler.thread(thread_id, principal=who)  # type: ignore[call-arg]  # see RunHandler
+    options = page if who is None else {**page, "principal": who}
+    return await handler.thread(thread_id, **options)  # options: see RunHandler
 
 
 async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
@@ -250,6 +265,21 @@ async def _parse(body: bytes) -> RunAgentInput:
     if len(body) <= _INLINE_PARSE_BYTES:
         return parse_run_input(body)
     return await run_in_threadpool(parse_run_input, body)
+
+
+def _page(query: Mapping[str, str]) -> dict[str, object]:
+    """`after` and `limit` from the query of `GET /threads/{id}`, checked; none when neither is given."""
+    page: dict[str, object] = {}
+    if "after" in query:
+        if not query["after"]:
+            raise InputRejected(400, codes.INVALID_PAGE, "after must name a message id.")
+        page["after"] = query["after"]
+    if "limit" in query:
+        limit = query["limit"]
+        if not (limit.isascii() and limit.isdigit() and len(limit) <= 4 and 1 <= int(limit) <= _MAX_PAGE):
+            raise InputRejected(400, codes.INVALID_PAGE, f"limit must be a whole number from 1 to {_MAX_PAGE}.")
+        page["limit"] = int(limit)
+    return page
 
 
 def _is_json(content_type: str) -> bool:

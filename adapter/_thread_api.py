@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
 from adapter._config import EngineConfig
-from adapter._errors import ResumeError
+from adapter._errors import AdapterError, ResumeError
 from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Replay, check_resume
 from adapter._ids import new_id
@@ -19,9 +20,11 @@ from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._types import wire_json
-from adapter.stores import TurnStore
+from adapter.stores import StoredMessage, TurnStore
 
 EntryLike = ResumeEntry | Mapping[str, Any]
+DEFAULT_PAGE: Final = 100
+MAX_PAGE: Final = 1000
 
 
 def resume_entries(
@@ -91,11 +94,20 @@ async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
     return [ResumeEntry.model_validate(entry) for entry in record.queued]
 
 
-async def read_thread(config: EngineConfig, thread_id: str, principal: str | None) -> dict[str, Any] | None:
+async def read_thread(
+    config: EngineConfig, thread_id: str, principal: str | None, page: Page | None = None
+) -> dict[str, Any] | None:
     """The stored conversation (form cards included) and any open interrupts, as wire JSON.
+
+    With a `page`, only the messages after `page.after` (from the start without one), at most
+    `page.limit`, and `next`: the id to read the following page after, or None at the end. Only the
+    page's messages are decoded.
 
     None when there is no such thread, or when `principal` may not read it: the two look the same, and take
     the same time (the head alone is read before the policy is asked).
+
+    Raises:
+        AdapterError: INVALID_PAGE when `page.after` names no message of the thread.
     """
     handle = RecordHandle(config.store, thread_id)
     head = await handle.load(messages=False)
@@ -106,8 +118,35 @@ async def read_thread(config: EngineConfig, thread_id: str, principal: str | Non
         return None  # deleted (and perhaps created again) in between
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
-    messages = [json.loads(message.json) for message in handle.stored]
-    return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
+    if page is None:
+        messages = [json.loads(message.json) for message in handle.stored]
+        return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
+    start = page.start(handle.stored)
+    end = min(start + page.limit, len(handle.stored))
+    messages = [json.loads(message.json) for message in handle.stored[start:end]]
+    following = handle.stored[end - 1].id if start < end < len(handle.stored) else None
+    return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "next": following}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Page:
+    """Which stored messages a read returns: at most `limit`, after the message `after` (None: from the first)."""
+
+    after: str | None = None
+    limit: int = DEFAULT_PAGE
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.limit <= MAX_PAGE:
+            raise ValueError(f"a page holds 1 to {MAX_PAGE} messages, not {self.limit}")
+
+    def start(self, stored: Sequence[StoredMessage]) -> int:
+        """The position the page starts at."""
+        if self.after is None:
+            return 0
+        found = next((i for i, message in enumerate(stored) if message.id == self.after), None)
+        if found is None:
+            raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
+        return found + 1
 
 
 async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | None) -> bool:

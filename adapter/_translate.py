@@ -30,7 +30,7 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter._conversation import MISSING_RESULT, model_view
+from adapter._conversation import MISSING_RESULT, HistoryView, chosen_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
@@ -172,6 +172,7 @@ def model_request(
     *,
     unanswered: Collection[str],
     provisional: Collection[ToolMessage] = (),
+    view: HistoryView | None = None,
 ) -> ModelRequest:
     """What the backend sees for the next step of this run: the model's view of `history`, and nothing else.
 
@@ -180,7 +181,7 @@ def model_request(
     """
     return ModelRequest(
         resume=resume,
-        messages=model_view([*history, *provisional], unanswered=unanswered),
+        messages=chosen_view([*history, *provisional], view, unanswered),
         tools=tools,
         context=run_input.context or [],
         state=state,

@@ -25,6 +25,7 @@ DOORS = {
         "FrontendOutcome",
         "FunctionTool",
         "HistoryMode",
+        "HistoryView",
         "InputRequired",
         "LimitExceeded",
         "PredictState",

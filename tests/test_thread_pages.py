@@ -1,0 +1,99 @@
+"""`GET /threads/{id}?after=<message id>&limit=N`: a long thread read a page at a time, over real HTTP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from agui import run_input, user
+
+from adapter import Adapter, ScriptedBackend
+
+if TYPE_CHECKING:
+    from conftest import Serve, Served
+
+
+def earlier_turns(count: int) -> list[dict[str, Any]]:
+    turns: list[dict[str, Any]] = []
+    for k in range(count):
+        turns += [user(f"note {k}"), {"id": f"r-{k}", "role": "assistant", "content": f"noted {k}"}]
+    return turns
+
+
+@pytest.fixture
+async def long_thread(serve: Serve, backend: ScriptedBackend) -> tuple[Served, str, list[dict[str, Any]]]:
+    """A served adapter and a thread of 24 earlier messages plus one run: the whole stored thread."""
+    served = await serve(Adapter(backend))
+    thread_id = "thread-long"
+    reply = await served.client.post(run_input(thread_id, [*earlier_turns(12), user("hello")]))
+    assert reply.outcome == {"type": "success"}
+    whole = (await served.client.get(f"/threads/{thread_id}")).json()
+    assert "next" not in whole  # an unpaged read is what it always was
+    return served, thread_id, whole["messages"]
+
+
+async def read_pages(served: Served, thread_id: str, limit: int) -> list[list[dict[str, Any]]]:
+    pages, after = [], ""
+    while True:
+        query = f"limit={limit}" + (f"&after={after}" if after else "")
+        response = await served.client.get(f"/threads/{thread_id}?{query}")
+        assert response.status_code == 200, response.text
+        body = response.json()
+        pages.append(body["messages"])
+        if body["next"] is None:
+            return pages
+        assert body["next"] == body["messages"][-1]["id"]
+        after = body["next"]
+
+
+@pytest.mark.parametrize("limit", [1, 7, 26, 27, 1000])
+async def test_pages_walk_the_whole_thread_once_in_order(long_thread: Any, limit: int) -> None:
+    served, thread_id, whole = long_thread
+
+    pages = await read_pages(served, thread_id, limit)
+
+    assert [m for page in pages for m in page] == whole
+    assert all(1 <= len(page) <= limit for page in pages)
+
+
+async def test_a_page_after_the_last_message_is_empty_and_final(long_thread: Any) -> None:
+    served, thread_id, whole = long_thread
+    body = (await served.client.get(f"/threads/{thread_id}?after={whole[-1]['id']}")).json()
+    assert (body["messages"], body["next"], body["interrupts"]) == ([], None, [])
+
+
+async def test_after_alone_reads_a_page_of_the_default_size(long_thread: Any) -> None:
+    served, thread_id, whole = long_thread
+    body = (await served.client.get(f"/threads/{thread_id}?after={whole[0]['id']}")).json()
+    assert body["messages"] == whole[1:] and body["next"] is None
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=0", "limit=1001", "limit=-1", "limit=1.5", "limit=abc", "limit=", "limit=１", "after=", "after=nope"],
+)
+async def test_a_bad_page_is_refused_with_a_code(long_thread: Any, query: str) -> None:
+    served, thread_id, _ = long_thread
+    response = await served.client.get(f"/threads/{thread_id}?{query}")
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "INVALID_PAGE"
+
+
+async def test_a_thread_the_caller_may_not_read_is_a_404_whatever_the_page(
+    serve: Serve, backend: ScriptedBackend
+) -> None:
+    served = await serve(Adapter(backend, authorize=lambda principal, owner, action: action != "read"))
+    await served.client.post(run_input("thread-closed", [user("hello")]))
+
+    for query in ("", "?after=nope", "?limit=5"):
+        response = await served.client.get(f"/threads/thread-closed{query}")
+        assert (response.status_code, response.json()["error"]["code"]) == (404, "THREAD_NOT_FOUND")
+
+
+async def test_the_python_api_pages_alike(long_thread: Any) -> None:
+    served, thread_id, whole = long_thread
+    adapter = served.adapter
+    page = await served.call(adapter.thread(thread_id, after=whole[2]["id"], limit=3))
+    assert page["messages"] == whole[3:6] and page["next"] == whole[5]["id"]
+    with pytest.raises(ValueError, match="1 to 1000"):
+        await served.call(adapter.thread(thread_id, limit=0))
