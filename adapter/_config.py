@@ -13,6 +13,7 @@ from adapter._conversation import HistoryView
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
+from adapter._parsed import ParsedThreads
 from adapter._predict import PredictState
 from adapter._tools import BaseTool
 from adapter._toolset import ClientToolLimits
@@ -62,6 +63,8 @@ class EngineConfig:
     view: HistoryView | None = None
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
+    parsed: ParsedThreads = field(default_factory=ParsedThreads)
+    """The threads this adapter last stored or read, as protocol messages (`adapter._parsed`)."""
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
-from pydantic_core import PydanticSerializationError
+from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
@@ -169,13 +169,31 @@ def stored_message(message: Message) -> StoredMessage:
 def message_text(message: Message) -> str:
     """The canonical wire JSON text of a message: what the store keeps, and what a client's copy is compared by.
 
-    Pydantic's serializer (camelCase, no nulls, compact); a text with a lone surrogate, which has no
-    UTF-8 form, is ASCII-escaped instead.
+    `model_dump_json(by_alias=True, exclude_none=True)`, character for character (camelCase, no
+    nulls, compact); a text with a lone surrogate, which has no UTF-8 form, is ASCII-escaped instead.
     """
     try:
-        return message.model_dump_json(by_alias=True, exclude_none=True)
+        return _plain.to_json(message, by_alias=True, exclude_none=True).decode()
     except PydanticSerializationError:
         return json.dumps(wire_json(message))
+
+
+def _without_omitting(schema: Any) -> Any:
+    """The message schema without the SDK's per-model Python serializer, which only drops None fields.
+
+    `exclude_none` drops them anyway, so the output is the same; the serializer then never leaves Rust
+    (tests/test_history_reuse.py compares the two on any message).
+    """
+    if isinstance(schema, list):
+        return [_without_omitting(node) for node in schema]
+    if not isinstance(schema, dict):
+        return schema
+    wrap = schema.get("serialization")
+    omitting = isinstance(wrap, dict) and getattr(wrap.get("function"), "__name__", "") == "_omit_fields_without_value"
+    return {key: _without_omitting(value) for key, value in schema.items() if not (omitting and key == "serialization")}
+
+
+_plain = SchemaSerializer(_without_omitting(TypeAdapter(Message).core_schema))
 
 
 def parse_messages(stored: Sequence[StoredMessage]) -> list[Message]:

@@ -16,6 +16,7 @@ from adapter._access import Access
 from adapter._conversation import keep_server_activity
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
+from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
     AppliedResume,
     OpenTurn,
@@ -53,9 +54,17 @@ class RecordHandle:
     """
 
     def __init__(
-        self, store: TurnStore, thread_id: str, *, principal: str | None = None, access: Access | None = None
+        self,
+        store: TurnStore,
+        thread_id: str,
+        *,
+        principal: str | None = None,
+        access: Access | None = None,
+        parsed: ParsedThreads | None = None,
     ) -> None:
         self.store = store
+        self.parsed = parsed
+        """Where this adapter keeps threads as protocol messages (`adapter._parsed`); None keeps nothing."""
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id, owner=principal)
         """A thread this run creates is owned by the run's principal."""
@@ -71,17 +80,26 @@ class RecordHandle:
         self._head: ThreadHead | None = None
         self._fence: int | None = None
         self._conversation: list[Message] | None = None
+        self._parsed_thread: KnownThread | None = None
 
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
         """Read the thread's records (and its messages, unless told not to); None for a new thread."""
         stored = await self._read(since=0 if messages else None)
         if stored is None:
+            self._parsed_thread = KnownThread()
             return None
         self._head, self.version = stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
         if messages:
             self._known = [message.id for message in stored.messages]
+        self._parsed_thread = None
+        if messages and self.parsed is not None:
+            texts = tuple(m.json for m in stored.messages)
+            known = self.parsed.prefix(self.thread_id, texts)
+            if len(known) == len(texts):  # this adapter holds the whole thread as messages already
+                self._conversation = known
+                self._parsed_thread = KnownThread(texts, tuple(known))
         return self.record
 
     async def _read(self, since: int | None) -> StoredThread | None:
@@ -109,10 +127,16 @@ class RecordHandle:
         differs never replaces the stored message.
         """
         if self._conversation is None:
+            texts = tuple(m.json for m in self.stored)
+            known = self.parsed.prefix(self.thread_id, texts) if self.parsed else []
             offered: dict[str, Message] = {}
-            for message in client:
-                offered.setdefault(message.id, message)
-            self._conversation = stored_conversation(self.stored, offered)
+            if len(known) < len(self.stored):
+                for message in client:
+                    offered.setdefault(message.id, message)
+            self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
+            self._parsed_thread = KnownThread(texts, tuple(self._conversation))
+            if self.parsed:
+                self.parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)
 
     def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
@@ -340,6 +364,10 @@ class RecordHandle:
             change = dataclasses.replace(change, owner=self.record.owner)
         self.version = await self.store.save(self.thread_id, change, expected_version=self.version, fence=self._fence)
         self._keep = None
+        known = KnownThread() if change.keep == 0 else self._parsed_thread
+        self._parsed_thread = known.changed(change, history, self.synced) if known is not None else None
+        if self._parsed_thread is not None and self._parsed_thread is not known and self.parsed is not None:
+            self.parsed.keep(self.thread_id, self._parsed_thread)
         if history is not None:
             self.synced = len(history)
             self._known = [message.id for message in history]

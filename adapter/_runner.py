@@ -72,7 +72,9 @@ class Run:
         self.input = run_input
         self.principal = principal
         """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
-        self.handle = RecordHandle(config.store, run_input.thread_id, principal=principal, access=config.access)
+        self.handle = RecordHandle(
+            config.store, run_input.thread_id, principal=principal, access=config.access, parsed=config.parsed
+        )
         self.view = View(config.access, principal, None)
         """What the principal may see of this run, and use of its input (`adapter._view`)."""
         self.usage: list[Usage] = []

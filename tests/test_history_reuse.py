@@ -17,15 +17,20 @@ from agui import collect, frontend_tool, new_id, resolved, run_input, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
+from pydantic_core import PydanticSerializationError
+from test_http_fuzz import JSON as JSON_VALUES
+from test_http_fuzz import messages as fuzzed_messages
 
 from adapter import Adapter, MemoryStore, ScriptedBackend
 from adapter._conversation import model_view
-from adapter._record import parse_messages, stored_conversation, stored_message
+from adapter._parsed import KnownThread, ParsedThreads
+from adapter._record import message_text, parse_messages, stored_conversation, stored_message
 from adapter._types import wire_json
 from adapter.backends import Call, Rule
 
 NAVIGATE = frontend_tool("navigate", path={"type": "string"})
 _messages = TypeAdapter(list[Message])
+_message: TypeAdapter[Message] = TypeAdapter(Message)
 
 
 def prior_turns(count: int) -> list[dict[str, Any]]:
@@ -147,3 +152,108 @@ def test_an_identical_copy_is_used_and_a_differing_one_is_read_from_the_store() 
 def test_a_thread_read_whole_from_the_store_is_what_one_validation_reads() -> None:
     kept = stored(*_messages.validate_python(prior_turns(2)))
     assert stored_conversation(kept, {}) == parse_messages(kept) == _messages.validate_python(prior_turns(2))
+
+
+EXTRAS = st.dictionaries(st.sampled_from(["planted", "meta", "x"]), JSON_VALUES, max_size=2)
+PARTS = st.lists(
+    st.one_of(
+        st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=10)}),
+        st.fixed_dictionaries(
+            {"type": st.just("image"), "source": st.fixed_dictionaries({"type": st.just("url"), "value": st.text()})}
+        ),
+    ),
+    max_size=2,
+)
+
+
+@st.composite
+def wire_messages(draw: st.DrawFn) -> Any:
+    message = draw(fuzzed_messages()) if draw(st.booleans()) else {"id": "m", "role": "user", "content": draw(PARTS)}
+    if isinstance(message, dict):
+        message.update(draw(EXTRAS))
+        if draw(st.booleans()):
+            message["name"] = draw(st.none() | st.text(max_size=4))
+    return message
+
+
+@settings(max_examples=400, deadline=None)
+@given(wire_messages())
+def test_the_stored_text_is_pydantics_json_of_the_message(wire: Any) -> None:
+    try:
+        message = _message.validate_python(wire)
+    except ValidationError:
+        return
+    try:
+        expected = message.model_dump_json(by_alias=True, exclude_none=True)
+    except PydanticSerializationError:
+        expected = json.dumps(wire_json(message))
+    assert message_text(message) == expected
+    if "\\ud" not in expected.lower():  # an escaped lone surrogate is read back by the slower path
+        assert wire_json(_message.validate_json(message_text(message))) == wire_json(message)
+
+
+async def test_a_copy_the_store_kept_by_id_alone_never_reaches_a_later_resume() -> None:
+    """Client mode keeps a resent message by id; the adapter's parsed thread must still be the stored text."""
+    run = Scenario()
+    hello = user("hello")
+    await collect(run.adapter.run(RunAgentInput.model_validate(run_input(run.thread, [hello]))))
+    stored = await run.stored_messages()
+    forged = [{**hello, "content": "forged"}, *[wire_json(m) for m in stored[1:]], user("go to orders")]
+    events = await collect(
+        run.adapter.run(RunAgentInput.model_validate(run_input(run.thread, forged, tools=[NAVIGATE])))
+    )
+    (finished,) = [e for e in events if e["type"] == "RUN_FINISHED"]
+    (interrupt,) = finished["outcome"]["interrupts"]
+
+    await run.resume([], interrupt)
+
+    seen = run.backend.requests[-1].messages
+    assert [m.content for m in seen if m.id == hello["id"]] == ["hello"]
+
+
+async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> None:
+    store = MemoryStore()
+    rule = Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Ok.")
+    ours, theirs = ScriptedBackend([rule]), ScriptedBackend([rule])
+    here, there = Adapter(ours, store=store), Adapter(theirs, store=store)
+    thread = new_id("thread")
+    first = [user("hello")]
+    await collect(here.run(RunAgentInput.model_validate(run_input(thread, first))))
+    rewritten = [user("a different start"), user("go to orders")]  # client mode: the store is cut back and rewritten
+    events = await collect(there.run(RunAgentInput.model_validate(run_input(thread, rewritten, tools=[NAVIGATE]))))
+    (finished,) = [e for e in events if e["type"] == "RUN_FINISHED"]
+    (interrupt,) = finished["outcome"]["interrupts"]
+
+    body = run_input(thread, [], tools=[NAVIGATE], resume=[resolved(interrupt["id"], {"ok": True})])
+    await collect(here.run(RunAgentInput.model_validate(body)), resumed=True)
+
+    seen = [m.id for m in ours.requests[-1].messages]
+    assert seen[:2] == [m["id"] for m in rewritten]
+
+
+def test_parsed_threads_keep_only_the_prefix_whose_text_is_unchanged_and_stay_in_budget() -> None:
+    messages = tuple(_messages.validate_python(prior_turns(2)))
+    texts = tuple(message_text(m) for m in messages)
+    parsed = ParsedThreads(max_chars=sum(map(len, texts)))
+    parsed.keep("t", KnownThread(texts, messages))
+
+    now = [stored_message(m) for m in messages]
+    assert parsed.prefix("t", texts_of(now)) == list(messages)
+    now[3] = stored_message(UserMessage(id=messages[3].id, content="changed elsewhere"))
+    assert parsed.prefix("t", texts_of(now)) == list(messages[:3])
+    assert parsed.prefix("other", texts_of(now)) == []
+
+    parsed.keep("u", KnownThread(texts[:1], messages[:1]))  # over budget together: the older thread goes
+    assert parsed.prefix("t", texts_of(now)) == [] and parsed.prefix("u", texts_of(now)) == [messages[0]]
+
+
+def texts_of(stored: list[Any]) -> tuple[str, ...]:
+    return tuple(message.json for message in stored)
+
+
+def test_a_thread_cut_back_keeps_the_prefix_it_still_has() -> None:
+    messages = tuple(_messages.validate_python(prior_turns(2)))
+    parsed = ParsedThreads()
+    parsed.keep("t", KnownThread(tuple(message_text(m) for m in messages), messages))
+    now = tuple(message_text(m) for m in messages[:5])
+    assert parsed.prefix("t", now) == list(messages[:5])
