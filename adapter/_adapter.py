@@ -141,7 +141,7 @@ class Adapter:
             client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
             max_state_bytes=max_state_bytes,
             history=history,
-            view=history_view,
+            history_view=history_view,
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),
         )

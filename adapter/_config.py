@@ -60,7 +60,7 @@ class EngineConfig:
     predictions: tuple[PredictState, ...] = ()
     client_tool_limits: ClientToolLimits = field(default_factory=ClientToolLimits)
     max_state_bytes: int = MAX_PATCHED_BYTES
-    view: HistoryView | None = None
+    history_view: HistoryView | None = None
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     parsed: ParsedThreads = field(default_factory=ParsedThreads)

@@ -273,7 +273,7 @@ class Run:
                 resume,
                 unanswered=self.deferred,
                 provisional=list(self.provisional.values()),
-                view=self.config.view,
+                view=self.config.history_view,
             )
             span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id)
             try:
