@@ -8,7 +8,6 @@ ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architectur
 from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
 from adapter._config import HistoryMode
-from adapter._conversation import HistoryView
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitExceeded, ResumeError
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app
@@ -41,7 +40,6 @@ __all__ = [
     "FrontendOutcome",
     "FunctionTool",
     "HistoryMode",
-    "HistoryView",
     "InputRequired",
     "LimitExceeded",
     "PredictState",

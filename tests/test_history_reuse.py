@@ -21,12 +21,16 @@ from pydantic_core import PydanticSerializationError
 from test_http_fuzz import JSON as JSON_VALUES
 from test_http_fuzz import messages as fuzzed_messages
 
-from adapter import Adapter, MemoryStore, ScriptedBackend
+from adapter import Adapter
+
+# private on purpose: the one-pass reading of a stored thread, the kept parsed threads and the stored text are
+# what this suite checks, beside the model's view a backend is sent
 from adapter._conversation import model_view
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import message_text, parse_messages, stored_conversation, stored_message
 from adapter._types import wire_json
-from adapter.backends import Call, Rule
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import MemoryStore
 
 NAVIGATE = frontend_tool("navigate", path={"type": "string"})
 _messages = TypeAdapter(list[Message])

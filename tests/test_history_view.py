@@ -25,9 +25,9 @@ from agui import run_events, run_input, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter, ScriptedBackend
-from adapter._conversation import MISSING_RESULT, chosen_view
-from adapter.backends import Rule
+from adapter import Adapter
+from adapter._conversation import MISSING_RESULT, chosen_view  # private on purpose: the view rule, for any selection
+from adapter.backends import Rule, ScriptedBackend
 
 
 def last_turns(count: int) -> Any:

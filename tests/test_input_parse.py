@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_http_fuzz import HOSTILE, JSON, requests
 
+# private on purpose: the edge's two parse paths are compared with each other, body by body
 from adapter._input import InputRejected, _validate_checked, _validate_json, parse_run_input
 
 

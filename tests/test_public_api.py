@@ -25,7 +25,6 @@ DOORS = {
         "FrontendOutcome",
         "FunctionTool",
         "HistoryMode",
-        "HistoryView",
         "InputRequired",
         "LimitExceeded",
         "PredictState",

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from agui import run_input, user
 
-from adapter import Adapter, ScriptedBackend
+from adapter import Adapter
+from adapter.backends import ScriptedBackend
 
 if TYPE_CHECKING:
     from conftest import Serve, Served
