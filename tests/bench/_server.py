@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import cProfile
 import json
+import os
 import select
 import socket
 import statistics
@@ -172,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
 # The client side, shared by the benchmarks: a server in its child process, and the CPU it spends on a piece of work.
 
 _START_TIMEOUT = 30.0
+SOURCE = Path(__file__).resolve().parents[2]
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 T = TypeVar("T")
 
@@ -179,9 +181,14 @@ T = TypeVar("T")
 class Server:
     """One benchmark server in a child process (this file, run as a script), reachable over loopback."""
 
-    def __init__(self, kind: str, *options: str) -> None:
+    def __init__(self, kind: str, *options: str, name: str | None = None, src: Path = SOURCE) -> None:
         self.kind = kind
-        self.process = subprocess.Popen([sys.executable, __file__, kind, *options], stdout=subprocess.PIPE, text=True)
+        self.name = name or kind
+        """Names this server's samples: two adapters (`bench_growth.py --before`) are told apart by it."""
+        # The adapter is imported from `src` (this checkout by default), never from an installed copy.
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+        command = [sys.executable, __file__, kind, *options]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         self.url = f"http://127.0.0.1:{self._port()}"
         # Idle connections expire before uvicorn's 5 s keep-alive timeout closes them under the client.
         limits = httpx.Limits(keepalive_expiry=2.0)
@@ -210,6 +217,12 @@ class Server:
         response = await self.http.get("/__cpu")
         response.raise_for_status()
         return float(response.text)
+
+    async def peak_rss_mb(self) -> float:
+        """The process's peak resident set (VmHWM), MB."""
+        response = await self.http.get("/__rss")
+        response.raise_for_status()
+        return float(response.text) / 1024
 
     async def post(self, body: dict[str, Any], headers: dict[str, str] | None = None) -> bytes:
         content = json.dumps(body).encode()

@@ -1,10 +1,14 @@
 """Benchmark what a request costs as its thread grows, against a stateless bare-Starlette baseline.
 
-    python tests/bench/bench_growth.py [--check] [--profile] [--reps N] [--sizes 0,100,1000]
+    python tests/bench/bench_growth.py [--check] [--profile] [--reps N] [--sizes 0,100,1000] [--long 10000]
+                                       [--before DIR]
 
-Both servers run under uvicorn in processes of their own (`_server.py`), the adapter on a SQLiteStore
+The servers run under uvicorn in processes of their own (`_server.py`), the adapter on a SQLiteStore
 in a temp dir; the client is httpx in this process. Every figure is server CPU (`GET /__cpu` deltas,
-every thread of the process), median of `--reps` samples, the two sides alternating.
+every thread of the process), median of `--reps` samples, the sides alternating. With `--before DIR`
+(a checkout of another version, e.g. `git archive main | tar -x -C DIR`) a second adapter imported
+from DIR is measured in the same run, so that before and after meet the same load; each row then
+reports both ratios against the one baseline.
 
 The baseline parses the `RunAgentInput` and replays the event list the adapter produced for the same
 request (captured first, per workload and size). Having no store, it is always sent the full history:
@@ -16,17 +20,21 @@ that is what a stateless target needs. Workloads:
   `resume-empty`: the resume of another such thread with `messages: []`; `next`: once the first
   thread's resume finished, a new run on it with the full history (the store already holds it).
   Slope: least squares over the sizes, µs per prior turn. Target: each slope <= 2x the baseline's.
+  `--long` adds one more size for `resume-full` and `next` only (the steady state of a long thread).
 - payload: a new run whose history holds one user message of 768 KB, against one without it: CPU per
   KB of body. Target <= 1.5x.
 - fixed: 100 concurrent runs of 50 text deltas each: CPU per run. Target <= 1.1x.
 - round trip: frontend call, interrupt, resume with the snapshot, success; CPU per round trip. Target
   <= 1.3x.
+- memory: a fresh process of each server serves 100 concurrent runs of 50 deltas; its peak resident
+  set (VmHWM) afterwards, median of three fresh processes. Target <= 1.2x.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import statistics
@@ -37,11 +45,13 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from _growth import Rows, held_by_client, prior_turns, settled_messages
 from _server import (
     KIND_HEADER,
     NAVIGATE,
     ROUND_TRIP_PROMPT,
     SHORT_PROMPT,
+    SOURCE,
     Server,
     calibrate,
     cpu_of,
@@ -50,59 +60,15 @@ from _server import (
     outcome_of,
     run_input,
 )
-from bench_adapter import Row, round_trip, table
+from bench_adapter import round_trip
 
 PAYLOAD_KB = 768
 REQUESTS = ("new", "resume-full", "resume-empty", "next")
 CONCURRENT = 100
-TARGETS = {"slope": 2.0, "payload": 1.5, "fixed": 1.1, "round trip": 1.3}
+TARGETS = {"slope": 2.0, "payload": 1.5, "fixed": 1.1, "round trip": 1.3, "rss": 1.2}
+LONG_REQUESTS = ("resume-full", "next")
 
 Body = dict[str, Any]
-
-
-def prior_turns(count: int) -> list[dict[str, Any]]:
-    """`count` settled turns of a conversation, as a client sends them back."""
-    messages: list[dict[str, Any]] = []
-    for k in range(count):
-        call = {"id": f"call-{k}", "type": "function", "function": {"name": "navigate", "arguments": '{"path": "/p"}'}}
-        messages += [
-            {"id": f"u-{k}", "role": "user", "content": f"go to page{k}, the one with the order list"},
-            {"id": f"a-{k}", "role": "assistant", "toolCalls": [call]},
-            {"id": f"t-{k}", "role": "tool", "toolCallId": f"call-{k}", "content": '{"navigated": true}'},
-            {"id": f"r-{k}", "role": "assistant", "content": "Opened it. The order list is on the page now."},
-        ]
-    return messages
-
-
-def held_by_client(sent: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages a client holds after a run that ended calling its tool: what it sent, plus the call."""
-    calls = [e for e in events if e["type"] == "TOOL_CALL_START"]
-    args = {e["toolCallId"]: e["delta"] for e in events if e["type"] == "TOOL_CALL_ARGS"}
-    assistant = {
-        "id": calls[0]["parentMessageId"],
-        "role": "assistant",
-        "toolCalls": [
-            {"id": c["toolCallId"], "type": "function", "function": {"name": c["toolCallName"], "arguments": ""}}
-            for c in calls
-        ],
-    }
-    for call in assistant["toolCalls"]:
-        call["function"]["arguments"] = args.get(call["id"], "")
-    return [*sent, assistant]
-
-
-def settled_messages(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool results and assistant text a finished resume streamed, as a client adds them to its messages."""
-    messages: list[dict[str, Any]] = []
-    for event in events:
-        if event["type"] == "TOOL_CALL_RESULT":
-            result = {"id": event["messageId"], "role": "tool", "toolCallId": event["toolCallId"]}
-            messages.append({**result, "content": event["content"]})
-        elif event["type"] == "TEXT_MESSAGE_START":
-            messages.append({"id": event["messageId"], "role": "assistant", "content": ""})
-        elif event["type"] == "TEXT_MESSAGE_CONTENT":
-            messages[-1]["content"] += event["delta"]
-    return messages
 
 
 class Bench:
@@ -111,19 +77,19 @@ class Bench:
     def __init__(self, server: Server, captured: dict[str, list[dict[str, Any]]]) -> None:
         self.server = server
         self.captured = captured
-        self.capturing = server.kind == "adapter"
+        self.capturing = server.name == "adapter"
 
     async def post(self, kind: str, body: Body, baseline_body: Body | None = None) -> list[dict[str, Any]]:
         if self.server.kind == "baseline" and baseline_body is not None:
             body = baseline_body
-        events = events_of(await self.server.post(body, headers={KIND_HEADER: kind}))
+        events = events_of(await self.server.post(body, {KIND_HEADER: kind}))
         if self.capturing:
             self.captured.setdefault(kind, events)
         return events
 
 
-async def growth(bench: Bench, size: int) -> dict[str, float]:
-    """One sample of the three growth requests at `size` prior turns: CPU ms of each."""
+async def growth(bench: Bench, size: int, requests: tuple[str, ...] = REQUESTS) -> dict[str, float]:
+    """One sample of the growth requests at `size` prior turns: CPU ms of each."""
     history = prior_turns(size)
     cost: dict[str, float] = {}
     sent = [*history, {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
@@ -134,6 +100,8 @@ async def growth(bench: Bench, size: int) -> dict[str, float]:
     cost["resume-full"], resumed = await cpu_of(bench.server, bench.post(f"resume-full:{size}", full))
     after = [*held, *settled_messages(resumed), {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
     cost["next"], _ = await cpu_of(bench.server, bench.post(f"next:{size}", _body(thread, after)))
+    if "resume-empty" not in requests:
+        return cost
     other = new_id("thread")
     again = await bench.post(f"new:{size}", _body(other, sent))
     empty = _resume_body(other, [], again)
@@ -189,48 +157,66 @@ def slope(sizes: list[int], costs: list[float]) -> float:
 
 
 async def alternate(benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int) -> dict[str, list[Any]]:
-    samples: dict[str, list[Any]] = {b.server.kind: [] for b in benches}
+    samples: dict[str, list[Any]] = {b.server.name: [] for b in benches}
     for _ in range(reps):
         for bench in benches:
-            samples[bench.server.kind].append(await work(bench))
+            samples[bench.server.name].append(await work(bench))
     return samples
 
 
-async def measure(benches: list[Bench], sizes: list[int], reps: int) -> list[Row]:
-    rows: list[Row] = []
-    per_size: dict[str, dict[str, list[float]]] = {b.server.kind: {} for b in benches}
-    for size in sizes:
-        samples = await alternate(benches, lambda b, n=size: growth(b, n), reps)
-        for kind, runs in samples.items():
-            for request in REQUESTS:
-                per_size[kind].setdefault(request, []).append(statistics.median(r[request] for r in runs))
+async def measure(benches: list[Bench], sizes: list[int], long: int | None, reps: int) -> Rows:
+    names = [b.server.name for b in benches]
+    rows = Rows(names)
+    per_size: dict[str, dict[str, list[float]]] = {name: {} for name in names}
+    for size in [*sizes, *([long] if long else [])]:
+        wanted = LONG_REQUESTS if size == long else REQUESTS
+        samples = await alternate(benches, lambda b, n=size, w=wanted: growth(b, n, w), reps)  # type: ignore[misc]
+        for name, runs in samples.items():
+            for request in wanted:
+                per_size[name].setdefault(request, []).append(statistics.median(r[request] for r in runs))
     for request in REQUESTS:
-        adapter, baseline = per_size["adapter"][request], per_size["baseline"][request]
+        xs = [*sizes, long] if long and request in LONG_REQUESTS else sizes
         label = f"growth {request}"
-        rows.append(Row(label, "µs CPU / prior turn", slope(sizes, adapter), slope(sizes, baseline), ("<=", 2.0)))
-        rows.append(Row(label, f"ms CPU at {sizes[-1]} turns", adapter[-1], baseline[-1]))
+        rows.add(label, "µs CPU / prior turn", {n: slope(xs, per_size[n][request]) for n in names}, TARGETS["slope"])
+        rows.add(label, f"ms CPU at {xs[-1]} turns", {n: per_size[n][request][-1] for n in names})
     small = await alternate(benches, lambda b: payload(b, 0), reps)
     large = await alternate(benches, lambda b: payload(b, PAYLOAD_KB), reps)
-    kinds = ("adapter", "baseline")
-    per_kb = [1000 * (statistics.median(large[k]) - statistics.median(small[k])) / PAYLOAD_KB for k in kinds]
-    rows.append(Row("payload", "µs CPU / KB of body", *per_kb, ("<=", TARGETS["payload"])))
+    per_kb = {n: 1000 * (statistics.median(large[n]) - statistics.median(small[n])) / PAYLOAD_KB for n in names}
+    rows.add("payload", "µs CPU / KB of body", per_kb, TARGETS["payload"])
     runs = await alternate(benches, fixed, reps)
-    rows.append(Row(f"fixed: {CONCURRENT} runs x 50 deltas", "ms CPU / run", *_medians(runs), ("<=", TARGETS["fixed"])))
+    rows.add(f"fixed: {CONCURRENT} runs x 50 deltas", "ms CPU / run", _medians(runs), TARGETS["fixed"])
     trips = await alternate(benches, trip, reps * 3)
-    rows.append(
-        Row("frontend round trip, SQLite", "ms CPU / round trip", *_medians(trips), ("<=", TARGETS["round trip"]))
-    )
+    rows.add("frontend round trip, SQLite", "ms CPU / round trip", _medians(trips), TARGETS["round trip"])
     return rows
 
 
-def _medians(samples: dict[str, list[float]]) -> tuple[float, float]:
-    return statistics.median(samples["adapter"]), statistics.median(samples["baseline"])
+def _medians(samples: dict[str, list[float]]) -> dict[str, float]:
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
-async def capture(adapter: Bench, sizes: list[int]) -> None:
-    """Run every workload once on the adapter: the event lists the baseline replays, and a warm-up."""
+async def peak_memory(
+    starts: list[Callable[[], Server]], captured: dict[str, list[dict[str, Any]]]
+) -> dict[str, float]:
+    """Peak RSS (MB) of fresh processes after one batch of concurrent runs: the median of three per server."""
+    peaks: dict[str, list[float]] = {}
+    for _ in range(3):
+        for start in starts:
+            server = start()
+            try:
+                await server.wait_ready()
+                await fixed(Bench(server, captured))
+                peaks.setdefault(server.name, []).append(await server.peak_rss_mb())
+            finally:
+                await server.aclose()
+    return _medians(peaks)
+
+
+async def capture(adapter: Bench, sizes: list[int], long: int | None) -> None:
+    """Run every workload once on an adapter: the event lists the baseline replays, and a warm-up."""
     for size in sizes:
         await growth(adapter, size)
+    if long:
+        await growth(adapter, long, LONG_REQUESTS)
     for kb in (0, PAYLOAD_KB):
         await payload(adapter, kb)
     await fixed(adapter)
@@ -251,36 +237,55 @@ async def profile(server: Server, out: Path, size: int) -> None:
     stats.sort_stats("tottime").print_stats(15)
 
 
+def adapters(tmp: str, before: Path | None, out: Path) -> list[Callable[[], Server]]:
+    """How to start each adapter under test: this checkout's, and the `--before` one's."""
+    count = iter(range(1_000_000))
+
+    def start(name: str, src: Path) -> Callable[[], Server]:
+        db = str(Path(tmp, f"{name}-{next(count)}.db"))
+        return lambda: Server("adapter", "--db", db, "--profile-out", str(out), name=name, src=src)
+
+    return [start("adapter", SOURCE), *([start("before", before)] if before else [])]
+
+
 async def main_async(args: argparse.Namespace) -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
+    long = args.long or None
     captured: dict[str, list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory(prefix="agui-bench-") as tmp:
         out = Path(tmp, "server.pstats")
-        adapter = Server("adapter", "--db", str(Path(tmp, "turns.db")), "--profile-out", str(out))
-        servers = [adapter]
+        starts = adapters(tmp, args.before, out)
+        servers = [start() for start in starts]
         try:
-            await adapter.wait_ready()
-            await capture(Bench(adapter, captured), sizes)
+            for server in servers:
+                await server.wait_ready()
+                await capture(Bench(server, captured), sizes, long)
             events = Path(tmp, "events.json")
             events.write_text(json.dumps(captured))
-            baseline = Server("baseline", "--events", str(events))
-            servers.append(baseline)
-            await baseline.wait_ready()
+            baseline_start = functools.partial(Server, "baseline", "--events", str(events))
+            servers.append(baseline_start())
+            await servers[-1].wait_ready()
             for server in servers:
                 await calibrate(server)
             load, started = os.getloadavg()[0], time.perf_counter()
-            rows = await measure([Bench(server, captured) for server in servers], sizes, args.reps)
-            print(table(rows))
-            print(
-                f"\n(medians of {args.reps} samples per side, alternating; {time.perf_counter() - started:.0f} s; "
-                f"load average before: {load:.2f} on {os.cpu_count()} CPUs)"
-            )
+            rows = await measure([Bench(server, captured) for server in servers], sizes, long, args.reps)
             if args.profile:
-                await profile(adapter, out, sizes[-1])
+                await profile(servers[0], out, sizes[-1])
         finally:
             for server in servers:
                 await server.aclose()
-    missed = [row for row in rows if row.met is False]
+        # The baseline holds the events it replays: for this row, only the ones it sends here.
+        only_fixed = Path(tmp, "fixed-events.json")
+        only_fixed.write_text(json.dumps({"fixed": captured["fixed"]}))
+        fixed_baseline = functools.partial(Server, "baseline", "--events", str(only_fixed))
+        rss = await peak_memory([*starts, fixed_baseline], captured)
+        rows.add(f"memory: {CONCURRENT} concurrent runs", "peak RSS MB", rss, TARGETS["rss"])
+    print(rows.table())
+    print(
+        f"\n(medians of {args.reps} samples per side, alternating; {time.perf_counter() - started:.0f} s; "
+        f"load average before: {load:.2f} on {os.cpu_count()} CPUs)"
+    )
+    missed = [row for row in rows.of("adapter") if row.met is False]
     print("all targets met" if not missed else "missed: " + ", ".join(f"{r.workload} {r.metric}" for r in missed))
     return 1 if args.check and missed else 0
 
@@ -291,6 +296,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="profile the adapter at the largest size")
     parser.add_argument("--reps", type=int, default=5, help="samples per side and size (>= 3)")
     parser.add_argument("--sizes", default="0,100,1000", help="prior turns, comma-separated")
+    parser.add_argument("--long", type=int, default=10_000, help="one more size for resume-full and next (0: none)")
+    parser.add_argument("--before", type=Path, help="also measure the adapter of this checkout, in the same run")
     args = parser.parse_args(argv)
     if args.reps < 3:
         parser.error("--reps must be at least 3")
