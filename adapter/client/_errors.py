@@ -1,0 +1,37 @@
+"""The client's errors.
+
+ClientError
+ ├── RequestRefused   the server answered with something other than an event stream (a 4xx, a 5xx, JSON)
+ └── ProtocolError    the stream broke the protocol: framing, lifecycle, or an event that is not AG-UI
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from adapter.client._run import Run
+
+
+class ClientError(Exception):
+    """Something the client cannot use came back; `run` holds what did."""
+
+    def __init__(self, message: str, run: Run) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+class RequestRefused(ClientError):
+    """The server answered without an event stream."""
+
+    def __init__(self, run: Run) -> None:
+        body = run.body[:200].decode("utf-8", errors="replace")
+        super().__init__(f"HTTP {run.status} ({run.content_type or 'no content type'}): {body}", run)
+
+
+class ProtocolError(ClientError):
+    """The stream broke the AG-UI protocol; `problems` says how, each with its rule id."""
+
+    def __init__(self, problems: list[str], run: Run) -> None:
+        super().__init__("; ".join(problems), run)
+        self.problems = problems

@@ -1,0 +1,80 @@
+"""The run's lifecycle, checked as the events arrive.
+
+One RUN_STARTED first, one terminal event last, and every text message, tool call, step and reasoning span
+that starts also ends before RUN_FINISHED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+TERMINAL: Final = frozenset({"RUN_FINISHED", "RUN_ERROR"})
+_OPENERS: Final = {
+    "TEXT_MESSAGE_START": ("text message", "messageId"),
+    "TOOL_CALL_START": ("tool call", "toolCallId"),
+    "STEP_STARTED": ("step", "stepName"),
+    "REASONING_START": ("reasoning", "messageId"),
+    "REASONING_MESSAGE_START": ("reasoning message", "messageId"),
+    "SUBAGENT_STARTED": ("subagent", "subagentRunId"),
+}
+_CLOSERS: Final = {
+    "TEXT_MESSAGE_END": ("text message", "messageId"),
+    "TOOL_CALL_END": ("tool call", "toolCallId"),
+    "STEP_FINISHED": ("step", "stepName"),
+    "REASONING_END": ("reasoning", "messageId"),
+    "REASONING_MESSAGE_END": ("reasoning message", "messageId"),
+    "SUBAGENT_FINISHED": ("subagent", "subagentRunId"),
+    "SUBAGENT_ERROR": ("subagent", "subagentRunId"),
+}
+
+
+class Lifecycle:
+    """Feeds on one run's wire events and says what breaks the lifecycle rules (LIFE-1..4), each with its rule id."""
+
+    def __init__(self, thread_id: str | None = None, run_id: str | None = None) -> None:
+        self.expected = (thread_id, run_id)
+        self.seen = 0
+        self.started = 0
+        self.terminal: str | None = None
+        self.opened: dict[tuple[str, str], None] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> list[str]:
+        """The problems this event shows."""
+        kind = str(event.get("type"))
+        problems: list[str] = []
+        if self.seen == 0 and kind not in ("RUN_STARTED", "RUN_ERROR"):
+            problems.append(f"the first event is {kind}, not RUN_STARTED (LIFE-1)")
+        self.seen += 1
+        if self.terminal is not None:
+            return [*problems, f"{kind} after {self.terminal} (LIFE-3)"]
+        if kind == "RUN_STARTED":
+            problems += self._started(event)
+        elif kind in TERMINAL:
+            self.terminal = kind
+            if kind == "RUN_FINISHED" and self.opened:
+                shown = ", ".join(f"{item} {key}" for item, key in self.opened)
+                problems.append(f"open at RUN_FINISHED: {shown} (LIFE-4)")
+        elif kind in _OPENERS:
+            item, key = _OPENERS[kind]
+            self.opened[(item, str(event.get(key)))] = None
+        elif kind in _CLOSERS:
+            item, key = _CLOSERS[kind]
+            if self.opened.pop((item, str(event.get(key))), "gone") == "gone":
+                problems.append(f"{kind} for a {item} that is not open: {event.get(key)} (LIFE-4)")
+        return problems
+
+    def close(self) -> list[str]:
+        """The stream ended: without a terminal event, that is a problem."""
+        if self.seen == 0:
+            return ["an empty stream (LIFE-1)"]
+        return [] if self.terminal else ["the stream ended without RUN_FINISHED or RUN_ERROR (LIFE-3)"]
+
+    def _started(self, event: Mapping[str, Any]) -> list[str]:
+        self.started += 1
+        if self.started > 1:
+            return ["a second RUN_STARTED (LIFE-1)"]
+        thread_id, run_id = self.expected
+        if thread_id is not None and (event.get("threadId"), event.get("runId")) != (thread_id, run_id):
+            return ["RUN_STARTED does not echo the input's threadId and runId (LIFE-2)"]
+        return []

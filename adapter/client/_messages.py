@@ -1,0 +1,105 @@
+"""A thread's messages as a client keeps them.
+
+A MESSAGES_SNAPSHOT replaces them; streamed text, tool calls (triads or chunks) and tool results add to them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from adapter.client._calls import Call, CallReader
+
+Message = dict[str, Any]
+SERVER_ROLES = frozenset({"activity", "reasoning"})
+"""Roles a client may show but leave out of what it sends back (`fold_messages(..., drop_roles=SERVER_ROLES)`)."""
+
+
+class MessageFolder:
+    """Applies one run's events, in order, to a conversation."""
+
+    def __init__(self, messages: Sequence[Mapping[str, Any]], *, drop_roles: frozenset[str] = frozenset()) -> None:
+        self.drop_roles = drop_roles
+        self.messages: list[Message] = [dict(message) for message in messages]
+        self.calls = CallReader()
+        self._text: str | None = None
+        self._entries: dict[str, dict[str, Any]] = {}
+
+    def feed(self, event: Mapping[str, Any]) -> None:
+        """Apply one wire event."""
+        kind = event.get("type")
+        started = self.calls.feed(event)
+        if started is not None:
+            self._attach(started)
+        elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_CHUNK"):
+            self._sync(str(event.get("toolCallId") or ""))
+        if kind != "TEXT_MESSAGE_CHUNK":
+            self._text = None
+        if kind == "MESSAGES_SNAPSHOT":
+            snapshot = event.get("messages") or []
+            kept = [m for m in snapshot if isinstance(m, Mapping) and m.get("role") not in self.drop_roles]
+            self.messages = [dict(message) for message in kept]
+        elif kind == "TEXT_MESSAGE_START":
+            self._message(str(event.get("messageId")), str(event.get("role") or "assistant"))
+        elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK"):
+            self._content(event)
+        elif kind == "TOOL_CALL_RESULT" and not any(m.get("id") == event.get("messageId") for m in self.messages):
+            self.messages.append(_tool_message(event))
+
+    def _content(self, event: Mapping[str, Any]) -> None:
+        message_id = event.get("messageId") or self._text or _new_id("message")
+        role = str(event.get("role") or "assistant")
+        message = self._message(str(message_id), role)
+        message["content"] = (message.get("content") or "") + str(event.get("delta") or "")
+        if event.get("type") == "TEXT_MESSAGE_CHUNK":
+            self._text = str(message_id)
+
+    def _attach(self, call: Call) -> None:
+        entry = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        parent = self._message(call.parent_message_id or _new_id("assistant"), "assistant")
+        parent.setdefault("toolCalls", []).append(entry)
+        self._entries[call.id] = entry
+
+    def _sync(self, call_id: str) -> None:
+        call = self.calls.get(call_id) if call_id else (self.calls.calls[-1] if self.calls.calls else None)
+        if call is not None and call.id in self._entries:
+            self._entries[call.id]["function"]["arguments"] = call.arguments
+
+    def _message(self, message_id: str, role: str) -> Message:
+        for message in self.messages:
+            if message.get("id") == message_id:
+                return message
+        made: Message = {"id": message_id, "role": role}
+        self.messages.append(made)
+        return made
+
+
+def fold_messages(
+    messages: Sequence[Mapping[str, Any]],
+    events: Iterable[Mapping[str, Any]],
+    *,
+    drop_roles: frozenset[str] = frozenset(),
+) -> list[Message]:
+    """The conversation after one run's wire events: snapshots replace it, streamed messages add to it.
+
+    `drop_roles` leaves a snapshot's messages of those roles out (e.g. `SERVER_ROLES`).
+    """
+    folder = MessageFolder(messages, drop_roles=drop_roles)
+    for event in events:
+        folder.feed(event)
+    return folder.messages
+
+
+def _tool_message(event: Mapping[str, Any]) -> Message:
+    message: Message = {
+        "id": event.get("messageId"),
+        "role": "tool",
+        "toolCallId": event.get("toolCallId"),
+        "content": event.get("content", ""),
+    }
+    return message
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"

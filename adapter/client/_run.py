@@ -1,0 +1,196 @@
+"""One run as the client read it.
+
+The HTTP answer, the events (wire JSON and `ag_ui.core` models), the calls, the outcome, and every problem
+found on the way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from ag_ui.core import BaseEvent, Event, Interrupt
+from pydantic import TypeAdapter, ValidationError
+
+from adapter.client._calls import Call, CallReader
+from adapter.client._lifecycle import Lifecycle
+from adapter.client._sse import Frame, SSEDecoder, event_of
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
+_INTERRUPT = TypeAdapter(Interrupt)
+
+
+@dataclass
+class Run:
+    """One POST and what came back.
+
+    For a stream, `wire` holds each event object as sent, `events` the ones that match the protocol's
+    models, and `problems` what broke framing, lifecycle or call assembly.
+    """
+
+    input: dict[str, Any]
+    status: int = 0
+    headers: httpx.Headers = field(default_factory=httpx.Headers)
+    chunks: list[bytes] = field(default_factory=list)
+    """The body as it arrived."""
+    wire: list[dict[str, Any]] = field(default_factory=list)
+    events: list[BaseEvent] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    invalid: list[str] = field(default_factory=list)
+    """Events that do not match the `ag_ui.core` models, by index and type."""
+    reader: CallReader = field(default_factory=CallReader)
+
+    @property
+    def body(self) -> bytes:
+        """The whole body."""
+        return b"".join(self.chunks)
+
+    @property
+    def content_type(self) -> str:
+        """The response's Content-Type."""
+        return str(self.headers.get("content-type", ""))
+
+    @property
+    def is_stream(self) -> bool:
+        """True for a 200 `text/event-stream` answer."""
+        return self.status == 200 and self.content_type.startswith("text/event-stream")
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        """The wire events of one type, in order."""
+        return [event for event in self.wire if event.get("type") == kind]
+
+    @property
+    def finished(self) -> dict[str, Any] | None:
+        """The RUN_FINISHED event, if any."""
+        return next(iter(self.of("RUN_FINISHED")), None)
+
+    @property
+    def error(self) -> dict[str, Any] | None:
+        """The RUN_ERROR event, if any."""
+        return next(iter(self.of("RUN_ERROR")), None)
+
+    @property
+    def outcome(self) -> dict[str, Any] | None:
+        """The RUN_FINISHED outcome as wire JSON (absent reads as success); None when the run did not finish."""
+        finished = self.finished
+        if finished is None or self.error is not None:
+            return None
+        outcome = finished.get("outcome") or {"type": "success"}
+        return outcome if isinstance(outcome, dict) else {"type": str(outcome)}
+
+    @property
+    def interrupts(self) -> list[Interrupt]:
+        """The interrupts of an interrupt outcome; empty for any other ending."""
+        found: list[Interrupt] = []
+        for each in self.wire_interrupts:
+            try:
+                found.append(_INTERRUPT.validate_python(each))
+            except ValidationError:
+                continue  # counted in `invalid` with its RUN_FINISHED
+        return found
+
+    @property
+    def wire_interrupts(self) -> list[dict[str, Any]]:
+        """The interrupts of an interrupt outcome, as wire JSON."""
+        outcome = self.outcome
+        if outcome is None or outcome.get("type") != "interrupt":
+            return []
+        return [each for each in outcome.get("interrupts") or [] if isinstance(each, dict)]
+
+    @property
+    def pending_tool_call_ids(self) -> list[str] | None:
+        """`pendingToolCallIds` of a success outcome: the calls the client must answer with a ToolMessage."""
+        outcome = self.outcome
+        pending = outcome.get("pendingToolCallIds") if outcome and outcome.get("type") == "success" else None
+        return [str(each) for each in pending] if isinstance(pending, list) else None
+
+    @property
+    def calls(self) -> list[Call]:
+        """Every tool call the stream made, from triads and chunks alike."""
+        return list(self.reader.calls)
+
+    def results(self, tool_call_id: str) -> list[dict[str, Any]]:
+        """The TOOL_CALL_RESULT events that answer one call."""
+        return [e for e in self.of("TOOL_CALL_RESULT") if e.get("toolCallId") == tool_call_id]
+
+    @property
+    def text(self) -> str:
+        """All streamed text, assembled."""
+        kinds = ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK")
+        return "".join(str(e.get("delta") or "") for e in self.wire if e.get("type") in kinds)
+
+    def ending(self) -> str:
+        """How the exchange ended, in a few words."""
+        if not self.is_stream:
+            return f"HTTP {self.status}"
+        if self.error is not None:
+            return f"RUN_ERROR {self.error.get('code') or ''}".strip()
+        outcome = self.outcome
+        if outcome is None:
+            return "a stream without a terminal event"
+        if outcome.get("type") == "interrupt":
+            return f"an interrupt outcome ({', '.join(str(i.get('id')) for i in self.wire_interrupts)})"
+        pending = outcome.get("pendingToolCallIds")
+        return f"{outcome.get('type')} outcome" + (f" pending {pending}" if pending else "")
+
+
+class RunReader:
+    """Fills a `Run` from the bytes of its body as they arrive, checking as it goes."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.decoder = SSEDecoder()
+        self.lifecycle = Lifecycle(_str(run.input.get("threadId")), _str(run.input.get("runId")))
+
+    def feed(self, chunk: bytes) -> list[BaseEvent]:
+        """The protocol events `chunk` completes; problems go to the run."""
+        run = self.run
+        run.chunks.append(chunk)
+        known = len(self.decoder.problems)
+        typed: list[BaseEvent] = []
+        for frame in self.decoder.feed(chunk):
+            run.frames.append(frame)
+            event, problem = event_of(frame)
+            if problem is not None:
+                run.problems.append(problem)
+            if event is not None:
+                typed += self._event(event)
+        run.problems += self.decoder.problems[known:]
+        return typed
+
+    def close(self) -> None:
+        """The body ended."""
+        known = len(self.decoder.problems)
+        self.decoder.close()
+        self.run.problems += self.decoder.problems[known:] + self.lifecycle.close()
+
+    def _event(self, event: dict[str, Any]) -> list[BaseEvent]:
+        run = self.run
+        run.wire.append(event)
+        run.problems += self.lifecycle.feed(event)
+        known = len(run.reader.problems)
+        run.reader.feed(event)
+        run.problems += run.reader.problems[known:]
+        try:
+            model: BaseEvent = _EVENT.validate_python(event)
+        except ValidationError as error:
+            where = "; ".join(f"{'/'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors()[:2])
+            run.invalid.append(f"event {len(run.wire) - 1} ({event.get('type')}): {where} (EVT-2)")
+            return []
+        run.events.append(model)
+        return [model]
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def wire_input(run_input: Mapping[str, Any] | BaseEvent | Any) -> dict[str, Any]:
+    """A `RunAgentInput` (model or mapping) as wire JSON."""
+    if isinstance(run_input, Mapping):
+        return dict(run_input)
+    dumped: dict[str, Any] = run_input.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return dumped

@@ -1,0 +1,116 @@
+"""Server-sent events, read incrementally: frames, their data, and what is wrong with the framing (TRANS-3/4)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+_FIELDS = frozenset({"data", "event", "id", "retry"})
+
+
+@dataclass(slots=True)
+class Frame:
+    """One SSE frame: its data lines joined, its comments, and lines that are no SSE field."""
+
+    index: int
+    data: list[str] = field(default_factory=list)
+    comments: list[str] = field(default_factory=list)
+    strange: list[str] = field(default_factory=list)
+    """Lines that are neither a comment nor an SSE field (`data`, `event`, `id`, `retry`)."""
+
+    @property
+    def text(self) -> str | None:
+        """The frame's data, or None for a frame without data (a comment, a keep-alive)."""
+        return "\n".join(self.data) if self.data else None
+
+
+class SSEDecoder:
+    """Turns the bytes of an SSE body, as they arrive, into frames; `problems` says what broke the framing."""
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._frame: Frame | None = None
+        self._count = 0
+        self.problems: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[Frame]:
+        """The frames `chunk` completes."""
+        if b"\r" in chunk and not any(p.startswith("CR") for p in self.problems):
+            self.problems.append("CR in the body: frames must be LF-only (TRANS-3)")
+        *lines, self._buffer = (self._buffer + chunk.replace(b"\r", b"")).split(b"\n")
+        frames: list[Frame] = []
+        for raw in lines:
+            done = self._line(raw.decode("utf-8", errors="replace"))
+            if done is not None:
+                frames.append(done)
+        return frames
+
+    def close(self) -> None:
+        """The body ended: a frame it left unfinished is a problem (TRANS-4)."""
+        rest = self._buffer.decode("utf-8", errors="replace")
+        if self._frame is not None or rest:
+            shown = rest or "\n".join(self._frame.data if self._frame else [])
+            self.problems.append(f"the body ends in a partial frame: {shown[:60]!r} (TRANS-4)")
+        self._buffer, self._frame = b"", None
+
+    def _line(self, line: str) -> Frame | None:
+        if not line:
+            frame, self._frame = self._frame, None
+            return frame
+        if self._frame is None:
+            self._frame = Frame(self._count)
+            self._count += 1
+        if line.startswith(":"):
+            self._frame.comments.append(line[1:].strip())
+            return None
+        name, colon, value = line.partition(":")
+        if name == "data" and colon:
+            self._frame.data.append(value.removeprefix(" "))
+        elif name not in _FIELDS:
+            self._frame.strange.append(line)
+        return None
+
+
+def event_of(frame: Frame) -> tuple[dict[str, Any] | None, str | None]:
+    """The frame's data as one AG-UI event object, or the problem that stops it being one."""
+    text = frame.text
+    if text is None:
+        return None, None
+    try:
+        event = json.loads(text)
+    except ValueError:
+        return None, f"frame {frame.index}: data is not JSON: {text[:60]!r} (TRANS-3)"
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str):
+        return None, f"frame {frame.index}: data is not one event object: {text[:60]!r} (TRANS-3)"
+    return event, None
+
+
+@dataclass(slots=True)
+class ParsedBody:
+    """A whole SSE body: its events, every frame, and the framing problems."""
+
+    events: list[dict[str, Any]]
+    frames: list[Frame]
+    problems: list[str]
+
+    @property
+    def comments(self) -> list[str]:
+        """Every comment line, in order (keep-alives)."""
+        return [comment for frame in self.frames for comment in frame.comments]
+
+
+def parse_sse(body: bytes) -> ParsedBody:
+    """An SSE body read at once: its event objects, frames and framing problems."""
+    decoder = SSEDecoder()
+    frames = decoder.feed(body)
+    decoder.close()
+    events: list[dict[str, Any]] = []
+    problems = list(decoder.problems)
+    for frame in frames:
+        event, problem = event_of(frame)
+        if event is not None:
+            events.append(event)
+        if problem is not None:
+            problems.append(problem)
+    return ParsedBody(events, frames, problems)
