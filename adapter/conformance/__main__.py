@@ -33,11 +33,14 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--approval-message", required=True, metavar="TEXT", help="makes it call a gated server tool")
     run.add_argument("--parallel-approval-message", metavar="TEXT", help="opens two interrupts at once")
     run.add_argument("--restart-cmd", metavar="CMD", help="a shell command that restarts the server")
+    run.add_argument("--executions-url", metavar="URL", help='GET URL?thread=ID -> {"executions": N}: exact verdicts')
     run.add_argument("--json", metavar="PATH", help="also write the report as JSON")
+    run.add_argument("--junit", metavar="PATH", help="also write the report as JUnit XML, one test case per case")
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
     serve = commands.add_parser("serve", help="serve the reference agent for client authors")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--allow-reset", action="store_true", help="let DELETE /report forget every thread")
     return parser
 
 
@@ -52,10 +55,13 @@ def _check(args: argparse.Namespace) -> int:
             parallel_approval_message=args.parallel_approval_message,
             restart=restart,
             timeout=args.timeout,
+            executions_url=args.executions_url,
         )
     )
     if args.json:
         report.write_json(args.json)
+    if args.junit:
+        report.write_junit(args.junit)
     print(report.table(colour=sys.stdout.isatty() and "NO_COLOR" not in os.environ))
     return 0 if report.ok else 1
 
@@ -69,7 +75,7 @@ def _serve(args: argparse.Namespace) -> int:
     from adapter.conformance._reference import create_reference_app
 
     print(f"Reference agent: http://{args.host}:{args.port}/  scenarios: /scenarios  report: /report", flush=True)
-    uvicorn.run(create_reference_app(), host=args.host, port=args.port, log_level="warning")
+    uvicorn.run(create_reference_app(allow_reset=args.allow_reset), host=args.host, port=args.port, log_level="warning")
     return 0
 
 

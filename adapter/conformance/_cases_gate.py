@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsonschema
 
 from adapter.conformance._client import new_id, resolved
-from adapter.conformance._probe import APPROVE, Probe, Skip, Verdict, case, executions, held, refused
+from adapter.conformance._probe import APPROVE, Probe, Skip, Verdict, case, held, refused
 
 
 @case("new-message-while-open", "RES-7", "RES-6")
@@ -15,22 +16,27 @@ async def new_message_while_open(probe: Probe) -> Verdict:
     """A new user message while an approval is open is refused, or the interrupt is issued again."""
     approval = await probe.approval()
     open_ids = {str(i.get("id")) for i in approval.interrupts}
+    watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.say("Something else, while the approval waits.")
-    ran = sum(executions(reply, approval.call_of(i)) for i in approval.interrupts)
-    if ran:
-        return "fail", f"the gated tool ran without an answer ({reply.ending()})"
-    return held(reply, open_ids) or ("fail", f"the open interrupt was silently dropped: {reply.ending()}")
+    ran = await watch.ran(reply)
+    if ran.count:
+        return "fail", f"the gated tool ran without an answer ({reply.ending()}; {ran})"
+    verdict = held(reply, open_ids) or ("fail", f"the open interrupt was silently dropped: {reply.ending()}")
+    return verdict[0], f"{verdict[1]}; {ran}"
 
 
 @case("unknown-interrupt", "RES-8", "RES-6")
 async def unknown_interrupt(probe: Probe) -> Verdict:
     """A resume naming an interrupt the server never raised has no effect."""
     approval = await probe.approval()
+    watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.resume(resolved(new_id("no-such-interrupt"), APPROVE))
-    if executions(reply, approval.call_of(approval.first)):
-        return "fail", "an unknown interrupt id approved the open call: the gated tool ran"
+    ran = await watch.ran(reply)
+    if ran.count:
+        return "fail", f"an unknown interrupt id approved the open call: the gated tool ran ({ran})"
     open_ids = {str(i.get("id")) for i in approval.interrupts}
-    return held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+    verdict = held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+    return verdict[0], f"{verdict[1]}; {ran}"
 
 
 @case("foreign-interrupt", "RES-8", "RES-9", "INT-3")
@@ -41,11 +47,14 @@ async def foreign_interrupt(probe: Probe) -> Verdict:
     foreign = str(theirs.first.get("id"))
     if foreign == mine.first.get("id"):  # the foreign id is this thread's own: nothing to tell apart
         return "warn", f"both threads got the interrupt id {foreign}: ids are not unique across threads"
+    watch = await probe.watch(mine.thread, mine.gate())
     reply = await mine.thread.resume(resolved(foreign, APPROVE))
-    if executions(reply, mine.call_of(mine.first)):
-        return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran"
+    ran = await watch.ran(reply)
+    if ran.count:
+        return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran ({ran})"
     open_ids = {str(i.get("id")) for i in mine.interrupts}
-    return held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+    verdict = held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
+    return verdict[0], f"{verdict[1]}; {ran}"
 
 
 @case("partial-resume", "RES-6", "RES-5", "RES-13")
@@ -56,13 +65,20 @@ async def partial_resume(probe: Probe) -> Verdict:
         raise Skip("needs --parallel-approval-message (a message that opens two interrupts)")
     approval = await probe.approval(message, at_least=2)
     answered, *rest = approval.interrupts
+    watches = [await probe.watch(approval.thread, approval.gate(i)) for i in (answered, *rest)]
     reply = await approval.thread.resume(resolved(str(answered.get("id")), APPROVE))
-    if any(executions(reply, approval.call_of(i)) for i in rest):
-        return "fail", "an unanswered interrupt's tool ran"
-    if refused(reply) and executions(reply, approval.call_of(answered)):
-        return "fail", f"refused ({reply.ending()}) after running the answered call: the batch was not checked first"
+    ran = [await watch.ran(reply) for watch in watches]
     rest_ids = {str(i.get("id")) for i in rest}
-    return held(reply, rest_ids) or ("fail", f"a partial resume was accepted: {reply.ending()}")
+    if ran[0].exact:  # one count for the thread: more than the answered call, or anything before a refusal
+        limit = 0 if refused(reply) else 1
+        if ran[0].count > limit:
+            return "fail", f"the partial resume ran {ran[0].count} tool(s) ({reply.ending()}; {ran[0]})"
+    elif any(each.count for each in ran[1:]):
+        return "fail", f"an unanswered interrupt's tool ran ({ran[1]})"
+    elif refused(reply) and ran[0].count:
+        return "fail", f"refused ({reply.ending()}) after running the answered call: the batch was not checked first"
+    verdict = held(reply, rest_ids) or ("fail", f"a partial resume was accepted: {reply.ending()}")
+    return verdict[0], f"{verdict[1]}; {ran[0]}"
 
 
 @case("duplicate-entry", "RES-14")
@@ -70,13 +86,14 @@ async def duplicate_entry(probe: Probe) -> Verdict:
     """Two entries for one interrupt are refused, and never run the tool twice."""
     approval = await probe.approval()
     entry = resolved(str(approval.first.get("id")), APPROVE)
+    watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.resume(entry, entry)
-    ran = executions(reply, approval.call_of(approval.first))
-    if ran > 1:
-        return "fail", f"the tool ran {ran} times"
+    ran = await watch.ran(reply)
+    if ran.count > 1:
+        return "fail", f"the tool ran {ran.count} times ({ran})"
     if refused(reply):
-        return "pass", f"refused: {reply.ending()}"
-    return "warn", f"accepted the duplicate (the tool ran {ran} time(s)): {reply.ending()}"
+        return "pass", f"refused: {reply.ending()}; {ran}"
+    return "warn", f"accepted the duplicate (the tool ran {ran.count} time(s); {ran}): {reply.ending()}"
 
 
 @case("invalid-payload", "RES-11", "RES-13")
@@ -88,17 +105,23 @@ async def invalid_payload(probe: Probe) -> Verdict:
     if not isinstance(schema, dict) or not schema:
         raise Skip("the interrupt has no responseSchema to violate")
     bad = _violating(schema)
-    call_id = approval.call_of(interrupt)
+    watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.resume(resolved(str(interrupt.get("id")), bad))
+    ran = await watch.ran(reply)
     if not refused(reply):
-        if executions(reply, call_id):
-            return "fail", f"the payload {bad} violates responseSchema, yet the tool ran"
-        return "warn", f"the payload {bad} violates responseSchema and was accepted ({reply.ending()})"
+        if ran.count:
+            return "fail", f"the payload {_json(bad)} violates responseSchema, yet the tool ran ({ran})"
+        return "warn", f"the payload {_json(bad)} violates responseSchema and was accepted ({reply.ending()})"
     first = reply.ending()
     corrected = await approval.thread.resume(resolved(str(interrupt.get("id")), APPROVE))
-    if refused(corrected) or not executions(corrected, call_id):
-        return "fail", f"refused ({first}), but the corrected resume then failed: {corrected.ending()}"
-    return "pass", f"refused ({first}); the corrected resume ran the tool once"
+    ran = await watch.ran(reply, corrected)
+    if refused(corrected) or ran.count != 1:
+        return "fail", f"refused ({first}), but the corrected resume then failed: {corrected.ending()}; {ran}"
+    return "pass", f"refused ({first}); the corrected resume ran the tool once ({ran})"
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value)
 
 
 def _violating(schema: dict[str, Any]) -> Any:

@@ -5,12 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from adapter.conformance._client import Event, Exchange
+from adapter.conformance._client import Exchange
 from adapter.conformance._probe import Probe, Skip, Verdict, case
-
-_TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
-_OPENERS = {"TEXT_MESSAGE_START": "messageId", "TOOL_CALL_START": "toolCallId", "STEP_STARTED": "stepName"}
-_CLOSERS = {"TEXT_MESSAGE_END": "messageId", "TOOL_CALL_END": "toolCallId", "STEP_FINISHED": "stepName"}
 
 
 @case("lifecycle", "LIFE-1", "LIFE-2", "LIFE-3", "LIFE-4", "VER-1", "TRANS-3", "TRANS-4")
@@ -34,7 +30,7 @@ async def ag_ui_validate(probe: Probe) -> Verdict:
     errors: Counter[str] = Counter()
     excused: Counter[str] = Counter()
     for exchange in streams:
-        events = exchange.reply.events
+        events = exchange.reply.wire
         for finding in validate_agui(events).diagnostics:
             if finding.severity == "error":
                 bucket = excused if _false_positive(finding.rule, finding.event_index, exchange) else errors
@@ -53,45 +49,16 @@ def _streams(probe: Probe) -> list[Exchange]:
 
 
 def _lifecycle(exchange: Exchange) -> Iterator[str]:
-    reply, body = exchange.reply, exchange.body
-    yield from reply.problems
-    events = reply.events
-    if not events:
-        yield "an empty stream"
-        return
-    if events[0]["type"] not in ("RUN_STARTED", "RUN_ERROR"):
-        yield f"the first event is {events[0]['type']} (LIFE-1)"
-    terminals = [index for index, event in enumerate(events) if event["type"] in _TERMINAL]
-    if len(terminals) != 1:
-        yield f"{len(terminals)} terminal events (LIFE-3)"
-    elif terminals[0] != len(events) - 1:
-        yield f"{events[terminals[0] + 1]['type']} after the terminal event (LIFE-3)"
-    for started in reply.of("RUN_STARTED"):
+    """What the client found reading the stream (framing, lifecycle), and RUN_STARTED's protocolVersion."""
+    yield from exchange.reply.problems
+    for started in exchange.reply.of("RUN_STARTED"):
         if not isinstance(started.get("protocolVersion"), str):
             yield "RUN_STARTED without protocolVersion (VER-1)"
-        if (started.get("threadId"), started.get("runId")) != (body.get("threadId"), body.get("runId")):
-            yield "RUN_STARTED does not echo the input's threadId and runId (LIFE-2)"
-    left = _open_at_finish(events)
-    if left:
-        yield f"open at RUN_FINISHED: {', '.join(sorted(left))} (LIFE-4)"
-
-
-def _open_at_finish(events: list[Event]) -> set[str]:
-    opened: set[str] = set()
-    for event in events:
-        kind = event["type"]
-        if kind == "RUN_FINISHED":
-            return opened
-        if kind in _OPENERS:
-            opened.add(f"{kind.split('_')[0].lower()} {event.get(_OPENERS[kind])}")
-        elif kind in _CLOSERS:
-            opened.discard(f"{kind.split('_')[0].lower()} {event.get(_CLOSERS[kind])}")
-    return set()
 
 
 def _false_positive(rule: str, index: int, exchange: Exchange) -> bool:
     """ag-ui-validate 0.4.0 findings that AG-UI 1.0 allows (AGUI-RULES §15)."""
-    events = exchange.reply.events
+    events = exchange.reply.wire
     event = events[index] if 0 <= index < len(events) else {}
     return (
         rule in ("AGUI105", "AGUI204", "AGUI005")  # empty delta; non-JSON args; a late RUN_ERROR

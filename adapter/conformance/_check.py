@@ -8,6 +8,7 @@ import httpx
 
 from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_stream
 from adapter.conformance._client import Client, Target
+from adapter.conformance._evidence import ExecutionsUnavailable
 from adapter.conformance._probe import CASES, Case, Options, Probe, Restart, Skip
 from adapter.conformance._report import CaseResult, Report
 
@@ -25,6 +26,7 @@ async def check(
     parallel_approval_message: str | None = None,
     restart: Restart | None = None,
     timeout: float = 60.0,
+    executions_url: str | None = None,
 ) -> Report:
     """Run the black-box cases against an AG-UI endpoint and report each one.
 
@@ -39,8 +41,12 @@ async def check(
         restart: Restarts the server and returns once it serves again; without it the
             restart case is skipped.
         timeout: Seconds one request may take.
+        executions_url: The target's test hook, `GET URL?thread=ID` -> `{"executions": N}`: with it, every
+            "ran" and "did not run" verdict is exact instead of read from the events.
     """
-    options = Options(frontend_tool, frontend_message, approval_message, parallel_approval_message, restart)
+    options = Options(
+        frontend_tool, frontend_message, approval_message, parallel_approval_message, restart, executions_url
+    )
     client = Client(target, timeout=timeout)
     probe = Probe(client, options)
     try:
@@ -57,6 +63,8 @@ async def _run(probe: Probe, case: Case) -> CaseResult:
         status, evidence = await case.run(probe)
     except Skip as skip:
         status, evidence = "skip", str(skip)
+    except ExecutionsUnavailable as error:
+        status, evidence = "skip", str(error)
     except httpx.HTTPError as error:
         status, evidence = "fail", f"the request failed: {type(error).__name__}: {error}"
     return CaseResult(case.id, status, evidence, case.rules)
@@ -71,6 +79,7 @@ async def assert_conformant(
     parallel_approval_message: str | None = None,
     restart: Restart | None = None,
     allow: Collection[str] = (),
+    executions_url: str | None = None,
 ) -> Report:
     """The pytest entry point: `check()`, then `ConformanceFailure` (an AssertionError) on any failure.
 
@@ -82,6 +91,7 @@ async def assert_conformant(
         parallel_approval_message: As for `check()`.
         restart: As for `check()`.
         allow: Case ids whose failure the caller accepts (a known limitation); they still show in the report.
+        executions_url: As for `check()`.
 
     Returns:
         The report, when no case outside `allow` failed.
@@ -93,6 +103,7 @@ async def assert_conformant(
         approval_message=approval_message,
         parallel_approval_message=parallel_approval_message,
         restart=restart,
+        executions_url=executions_url,
     )
     report.raise_for_failures(allow=allow)
     return report

@@ -6,6 +6,7 @@ replays them in order, tracking which interrupts (and pending calls) were open w
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class _Walk:
     invalid: list[str] = field(default_factory=list)
     late: list[str] = field(default_factory=list)
     interleaved: list[str] = field(default_factory=list)
+    tentative: Counter[str] = field(default_factory=Counter)
+    """This input's answers: they count once the run accepts them and the interrupt does not stay open."""
 
     def take(self, received: Received) -> None:
         entries = [e for e in received.body.get("resume") or [] if isinstance(e, dict)]
@@ -68,8 +71,7 @@ class _Walk:
         ]
         if self.open and not entries and not answered_by_message:
             self.interleaved.append(f"a new input while {', '.join(sorted(self.open))} was open")
-        for interrupt_id in answered_by_message:
-            self.answers[interrupt_id] += 1
+        self.tentative = Counter(answered_by_message)
         for entry in entries:
             self._entry(entry, received.at)
         for message in fresh:
@@ -84,12 +86,12 @@ class _Walk:
         interrupt = self.issued.get(interrupt_id)
         if interrupt is None:
             return
-        self.answers[interrupt_id] += 1
+        self.tentative[interrupt_id] += 1
         if entry.get("status") != "resolved":
             return
         schema = interrupt.get("responseSchema")
         if isinstance(schema, dict) and not jsonschema.Draft202012Validator(schema).is_valid(entry.get("payload")):
-            self.invalid.append(f"{interrupt_id}: {entry.get('payload')!r}")
+            self.invalid.append(f"{interrupt_id}: {json.dumps(entry.get('payload'))}")
         expires = interrupt.get("expiresAt")
         if isinstance(expires, str) and at > datetime.fromisoformat(expires.replace("Z", "+00:00")):
             self.late.append(interrupt_id)
@@ -97,9 +99,11 @@ class _Walk:
     def _outcome(self, received: Received) -> None:
         outcome = received.outcome()
         if outcome in (None, "error"):
-            return  # a refused input leaves the open interrupts as they were
+            return  # a refused input leaves the open interrupts as they were, and answered nothing
         finished = next(e for e in received.events if e.get("type") == "RUN_FINISHED")
         interrupts = (finished.get("outcome") or {}).get("interrupts") or []
+        reissued = {str(i.get("id")) for i in interrupts}
+        self.answers.update({i: n for i, n in self.tentative.items() if i not in reissued})
         self.issued.update({str(i["id"]): i for i in interrupts})
         self.open = {str(i["id"]) for i in interrupts}
         results = {e.get("toolCallId") for e in received.events if e.get("type") == "TOOL_CALL_RESULT"}
@@ -209,7 +213,8 @@ def _no_resume(after: Received) -> str | None:
 
 
 def _kept_state(after: Received) -> str | None:
-    return None if after.body.get("state") == FINAL_STATE else f"state {after.body.get('state')!r}, not {FINAL_STATE}"
+    state = after.body.get("state")
+    return None if state == FINAL_STATE else f"state {json.dumps(state)}, not {json.dumps(FINAL_STATE)}"
 
 
 def _kept_text(after: Received) -> str | None:
@@ -223,7 +228,7 @@ def _edited(received: list[Received]) -> Check:
         e for e in entries if isinstance(e.get("payload"), dict) and isinstance(e["payload"].get("editedArgs"), dict)
     ]
     if edits:
-        return Check("edited-args", "pass", f"editedArgs {edits[0]['payload']['editedArgs']}")
+        return Check("edited-args", "pass", f"editedArgs {json.dumps(edits[0]['payload']['editedArgs'])}")
     return Check("edited-args", "fail", "no resume entry carried editedArgs")
 
 

@@ -1,19 +1,18 @@
 """What every case shares: the options, the registry, and the two flows most cases start from.
 
-A case is black-box: it sees only what a consumer sees (HTTP status, SSE events). Whether a server
-tool ran is read from its `TOOL_CALL_RESULT`: a result counts as an execution unless it is marked
-as an error (`metadata.error`) or reads as a refusal ("denied", "declined", "cancelled", ...).
+A case is black-box: it sees only what a consumer sees (HTTP status, SSE events), unless the target offers
+the exact channel (`--executions-url`). How the kit tells that a tool ran is in `_evidence`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from typing import Any, NoReturn, TypeAlias
 
-from adapter.conformance._client import Client, Event, Reply, Thread
+from adapter.client import GatedCall, gated_call
+from adapter.conformance._client import Client, Reply, Thread
+from adapter.conformance._evidence import ExecutionCounter, Watch
 from adapter.conformance._report import Status
 
 Verdict: TypeAlias = tuple[Status, str]
@@ -23,8 +22,6 @@ APPROVE = {"approved": True}
 DENY = {"approved": False}
 PERMISSIVE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 """The declared client tool's parameters: any object."""
-
-_REFUSAL = re.compile(r"den(?:y|ied)|declin|reject|cancel|not (?:been )?(?:run|executed|approved)|did not run", re.I)
 
 
 class Skip(Exception):
@@ -40,6 +37,7 @@ class Options:
     approval_message: str
     parallel_approval_message: str | None = None
     restart: Restart | None = None
+    executions_url: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,22 +81,27 @@ class Frontend:
 
 @dataclass(slots=True)
 class Approval:
-    """A run that stopped for approval: the interrupts and the calls they are about."""
+    """A run that stopped for approval: the interrupts and the calls they gate."""
 
     thread: Thread
     reply: Reply
     interrupts: list[dict[str, Any]]
-    calls: dict[str, Event] = field(default_factory=dict)
-    """The TOOL_CALL_START of each interrupt's call, by interrupt id."""
+    gates: dict[str, GatedCall | None] = field(default_factory=dict)
+    """The call each interrupt gates, by interrupt id; None when nothing names or leaves one."""
 
     @property
     def first(self) -> dict[str, Any]:
         """The first interrupt."""
         return self.interrupts[0]
 
-    def call_of(self, interrupt: dict[str, Any]) -> str:
-        """The tool call id an interrupt is about."""
-        return str(interrupt.get("toolCallId"))
+    def gate(self, interrupt: dict[str, Any] | None = None) -> GatedCall | None:
+        """The call an interrupt (the first by default) gates."""
+        return self.gates.get(str((interrupt or self.first).get("id")))
+
+    def call_of(self, interrupt: dict[str, Any] | None = None) -> str | None:
+        """The id of the call an interrupt gates."""
+        gate = self.gate(interrupt)
+        return gate.id if gate else None
 
 
 class Probe:
@@ -107,6 +110,9 @@ class Probe:
     def __init__(self, client: Client, options: Options) -> None:
         self.client = client
         self.options = options
+        self.counter = ExecutionCounter(options.executions_url, client.http) if options.executions_url else None
+        self._setup: dict[str, str] = {}
+        """Messages found not to do what they are for, with what came back instead."""
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -116,47 +122,58 @@ class Probe:
 
     def thread(self) -> Thread:
         """A fresh thread that declares the client tool."""
-        return self.client.thread(self.tools)
+        return self.client.thread(tools=self.tools)
+
+    async def watch(self, thread: Thread, call: GatedCall | None) -> Watch:
+        """Watch `thread` for runs of `call` from now on."""
+        client_calls = {c.id for run in thread.runs for c in run.calls if c.name == self.options.frontend_tool}
+        return await Watch.start(thread, call, self.counter, client_calls)
 
     async def frontend(self) -> Frontend:
         """Send the frontend message on a fresh thread; Skip unless the agent called the client tool."""
+        self._refuse("--frontend-message")
         thread = self.thread()
         reply = await thread.say(self.options.frontend_message)
-        calls = reply.calls(self.options.frontend_tool)
+        calls = [call for call in reply.calls if call.name == self.options.frontend_tool]
         if not calls:
-            raise Skip(f"the frontend message did not call {self.options.frontend_tool} ({reply.ending()})")
-        call_id = str(calls[-1]["toolCallId"])
-        interrupt = next((i for i in reply.interrupts if i.get("toolCallId") == call_id), None)
+            self._fail("--frontend-message", f"did not call {self.options.frontend_tool} ({reply.ending()})")
+        call_id = calls[-1].id
+        interrupt = next((i for i in reply.wire_interrupts if _gates(i, reply, call_id)), None)
         return Frontend(thread, reply, call_id, interrupt)
 
     async def approval(self, message: str | None = None, *, at_least: int = 1) -> Approval:
-        """Send an approval message on a fresh thread; Skip unless the run ends with tool-bound interrupts."""
+        """Send an approval message on a fresh thread; Skip unless it opens approvals of server tools."""
+        flag = "--parallel-approval-message" if message else "--approval-message"
+        self._refuse(flag)
         thread = self.thread()
         reply = await thread.say(message or self.options.approval_message)
-        interrupts = reply.interrupts
+        interrupts = reply.wire_interrupts
         if not interrupts:
-            raise Skip(f"the approval message ended with {reply.ending()}, not an interrupt")
+            self._fail(flag, f"ended with {reply.ending()}, not an interrupt")
+        ids = [call.id for call in reply.calls]
+        answered = {str(result.get("toolCallId")) for result in reply.of("TOOL_CALL_RESULT")}
+        gates = {str(i.get("id")): gated_call(i, ids, answered) for i in interrupts}
+        names = {call.id: call.name for call in reply.calls}
+        client = [g.id for g in gates.values() if g and names.get(g.id) == self.options.frontend_tool]
+        if client:
+            self._fail(flag, f"opened a client-tool interrupt ({self.options.frontend_tool} call {client[0]})")
         if len(interrupts) < at_least:
-            raise Skip(f"the message opened {len(interrupts)} interrupt(s); the case needs {at_least}")
-        starts = {str(event.get("toolCallId")): event for event in reply.calls()}
-        calls = {
-            str(i.get("id")): starts[str(i.get("toolCallId"))] for i in interrupts if i.get("toolCallId") in starts
-        }
-        return Approval(thread, reply, interrupts, calls)
+            self._fail(flag, f"opened {len(interrupts)} approval(s); the case needs {at_least}")
+        return Approval(thread, reply, interrupts, gates)
+
+    def _refuse(self, flag: str) -> None:
+        """Skip at once when an earlier case found that `flag`'s message does not do what it is for."""
+        if flag in self._setup:
+            raise Skip(self._setup[flag])
+
+    def _fail(self, flag: str, what: str) -> NoReturn:
+        self._setup[flag] = f"setup: {flag} {what}, so this case cannot run"
+        raise Skip(self._setup[flag])
 
 
-def executed(result: Event) -> bool:
-    """Whether a TOOL_CALL_RESULT reports that the tool ran (see the module docstring)."""
-    metadata = result.get("metadata")
-    if isinstance(metadata, dict) and metadata.get("error"):
-        return False
-    content = result.get("content")
-    return not _REFUSAL.search(content if isinstance(content, str) else json.dumps(content))
-
-
-def executions(reply: Reply, call_id: str) -> int:
-    """How many of the reply's results for `call_id` report a run of the tool."""
-    return sum(executed(result) for result in reply.results(call_id))
+def _gates(interrupt: dict[str, Any], reply: Reply, call_id: str) -> bool:
+    gate = gated_call(interrupt, [call.id for call in reply.calls])
+    return gate is not None and gate.id == call_id
 
 
 def refused(reply: Reply) -> bool:
@@ -166,7 +183,7 @@ def refused(reply: Reply) -> bool:
 
 def still_open(reply: Reply, interrupt_ids: set[str]) -> bool:
     """True when the run ended with an interrupt outcome that re-issues all of `interrupt_ids`."""
-    return interrupt_ids <= {str(i.get("id")) for i in reply.interrupts}
+    return interrupt_ids <= {str(i.get("id")) for i in reply.wire_interrupts}
 
 
 def held(reply: Reply, interrupt_ids: set[str]) -> Verdict | None:

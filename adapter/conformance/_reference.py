@@ -1,8 +1,11 @@
 """The reference agent: a scripted agent on this adapter that records what a client sends and grades it.
 
 `POST /` runs (the thread's scenario picks which adapter serves it), `GET /scenarios` lists the
-scenarios, `GET /report` grades every thread so far, `DELETE /report` forgets them. Other routes
-(`/capabilities`, `/threads/{id}`) are the default adapter's.
+scenarios, `GET /report` grades every thread so far, `DELETE /report` forgets them (only when the app
+allows it). Other routes (`/capabilities`, `/threads/{id}`) are the default adapter's.
+
+The agent is meant to be left running: a body over `max_body_bytes` is refused as it arrives, and the
+recording keeps at most `max_threads` threads and `max_inputs` inputs a thread, forgetting the oldest first.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter import Adapter, create_app
-from adapter.conformance._client import parse_sse
+from adapter._errors import CONTENT_TOO_LARGE
+from adapter.client import parse_sse
 from adapter.conformance._grader import Received, grade
 from adapter.conformance._scenarios import (
     BY_ID,
@@ -34,25 +38,55 @@ from adapter.conformance._scenarios import (
 
 @dataclass
 class Recording:
-    """Every thread the agent served: its scenario and the inputs it received."""
+    """The threads the agent served: each one's scenario and the inputs it received, bounded.
+
+    At most `max_threads` threads are kept, and `max_inputs` inputs a thread; past either bound the oldest
+    thread (or the thread's oldest input) is forgotten first.
+    """
 
     scenarios: dict[str, str] = field(default_factory=dict)
     threads: dict[str, list[Received]] = field(default_factory=dict)
+    max_threads: int = 500
+    max_inputs: int = 40
 
     def report(self) -> dict[str, object]:
         """The graded report."""
         return grade((self.scenarios[thread], received) for thread, received in self.threads.items())
 
+    def add(self, thread: str, scenario: str) -> None:
+        """Start recording a thread, forgetting the oldest ones past `max_threads`."""
+        self.scenarios[thread] = scenario
+        while len(self.scenarios) > self.max_threads:
+            oldest = next(iter(self.scenarios))
+            del self.scenarios[oldest]
+            self.threads.pop(oldest, None)
+
+    def take(self, thread: str, received: Received) -> None:
+        """Record one input, forgetting the thread's oldest past `max_inputs`."""
+        inputs = self.threads.setdefault(thread, [])
+        inputs.append(received)
+        del inputs[: max(0, len(inputs) - self.max_inputs)]
+
+    def clear(self) -> None:
+        """Forget every thread."""
+        self.scenarios.clear()
+        self.threads.clear()
+
 
 class _Recorder:
     """The run route: records the input, routes it to the scenario's adapter, records what streams back."""
 
-    def __init__(self, recording: Recording, apps: dict[str, ASGIApp]) -> None:
+    def __init__(self, recording: Recording, apps: dict[str, ASGIApp], max_body_bytes: int) -> None:
         self.recording = recording
         self.apps = apps
+        self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        body = await _read(receive)
+        body = await _read(scope, receive, self.max_body_bytes)
+        if body is None:
+            error = {"code": CONTENT_TOO_LARGE, "message": f"The body exceeds {self.max_body_bytes} bytes."}
+            await JSONResponse({"error": error}, status_code=413)(scope, receive, send)
+            return
         try:
             parsed = json.loads(body)
         except ValueError:
@@ -80,7 +114,7 @@ class _Recorder:
 
         await app(scope, replay, tee)
         if received is not None:
-            received.events = parse_sse(b"".join(chunks))[0] if received.status == 200 else []
+            received.events = parse_sse(b"".join(chunks)).events if received.status == 200 else []
 
     def _record(self, body: dict[str, object]) -> Received | None:
         thread = str(body.get("threadId"))
@@ -88,23 +122,37 @@ class _Recorder:
             scenario = pick(body)
             if scenario is None:
                 return None
-            self.recording.scenarios[thread] = scenario
+            self.recording.add(thread, scenario)
         received = Received(body, datetime.now(UTC))
-        self.recording.threads.setdefault(thread, []).append(received)
+        self.recording.take(thread, received)
         return received
 
 
-async def _read(receive: Receive) -> bytes:
-    chunks = []
+async def _read(scope: Scope, receive: Receive, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed `limit` bytes (declared or counted as it arrives)."""
+    declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
     while True:
         message = await receive()
-        chunks.append(message.get("body", b""))
+        body += message.get("body", b"")
+        if len(body) > limit:
+            return None
         if not message.get("more_body", False):
-            return b"".join(chunks)
+            return bytes(body)
 
 
-def create_reference_app(recording: Recording | None = None) -> Starlette:
-    """The reference agent as an ASGI app: run it with uvicorn, or `python -m adapter.conformance serve`."""
+def create_reference_app(
+    recording: Recording | None = None, *, allow_reset: bool = False, max_body_bytes: int = 1_048_576
+) -> Starlette:
+    """The reference agent as an ASGI app: run it with uvicorn, or `python -m adapter.conformance serve`.
+
+    Args:
+        recording: Where the threads are recorded; a fresh, bounded `Recording` by default.
+        allow_reset: Let `DELETE /report` forget every thread (otherwise it gets 405).
+        max_body_bytes: Largest run body read; a larger one gets 413 as soon as it is known to be larger.
+    """
     recording = recording if recording is not None else Recording()
     backend = ReferenceBackend(recording.scenarios)
 
@@ -123,13 +171,14 @@ def create_reference_app(recording: Recording | None = None) -> Starlette:
 
     async def report(request: Request) -> Response:
         if request.method == "DELETE":
-            recording.scenarios.clear()
-            recording.threads.clear()
+            if not allow_reset:
+                return JSONResponse({"error": "DELETE /report needs --allow-reset"}, status_code=405)
+            recording.clear()
         return JSONResponse(recording.report())
 
     return Starlette(
         routes=[
-            Route("/", _Recorder(recording, apps), methods=["POST"]),
+            Route("/", _Recorder(recording, apps, max_body_bytes), methods=["POST"]),
             Route("/scenarios", scenarios),
             Route("/report", report, methods=["GET", "DELETE"]),
             Mount("/", apps["default"]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import xml.etree.ElementTree as ElementTree
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -70,6 +71,35 @@ class Report:
     def write_json(self, path: str | Path) -> None:
         """Write the JSON report to `path`."""
         Path(path).write_text(json.dumps(self.as_json(), indent=2) + "\n", encoding="utf-8")
+
+    def junit(self) -> str:
+        """JUnit XML, one test case per kit case: `fail` fails, `skip` skips, `warn` passes with its evidence."""
+        counts = {s: sum(case.status == s for case in self.cases) for s in _COLOURS}
+        suite = ElementTree.Element(
+            "testsuite",
+            name="ag-ui-conformance",
+            tests=str(len(self.cases)),
+            failures=str(counts["fail"]),
+            skipped=str(counts["skip"]),
+            errors="0",
+        )
+        ElementTree.SubElement(
+            ElementTree.SubElement(suite, "properties"), "property", name="target", value=self.target
+        )
+        for case in self.cases:
+            element = ElementTree.SubElement(suite, "testcase", classname="ag-ui-conformance", name=case.id)
+            if case.status == "fail":
+                ElementTree.SubElement(element, "failure", message=case.evidence).text = case.detail
+            elif case.status == "skip":
+                ElementTree.SubElement(element, "skipped", message=case.evidence)
+            ElementTree.SubElement(element, "system-out").text = f"{case.status.upper()}: {case.detail}"
+        suites = ElementTree.Element("testsuites")
+        suites.append(suite)
+        return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
+
+    def write_junit(self, path: str | Path) -> None:
+        """Write the JUnit XML report to `path`."""
+        Path(path).write_text(self.junit(), encoding="utf-8")
 
     def raise_for_failures(self, *, allow: Collection[str] = ()) -> None:
         """Raise `ConformanceFailure` naming every failing case, except the case ids in `allow`.

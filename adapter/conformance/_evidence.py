@@ -1,0 +1,142 @@
+"""Whether a gated tool ran: counted exactly through `--executions-url`, or read from what a client sees.
+
+Black-box, a run is seen through, in order: a `TOOL_CALL_RESULT` for the gated call (found through the
+interrupt's `toolCallId`, through metadata that links the interrupt to a call, or as the only call left open);
+failing that, a new tool message for it in a `MESSAGES_SNAPSHOT`; failing that, when no call can be named,
+a new result for any server call, inferred to be the gated one. A result counts as an execution unless it is
+marked as an error or reads as a refusal ("denied", "declined", "cancelled", ...).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from adapter.client import GatedCall, Run, Thread
+
+_REFUSAL = re.compile(r"den(?:y|ied)|declin|reject|cancel|not (?:been )?(?:run|executed|approved)|did not run", re.I)
+
+
+class ExecutionsUnavailable(Exception):
+    """`--executions-url` did not answer `{"executions": N}`."""
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionCounter:
+    """The exact channel: `GET URL?thread=ID` answers `{"executions": N}`, the thread's server-side executions."""
+
+    url: str
+    http: httpx.AsyncClient
+
+    async def count(self, thread_id: str) -> int:
+        """The thread's executions so far."""
+        try:
+            response = await self.http.get(self.url, params={"thread": thread_id})
+            count = response.json().get("executions") if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as error:
+            raise ExecutionsUnavailable(f"--executions-url failed: {type(error).__name__}") from error
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise ExecutionsUnavailable(f"--executions-url answered HTTP {response.status_code}, not executions")
+        return count
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """How many times the gated tool ran, and what says so."""
+
+    count: int
+    evidence: str
+    exact: bool
+
+    def __str__(self) -> str:
+        return self.evidence
+
+
+def executed(result: Mapping[str, Any]) -> bool:
+    """Whether a TOOL_CALL_RESULT (or a tool message) reports that the tool ran (see the module docstring)."""
+    metadata = result.get("metadata")
+    if result.get("error") or (isinstance(metadata, dict) and metadata.get("error")):
+        return False
+    content = result.get("content")
+    return not _REFUSAL.search(content if isinstance(content, str) else json.dumps(content))
+
+
+@dataclass(slots=True)
+class Watch:
+    """Watches one thread from now on for runs of a gated call."""
+
+    thread_id: str
+    call: GatedCall | None
+    known: set[str]
+    """Tool messages and results seen before: a snapshot that repeats them shows nothing new."""
+    client_calls: set[str] = field(default_factory=set)
+    counter: ExecutionCounter | None = None
+    before: int = 0
+
+    @classmethod
+    async def start(
+        cls,
+        thread: Thread,
+        call: GatedCall | None,
+        counter: ExecutionCounter | None,
+        client_calls: Collection[str] = (),
+    ) -> Watch:
+        """A watch on `thread` that counts runs of `call` from this point on."""
+        known = {str(m.get("id")) for m in thread.messages if m.get("role") == "tool"}
+        known |= {str(r.get("messageId")) for run in thread.runs for r in run.of("TOOL_CALL_RESULT")}
+        before = await counter.count(thread.id) if counter is not None else 0
+        return cls(thread.id, call, known, set(client_calls), counter, before)
+
+    async def ran(self, *replies: Run) -> Ran:
+        """How many runs `replies` show: exact with the counter, else from the events."""
+        if self.counter is not None:
+            count = await self.counter.count(self.thread_id) - self.before
+            return Ran(count, f"{count} execution(s) on the thread (--executions-url, exact)", True)
+        known = set(self.known)
+        seen = []
+        for reply in replies:  # a result message reported again (same messageId) is not a new run
+            seen.append(self._seen(reply))
+            self.known |= {str(r.get("messageId")) for r in reply.of("TOOL_CALL_RESULT")}
+        self.known = known
+        count = sum(n for n, _ in seen)
+        return Ran(count, "; ".join(dict.fromkeys(how for _, how in seen)), False)
+
+    def _seen(self, reply: Run) -> tuple[int, str]:
+        if self.call is None:
+            return self._unnamed(reply)
+        found = "" if self.call.how == "toolCallId" else f", found through {self.call.how}"
+        found += ", inferred" if self.call.inferred else ""
+        results = [r for r in reply.results(self.call.id) if str(r.get("messageId")) not in self.known]
+        if results:
+            return sum(map(executed, results)), f"TOOL_CALL_RESULT for {self.call.id}{found}"
+        messages = [
+            m
+            for m in _snapshot_tools(reply)
+            if m.get("toolCallId") == self.call.id and str(m.get("id")) not in self.known
+        ]
+        if messages:
+            return sum(map(executed, messages)), f"a tool message for {self.call.id} in MESSAGES_SNAPSHOT{found}"
+        return 0, f"no result for {self.call.id} in the events{found}"
+
+    def _unnamed(self, reply: Run) -> tuple[int, str]:
+        """No call to look for: any new result for a server call is taken as the gated call's (inferred)."""
+        results: list[Mapping[str, Any]] = [r for r in reply.of("TOOL_CALL_RESULT") if self._new(r, "messageId")]
+        results = results or [m for m in _snapshot_tools(reply) if self._new(m, "id")]
+        if not results:
+            return 0, "no tool result (the interrupt names no call; inferred)"
+        ids = ", ".join(sorted({str(r.get("toolCallId")) for r in results}))
+        return sum(map(executed, results)), f"a result for {ids}, inferred to be the gated call's"
+
+    def _new(self, message: Mapping[str, Any], key: str) -> bool:
+        return str(message.get(key)) not in self.known and message.get("toolCallId") not in self.client_calls
+
+
+def _snapshot_tools(reply: Run) -> list[Mapping[str, Any]]:
+    snapshots = reply.of("MESSAGES_SNAPSHOT")
+    messages = snapshots[-1].get("messages") if snapshots else None
+    return [m for m in messages or [] if isinstance(m, Mapping) and m.get("role") == "tool"]
