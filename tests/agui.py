@@ -15,6 +15,9 @@ from ag_ui.encoder import EventEncoder
 from ag_ui_validate.pytest_plugin import validate_agui
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from adapter.client import AGUIClient, fold_messages
+from adapter.client import parse_sse as client_parse_sse
+
 _EVENT = TypeAdapter(Event)
 TERMINAL = frozenset({"RUN_FINISHED", "RUN_ERROR"})
 
@@ -31,39 +34,17 @@ _OPEN_BY_EVENT = {
 
 
 def parse_sse(body: bytes) -> tuple[list[dict[str, Any]], list[str], list[str]]:
-    """Split an SSE body into events, comments and framing problems (TRANS-3/4/7)."""
-    problems: list[str] = []
-    if b"\r" in body:
-        problems.append("CR in the body: frames must be LF-only")
-    text = body.decode("utf-8", errors="replace").replace("\r", "")
-    frames = text.split("\n\n")
-    if frames[-1]:
-        problems.append(f"trailing partial frame: {frames[-1][:80]!r}")
-    events: list[dict[str, Any]] = []
-    comments: list[str] = []
-    for index, frame in enumerate(frames[:-1]):
-        data: list[str] = []
-        for line in frame.split("\n"):
-            if line.startswith(":"):
-                comments.append(line[1:].strip())
-            elif line.startswith("data:"):
-                data.append(line[5:].removeprefix(" "))
-            elif line:
-                problems.append(f"frame {index}: unexpected line {line[:80]!r}")
-        if not data:
-            continue
-        if len(data) > 1:
-            problems.append(f"frame {index}: {len(data)} data lines; one event is one line")
-        try:
-            event = json.loads("\n".join(data))
-        except ValueError:
-            problems.append(f"frame {index}: data is not JSON: {data[0][:80]!r}")
-            continue
-        if not isinstance(event, dict):
-            problems.append(f"frame {index}: data is not one JSON object")
-            continue
-        events.append(event)
-    return events, comments, problems
+    """Split an SSE body into events, comments and framing problems (TRANS-3/4/7), through `adapter.client`.
+
+    Stricter than the client, for this adapter's own streams: one data line per event, and no other fields.
+    """
+    parsed = client_parse_sse(body)
+    problems = list(parsed.problems)
+    for frame in parsed.frames:
+        problems += [f"frame {frame.index}: unexpected line {line[:80]!r}" for line in frame.strange]
+        if len(frame.data) > 1:
+            problems.append(f"frame {frame.index}: {len(frame.data)} data lines; one event is one line")
+    return parsed.events, parsed.comments, problems
 
 
 def nulls_in(value: Any, path: str = "", *, event_type: str | None = None) -> list[str]:
@@ -361,41 +342,8 @@ class Reply:
 
 
 def apply_events(messages: Sequence[Mapping[str, Any]], events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The conversation as a client holds it after applying `events` to `messages`."""
-    history = [dict(message) for message in messages]
-    by_id = {message["id"]: message for message in history}
-    calls: dict[str, dict[str, Any]] = {}
-
-    def assistant(message_id: str) -> dict[str, Any]:
-        if message_id not in by_id:
-            by_id[message_id] = {"id": message_id, "role": "assistant"}
-            history.append(by_id[message_id])
-        return by_id[message_id]
-
-    for event in events:
-        kind = event["type"]
-        if kind == "MESSAGES_SNAPSHOT":
-            history = [dict(message) for message in event["messages"]]
-            by_id = {message["id"]: message for message in history}
-        elif kind == "TEXT_MESSAGE_START":
-            assistant(event["messageId"])
-        elif kind == "TEXT_MESSAGE_CONTENT":
-            message = assistant(event["messageId"])
-            message["content"] = message.get("content", "") + event["delta"]
-        elif kind == "TOOL_CALL_START":
-            call = {"id": event["toolCallId"], "type": "function", "function": {"name": event["toolCallName"]}}
-            call["function"]["arguments"] = ""
-            calls[event["toolCallId"]] = call
-            parent = assistant(event.get("parentMessageId") or new_id("assistant"))
-            parent.setdefault("toolCalls", []).append(call)
-        elif kind == "TOOL_CALL_ARGS":
-            calls[event["toolCallId"]]["function"]["arguments"] += event["delta"]
-        elif kind == "TOOL_CALL_RESULT":
-            message = {"id": event["messageId"], "role": "tool", "toolCallId": event["toolCallId"]}
-            message["content"] = event["content"]
-            by_id[message["id"]] = message
-            history.append(message)
-    return history
+    """The conversation as a client holds it after applying `events` to `messages` (`adapter.client`)."""
+    return fold_messages(messages, events)
 
 
 class Client:
@@ -404,16 +352,18 @@ class Client:
     def __init__(self, http: httpx.AsyncClient, base_url: str) -> None:
         self.http = http
         self.base_url = base_url
+        self.agui = AGUIClient(base_url + "/", http=http, strict=False)
 
     async def post(self, body: Mapping[str, Any] | bytes, *, resumed: bool = False, clean: bool = True) -> Reply:
-        """POST one input; a 200 stream gets the baseline assertions unless `clean` is False."""
-        content = body if isinstance(body, bytes) else json.dumps(body).encode()
-        headers = {"content-type": "application/json", "accept": "text/event-stream"}
-        async with self.http.stream("POST", self.base_url + "/", content=content, headers=headers) as response:
-            raw = b"".join([chunk async for chunk in response.aiter_raw()])
-        reply = Reply(response.status_code, response.headers, raw)
-        if response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream"):
-            reply.events = assert_clean_stream(raw, resumed=resumed) if clean else parse_sse(raw)[0]
+        """POST one input through `adapter.client`; a 200 stream gets the baseline assertions unless not `clean`."""
+        run = await self.agui.run(body)
+        reply = Reply(run.status, run.headers, run.body)
+        if run.is_stream:
+            if clean:
+                assert run.problems == [], run.problems
+                reply.events = assert_clean_stream(run.body, resumed=resumed)
+            else:
+                reply.events = run.wire
         return reply
 
     async def get(self, path: str) -> httpx.Response:

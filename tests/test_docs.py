@@ -19,6 +19,8 @@ import httpx
 import pytest
 from served_demo import serve_demo
 
+from adapter.client import parse_sse
+
 if TYPE_CHECKING:
     from conftest import Serve
 
@@ -43,7 +45,7 @@ def first_block(text: str, language: str) -> str:
 
 
 def events(body: str) -> list[dict[str, object]]:
-    return [json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: ")]
+    return list(parse_sse(body.encode()).events)
 
 
 def text_of(evts: list[dict[str, object]]) -> str:

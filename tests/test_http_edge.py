@@ -26,6 +26,7 @@ from starlette.routing import Mount
 from starlette.types import Message
 
 from adapter import create_app
+from adapter.client import parse_sse
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
 
@@ -76,7 +77,7 @@ async def client(client_for: Callable[..., httpx.AsyncClient]) -> AsyncIterator[
 
 
 def events_of(response: httpx.Response) -> list[dict[str, Any]]:
-    return [json.loads(frame[len("data: ") :]) for frame in response.text.split("\n\n") if frame.startswith("data: ")]
+    return parse_sse(response.content).events
 
 
 def body_with_user_text(escaped: str) -> str:

@@ -253,8 +253,9 @@ def run_input(thread_id: str, messages: list[dict[str, Any]], **extra: Any) -> d
 
 
 def events_of(raw: bytes) -> list[dict[str, Any]]:
-    frames = raw.decode().split("\n\n")
-    return [json.loads(frame.removeprefix("data: ")) for frame in frames if frame.startswith("data: ")]
+    from adapter.client import parse_sse  # here, as the adapter's imports are: the baseline server runs without it
+
+    return parse_sse(raw).events
 
 
 def outcome_of(events: list[dict[str, Any]]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pytest
 from agui import assert_clean_stream, resolved, run_input, user
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, cards
 
+from adapter.client import parse_sse
 from examples.demo import build_app
 from examples.demo_agent import HELP
 from examples.meeting_room import MEETING_FORM
@@ -81,7 +82,7 @@ async def test_the_demo_refuses_a_refund_edited_to_a_negative_amount(tmp_path: P
         refused = await http.post("/agui/", json=run_input("t-refund", [], resume=[resolved(approval["id"], edited)]))
         still = (await http.get("/agui/threads/t-refund")).json()
 
-    error = [json.loads(line[6:]) for line in refused.text.splitlines() if line.startswith("data: ")][-1]
+    error = parse_sse(refused.content).events[-1]
     assert (error["type"], error["code"]) == ("RUN_ERROR", "RESUME_PAYLOAD_INVALID")
     assert "/amount: -5 is less than or equal to the minimum of 0" in error["message"]
     assert still["interrupts"] == [approval]

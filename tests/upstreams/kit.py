@@ -15,6 +15,8 @@ from typing import Any
 import httpx
 from externals import framework_python, missing_framework
 
+from adapter.client import SSEDecoder
+
 
 @dataclass
 class Exchange:
@@ -32,16 +34,13 @@ class Exchange:
 class _Tee(httpx.AsyncByteStream):
     stream: httpx.AsyncByteStream
     exchange: Exchange
-    buffer: bytes = b""
+    decoder: SSEDecoder = field(default_factory=SSEDecoder)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self.stream:
-            self.buffer += chunk
-            *frames, self.buffer = self.buffer.split(b"\n\n")
-            for frame in frames:
-                for line in frame.decode().splitlines():
-                    if line.startswith("data:"):
-                        self.exchange.events.append(json.loads(line[5:]))
+            for frame in self.decoder.feed(chunk):
+                if frame.text is not None:
+                    self.exchange.events.append(json.loads(frame.text))
             yield chunk
 
     async def aclose(self) -> None:
