@@ -1,0 +1,260 @@
+"""adapter.client: lifecycle checks as it reads, messages kept as a client keeps them, chunks read as the adapter
+reads them, interrupts and pendingToolCallIds, and resume helpers, against hand-made streams and the demo."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import ResumeEntry, TextMessageContentEvent, ToolCallChunkEvent
+from hypothesis import given
+from hypothesis import strategies as st
+
+import adapter.client
+from adapter._errors import BackendError
+from adapter._types import ToolCall
+from adapter.backends._upstream_events import EventReader
+from adapter.client import (
+    AGUIClient,
+    CallReader,
+    ProtocolError,
+    RequestRefused,
+    approved,
+    cancelled,
+    denied,
+    fold_messages,
+    gated_call,
+    parse_sse,
+    resolved,
+)
+from examples.demo import build_app
+
+STARTED = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
+FINISHED = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+INPUT = {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [], "state": {}, "forwardedProps": {}}
+
+
+def sse(*events: dict[str, Any] | str) -> bytes:
+    return "".join(e if isinstance(e, str) else f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+
+def serving(body: bytes, status: int = 200, content_type: str = "text/event-stream") -> AGUIClient:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(status, content=body, headers={"content-type": content_type})
+
+    http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    return AGUIClient("http://agent.test/", http=http)
+
+
+def demo(tmp_path: Path, frontend_outcome: Any = "interrupt") -> Any:
+    app = build_app(str(tmp_path / "demo.db"), frontend_outcome=frontend_outcome)
+    return next(route.app for route in app.routes if getattr(route, "path", "") == "/agui")
+
+
+TEXT = [
+    {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Hi"},
+    {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+]
+
+
+@pytest.mark.parametrize(
+    ("body", "rule"),
+    [
+        pytest.param(sse(*TEXT, FINISHED), "LIFE-1", id="no-run-started"),
+        pytest.param(sse(STARTED, STARTED, FINISHED), "LIFE-1", id="two-run-started"),
+        pytest.param(sse(STARTED, *TEXT), "LIFE-3", id="no-terminal-event"),
+        pytest.param(sse(STARTED, FINISHED, *TEXT), "LIFE-3", id="event-after-terminal"),
+        pytest.param(sse(STARTED, FINISHED, {"type": "RUN_ERROR", "message": "x"}), "LIFE-3", id="two-terminals"),
+        pytest.param(sse(STARTED, *TEXT[:2], FINISHED), "LIFE-4", id="text-open-at-finish"),
+        pytest.param(
+            sse(STARTED, {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"}, FINISHED),
+            "LIFE-4",
+            id="call-open-at-finish",
+        ),
+        pytest.param(sse(STARTED, {"type": "TOOL_CALL_END", "toolCallId": "c"}, FINISHED), "LIFE-4", id="end-unopened"),
+        pytest.param(sse({**STARTED, "runId": "other"}, FINISHED), "LIFE-2", id="another-runs-ids"),
+        pytest.param(sse(STARTED) + b"data: {not json\n\n" + sse(FINISHED), "TRANS-3", id="not-json"),
+        pytest.param(sse(STARTED, FINISHED).replace(b"\n", b"\r\n"), "TRANS-3", id="crlf"),
+        pytest.param(sse(STARTED) + b'data: {"type": "RUN_FINISHED"', "TRANS-4", id="partial-frame"),
+        pytest.param(b"", "LIFE-1", id="empty"),
+    ],
+)
+async def test_a_broken_stream_is_named_with_its_rule(body: bytes, rule: str) -> None:
+    async with serving(body) as client:
+        with pytest.raises(ProtocolError, match=rule) as raised:
+            await client.run(INPUT)
+        assert raised.value.run.problems
+
+        client.strict = False
+        run = await client.run(INPUT)
+        assert any(rule in problem for problem in run.problems), run.problems
+
+        client.strict = True
+        with pytest.raises(ProtocolError, match=rule):
+            async for _ in client.stream(INPUT):
+                pass
+
+
+async def test_a_clean_stream_yields_parsed_events_and_no_problem() -> None:
+    async with serving(sse(STARTED, *TEXT, FINISHED)) as client:
+        events = [event async for event in client.stream(INPUT)]
+        run = await client.run(INPUT)
+
+    assert [event.type for event in events] == ["RUN_STARTED", *(e["type"] for e in TEXT), "RUN_FINISHED"]
+    assert isinstance(events[2], TextMessageContentEvent)
+    assert run.problems == run.invalid == []
+    assert run.text == "Hi" and run.outcome == {"type": "success"}
+
+
+async def test_an_answer_without_a_stream_is_refused_or_returned() -> None:
+    body = json.dumps({"error": {"code": "INVALID_INPUT"}}).encode()
+    async with serving(body, status=422, content_type="application/json") as client:
+        with pytest.raises(RequestRefused, match="HTTP 422"):
+            await client.run(INPUT)
+        client.strict = False
+        run = await client.run(INPUT)
+
+    assert (run.status, run.is_stream, run.ending()) == (422, False, "HTTP 422")
+    assert json.loads(run.body)["error"]["code"] == "INVALID_INPUT"
+
+
+def test_messages_fold_as_a_client_keeps_them() -> None:
+    before = [{"id": "u0", "role": "user", "content": "old"}]
+    events = [
+        STARTED,
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u1", "role": "user", "content": "refund A1"}]},
+        {"type": "TEXT_MESSAGE_CHUNK", "messageId": "a1", "delta": "Sure, "},
+        {"type": "TEXT_MESSAGE_CHUNK", "delta": "refunding."},
+        {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "refund", "parentMessageId": "a1", "delta": "{"},
+        {"type": "TOOL_CALL_CHUNK", "delta": '"id": "A1"}'},
+        {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1", "content": "done"},
+        {"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "navigate", "parentMessageId": "a2"},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c2", "delta": "{}"},
+        {"type": "TOOL_CALL_END", "toolCallId": "c2"},
+        FINISHED,
+    ]
+
+    assert fold_messages(before, events) == [
+        {"id": "u1", "role": "user", "content": "refund A1"},
+        {
+            "id": "a1",
+            "role": "assistant",
+            "content": "Sure, refunding.",
+            "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "refund", "arguments": '{"id": "A1"}'}}],
+        },
+        {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "done"},
+        {
+            "id": "a2",
+            "role": "assistant",
+            "toolCalls": [{"id": "c2", "type": "function", "function": {"name": "navigate", "arguments": "{}"}}],
+        },
+    ]
+    assert before == [{"id": "u0", "role": "user", "content": "old"}], "the input is not changed"
+
+
+def test_a_snapshot_can_leave_server_roles_out() -> None:
+    snapshot = {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "x", "role": "activity", "content": {}}]}
+
+    assert fold_messages([], [snapshot]) == [{"id": "x", "role": "activity", "content": {}}]
+    assert fold_messages([], [snapshot], drop_roles=adapter.client.SERVER_ROLES) == []
+
+
+CHUNK = st.fixed_dictionaries(
+    {
+        "toolCallId": st.sampled_from([None, "a", "b"]),
+        "toolCallName": st.sampled_from([None, "f", "g"]),
+        "delta": st.sampled_from([None, "", "{", '"x": 1', "}"]),
+    }
+)
+OTHER = st.just(None)
+
+
+@given(st.lists(st.one_of(CHUNK, OTHER), max_size=12))
+def test_chunks_are_read_as_the_adapter_reads_them(steps: Sequence[dict[str, Any] | None]) -> None:
+    reader, client = EventReader(engine_tools=frozenset({"f", "g"})), CallReader()
+    made: list[tuple[str, str, str]] = []
+    try:
+        for step in [*steps, None]:  # any other event ends a chunked call
+            event = ToolCallChunkEvent(**_snake(step)) if step else TextMessageContentEvent(message_id="m", delta="x")
+            client.feed(event.model_dump(by_alias=True, exclude_none=True))
+            made += [(i.id, i.name, i.arguments) for i in reader.feed(event) if isinstance(i, ToolCall)]
+    except BackendError:
+        assert client.problems, "the client accepted what the adapter refuses"
+        return
+    assert not client.problems, "the client refused what the adapter accepts"
+    assert [(c.id, c.name, c.arguments or "{}") for c in client.calls] == made
+    assert all(call.chunked and call.ended for call in client.calls)
+
+
+def _snake(step: dict[str, Any]) -> dict[str, Any]:
+    names = {"toolCallId": "tool_call_id", "toolCallName": "tool_call_name", "delta": "delta"}
+    return {names[key]: value for key, value in step.items()}
+
+
+def test_the_resume_helpers_write_valid_resume_entries() -> None:
+    interrupt = {"id": "int-1", "reason": "tool_call", "toolCallId": "c1"}
+    entries = [
+        resolved("int-1", {"path": "/settings"}),
+        approved(interrupt, edited_args={"order_id": "A1", "amount": 2}),
+        denied(interrupt),
+        cancelled(interrupt),
+    ]
+
+    assert [ResumeEntry.model_validate(entry).interrupt_id for entry in entries] == ["int-1"] * 4
+    assert entries[1]["payload"] == {"approved": True, "editedArgs": {"order_id": "A1", "amount": 2}}
+    assert entries[2]["payload"] == {"approved": False}
+    assert entries[3] == {"interruptId": "int-1", "status": "cancelled"}
+
+
+def test_the_gated_call_is_found_through_each_channel() -> None:
+    adk = {"id": "i", "toolCallId": "confirm-1", "metadata": {"adk": {"originalFunctionCall": {"id": "c1"}}}}
+
+    assert gated_call({"id": "i", "toolCallId": "c1"}, ["c1", "c2"]) == adapter.client.GatedCall("c1", "toolCallId")
+    assert gated_call(adk, ["c1", "confirm-1"]) == adapter.client.GatedCall("c1", "metadata")
+    only = gated_call({"id": "i"}, ["c1", "c2"], answered={"c1"})
+    assert only is not None and (only.id, only.inferred) == ("c2", True)
+    assert gated_call({"id": "i"}, ["c1", "c2"]) is None
+
+
+async def test_the_client_drives_the_demo_through_an_approval_with_edits(tmp_path: Path) -> None:
+    async with AGUIClient(demo(tmp_path)) as client:
+        thread = client.thread()
+        opened = await thread.say("refund order A100")
+        (interrupt,) = opened.interrupts
+        done = await thread.resume(approved(interrupt, edited_args={"order_id": "A100", "amount": 3.5}))
+
+    assert interrupt.tool_call_id == opened.calls[-1].id and opened.calls[-1].name == "refund_order"
+    (result,) = done.results(str(interrupt.tool_call_id))
+    assert json.loads(result["content"])["refunded"] == 3.5
+    assert thread.interrupts == [] and thread.runs == [opened, done]
+    assert [m["role"] for m in thread.messages][-2:] == ["tool", "assistant"]
+    assert "refunded" in thread.messages[-1]["content"]
+
+
+@pytest.mark.parametrize("outcome", ["interrupt", "pending"])
+async def test_the_client_exposes_a_client_tool_call_either_way(tmp_path: Path, outcome: str) -> None:
+    navigate = {"name": "navigate", "description": "Go.", "parameters": {"type": "object", "properties": {}}}
+    async with AGUIClient(demo(tmp_path, outcome)) as client:
+        thread = client.thread(tools=[navigate])
+        run = await thread.say("go to settings")
+        call = run.calls[-1]
+        if outcome == "interrupt":
+            assert [i.tool_call_id for i in thread.interrupts] == [call.id]
+            after = await thread.resume(cancelled(thread.interrupts[0]))
+        else:
+            assert thread.pending_tool_call_ids == [call.id] and thread.interrupts == []
+            after = await thread.answer(call.id, {"ok": True})
+
+    assert call.name == "navigate" and after.outcome is not None and after.error is None
+
+
+def test_parse_sse_keeps_comments_and_strange_lines_apart() -> None:
+    parsed = parse_sse(b": keep-alive\n\nevent: x\nretry: 5\nbogus\ndata: " + json.dumps(STARTED).encode() + b"\n\n")
+
+    assert parsed.events == [STARTED] and parsed.comments == ["keep-alive"] and parsed.problems == []
+    assert parsed.frames[1].strange == ["bogus"]
