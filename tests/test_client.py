@@ -123,6 +123,9 @@ async def test_an_answer_without_a_stream_is_refused_or_returned() -> None:
     assert json.loads(run.body)["error"]["code"] == "INVALID_INPUT"
 
 
+REFUND_ARGS = '{"id": "A1"}'
+
+
 def test_messages_fold_as_a_client_keeps_them() -> None:
     before = [{"id": "u0", "role": "user", "content": "old"}]
     events = [
@@ -130,7 +133,13 @@ def test_messages_fold_as_a_client_keeps_them() -> None:
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u1", "role": "user", "content": "refund A1"}]},
         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "a1", "delta": "Sure, "},
         {"type": "TEXT_MESSAGE_CHUNK", "delta": "refunding."},
-        {"type": "TOOL_CALL_CHUNK", "toolCallId": "c1", "toolCallName": "refund", "parentMessageId": "a1", "delta": "{"},
+        {
+            "type": "TOOL_CALL_CHUNK",
+            "toolCallId": "c1",
+            "toolCallName": "refund",
+            "parentMessageId": "a1",
+            "delta": "{",
+        },
         {"type": "TOOL_CALL_CHUNK", "delta": '"id": "A1"}'},
         {"type": "TOOL_CALL_RESULT", "messageId": "t1", "toolCallId": "c1", "content": "done"},
         {"type": "TOOL_CALL_START", "toolCallId": "c2", "toolCallName": "navigate", "parentMessageId": "a2"},
@@ -145,7 +154,7 @@ def test_messages_fold_as_a_client_keeps_them() -> None:
             "id": "a1",
             "role": "assistant",
             "content": "Sure, refunding.",
-            "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "refund", "arguments": '{"id": "A1"}'}}],
+            "toolCalls": [{"id": "c1", "type": "function", "function": {"name": "refund", "arguments": REFUND_ARGS}}],
         },
         {"id": "t1", "role": "tool", "toolCallId": "c1", "content": "done"},
         {
