@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def failing_checks(scenario: dict[str, Any]) -> set[str]:
 
 
 async def play(client: Client, scenario: str) -> tuple[Thread, Reply]:
-    thread = client.thread(TOOLS)
+    thread = client.thread(tools=TOOLS)
     return thread, await thread.say(f"scenario: {scenario}")
 
 
@@ -53,11 +53,11 @@ async def test_a_client_that_keeps_the_rules_passes_every_scenario_it_plays() ->
     client = Client(create_reference_app(recording))
 
     thread, reply = await play(client, "parallel")
-    await thread.resume(*[resolved(i["id"], {"opened": "x"}) for i in reply.interrupts])
+    await thread.resume(*[resolved(i, {"opened": "x"}) for i in reply.interrupts])
     thread, reply = await play(client, "form")
-    await thread.resume(resolved(reply.interrupts[0]["id"], {"name": "Ada", "quantity": 2}))
+    await thread.resume(resolved(reply.interrupts[0], {"name": "Ada", "quantity": 2}))
     thread, reply = await play(client, "expiring")
-    await thread.resume(cancelled(reply.interrupts[0]["id"]))
+    await thread.resume(cancelled(reply.interrupts[0]))
     thread, reply = await play(client, "long-text")
     await thread.say("thanks")
 
@@ -79,20 +79,89 @@ async def test_a_client_that_breaks_the_rules_gets_graded_failures() -> None:
     thread, reply = await play(client, "form")
     await thread.say("never mind the form")  # a new input while the interrupt is open
     await thread.resume(resolved("int_made_up", {"name": "Ada", "quantity": 2}))
-    await thread.resume(resolved(reply.interrupts[0]["id"], {"name": "", "quantity": 0}))
+    await thread.resume(resolved(reply.interrupts[0], {"name": "", "quantity": 0}))
     thread, reply = await play(client, "parallel")
-    await thread.resume(*[resolved(i["id"], {}) for i in reply.interrupts])
-    await thread.resume(*[resolved(i["id"], {}) for i in reply.interrupts])  # a replay
+    await thread.resume(*[resolved(i, {}) for i in reply.interrupts])
+    await thread.resume(*[resolved(i, {}) for i in reply.interrupts])  # a replay
     thread, reply = await play(client, "approval-edits")
-    await thread.resume(resolved(reply.interrupts[0]["id"], {"approved": True}))
+    await thread.resume(resolved(reply.interrupts[0], {"approved": True}))
     await play(client, "state")
 
     report = by_id(recording.report())
-    assert failing_checks(report["form"]) == {"right-ids", "valid-payloads", "no-input-while-open"}
+    assert failing_checks(report["form"]) == {"answered-once", "right-ids", "valid-payloads", "no-input-while-open"}
+    form = {check["id"]: check["detail"] for check in report["form"]["checks"]}
+    assert form["answered-once"].endswith("never answered"), "a refused answer leaves the interrupt open"
+    assert '{"name": "", "quantity": 0}' in form["valid-payloads"], "details are JSON"
     assert failing_checks(report["parallel"]) == {"answered-once", "right-ids"}
     assert failing_checks(report["approval-edits"]) == {"edited-args"}
     assert failing_checks(report["state"]) == {"kept-state"}
     assert "answered 2 times" in report["parallel"]["detail"]
+
+
+async def test_a_refused_answer_is_no_answer_and_an_accepted_one_is() -> None:
+    recording = Recording()
+    client = Client(create_reference_app(recording))
+
+    thread, reply = await play(client, "form")
+    refused = await thread.resume(resolved(reply.interrupts[0], {"name": "", "quantity": 0}))
+    answered_once = {c["id"]: c for c in by_id(recording.report())["form"]["checks"]}["answered-once"]
+    accepted = await thread.resume(resolved(reply.interrupts[0], {"name": "Ada", "quantity": 1}))
+    report = by_id(recording.report())["form"]
+
+    assert (refused.error or {}).get("code") == "RESUME_PAYLOAD_INVALID" and accepted.error is None
+    assert answered_once["status"] == "fail"
+    assert failing_checks(report) == {"valid-payloads"}
+
+
+async def test_a_body_over_the_limit_is_refused_before_it_is_read_whole() -> None:
+    app = create_reference_app(Recording(), max_body_bytes=1_000)
+    pulled = 0
+
+    async def body() -> AsyncIterator[bytes]:
+        nonlocal pulled
+        for _ in range(100):
+            pulled += 1
+            yield b" " * 500
+
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ref") as http:
+        declared = await http.post("/", content=b" " * 2_000, headers={"content-type": "application/json"})
+        streamed = await http.post("/", content=body(), headers={"content-type": "application/json"})
+
+    assert declared.status_code == streamed.status_code == 413
+    assert streamed.json()["error"]["code"] == "CONTENT_TOO_LARGE"
+    assert pulled < 10, "the body was read past the limit"
+
+
+async def test_the_recording_forgets_the_oldest_first() -> None:
+    recording = Recording(max_threads=2, max_inputs=3)
+    client = Client(create_reference_app(recording))
+
+    first, _ = await play(client, "long-text")
+    for _ in range(4):
+        await first.say("more")
+    second, _ = await play(client, "state")
+    third, _ = await play(client, "state")
+
+    assert list(recording.threads) == [second.id, third.id]
+    assert list(recording.scenarios) == [second.id, third.id]
+    kept = Recording(max_inputs=3)
+    client = Client(create_reference_app(kept))
+    first, _ = await play(client, "long-text")
+    for n in range(4):
+        await first.say(f"more {n}")
+    assert [r.body["messages"][-1]["content"] for r in kept.threads[first.id]] == ["more 1", "more 2", "more 3"]
+
+
+@pytest.mark.parametrize("allow_reset", [False, True])
+async def test_delete_report_needs_allow_reset(allow_reset: bool) -> None:
+    recording = Recording()
+    client = Client(create_reference_app(recording, allow_reset=allow_reset))
+    await play(client, "state")
+
+    response = await client.http.delete("http://agui.invalid/report")
+
+    assert response.status_code == (200 if allow_reset else 405)
+    assert bool(recording.threads) is not allow_reset
 
 
 @pytest.fixture(scope="module")
@@ -103,7 +172,7 @@ def served_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     log = (tmp_path / "serve.log").open("wb")
-    command = [sys.executable, "-m", "adapter.conformance", "serve", "--port", str(port)]
+    command = [sys.executable, "-m", "adapter.conformance", "serve", "--port", str(port), "--allow-reset"]
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ})
     url = f"http://127.0.0.1:{port}/"
     try:

@@ -1,0 +1,139 @@
+"""The kit against hand-made servers that misbehave the ways real frameworks did (issue 21), with and without the
+exact channel (`--executions-url`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pytest
+from kit_targets import FaultyTarget
+
+from adapter.conformance import Report, check
+
+KIT = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A1"}
+EXACT = "http://agui.invalid/executions"
+APPROVAL_CASES = (
+    "new-message-while-open",
+    "unknown-interrupt",
+    "foreign-interrupt",
+    "duplicate-entry",
+    "replay",
+    "concurrent-resume",
+    "forged-call",
+    "approval-denied-approved",
+)
+
+
+async def run_kit(*faults: str, exact: bool = False) -> tuple[Report, FaultyTarget]:
+    target = FaultyTarget(frozenset(faults))
+    report = await check(target.app, **KIT, executions_url=EXACT if exact else None)
+    return report, target
+
+
+def statuses(report: Report) -> dict[str, str]:
+    return {case.id: case.status for case in report.cases}
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
+async def test_a_well_behaved_target_passes_and_says_how_it_knows(exact: bool) -> None:
+    report, target = await run_kit(exact=exact)
+
+    assert report.ok, report.table()
+    assert statuses(report)["approval-denied-approved"] == "pass"
+    evidence = report["approval-denied-approved"].evidence
+    assert ("--executions-url, exact" in evidence) == exact
+    assert ("TOOL_CALL_RESULT" in evidence) == (not exact)
+    assert sum(target.executions.values()) >= 4, "the refunds the kit caused are real"
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
+async def test_a_made_up_or_foreign_interrupt_id_that_runs_the_tool_fails(exact: bool) -> None:
+    report, _ = await run_kit("any-id", "names-no-call", exact=exact)
+
+    found = statuses(report)
+    assert found["unknown-interrupt"] == found["foreign-interrupt"] == "fail", report.table()
+    assert "the gated tool ran" in report["unknown-interrupt"].evidence
+    assert ("1 execution(s)" if exact else "inferred") in report["unknown-interrupt"].evidence
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
+async def test_two_concurrent_resumes_that_both_run_fail(exact: bool) -> None:
+    report, target = await run_kit("not-once", exact=exact)
+
+    assert statuses(report)["concurrent-resume"] == "fail", report.table()
+    assert "ran 2 times" in report["concurrent-resume"].evidence
+    assert statuses(report)["replay"] == "fail"
+
+
+async def test_an_interrupt_that_names_no_call_is_judged_through_the_only_open_call() -> None:
+    report, _ = await run_kit("names-no-call")
+
+    assert report.ok, report.table()
+    assert statuses(report)["approval-denied-approved"] == "pass"
+    assert "only open call, inferred" in report["approval-denied-approved"].evidence
+
+
+async def test_an_adk_interrupt_is_linked_to_its_call_through_metadata() -> None:
+    report, _ = await run_kit("adk-metadata")
+
+    assert statuses(report)["approval-denied-approved"] == statuses(report)["replay"] == "pass", report.table()
+    assert "found through metadata" in report["approval-denied-approved"].evidence
+
+
+@pytest.mark.parametrize(("fault", "passes"), [("snapshot-only", True), ("silent", False)])
+async def test_a_result_only_in_a_snapshot_counts_and_a_silent_one_needs_the_exact_channel(
+    fault: str, passes: bool
+) -> None:
+    report, _ = await run_kit(fault)
+    exact, _ = await run_kit(fault, exact=True)
+
+    assert (statuses(report)["approval-denied-approved"] == "pass") == passes, report.table()
+    if passes:
+        assert "MESSAGES_SNAPSHOT" in report["approval-denied-approved"].evidence
+    assert statuses(exact)["approval-denied-approved"] == "pass", exact.table()
+
+
+async def test_chunk_only_calls_are_graded_rather_than_skipped() -> None:
+    report, _ = await run_kit("chunk-only")
+
+    found = statuses(report)
+    assert found["frontend-call"] == found["frontend-resolved"] == found["frontend-cancelled"] == "pass", report.table()
+    assert found["approval-denied-approved"] == "pass"
+
+
+async def test_an_approval_message_that_opens_a_client_tool_interrupt_skips_what_depends_on_it() -> None:
+    report, _ = await run_kit("approval-is-client")
+
+    assert report.ok, report.table()
+    for case_id in APPROVAL_CASES:
+        assert report[case_id].status == "skip", (case_id, report.table())
+        assert "--approval-message opened a client-tool interrupt (navigate call" in report[case_id].evidence
+
+
+async def test_an_executions_url_that_does_not_answer_skips_the_cases_it_would_judge() -> None:
+    target = FaultyTarget()
+    report = await check(target.app, **KIT, executions_url="http://agui.invalid/nowhere")
+
+    assert report["approval-denied-approved"].status == "skip"
+    assert "--executions-url" in report["approval-denied-approved"].evidence
+
+
+async def test_the_junit_report_has_one_test_case_per_case(tmp_path: Path) -> None:
+    report, _ = await run_kit("not-once")
+    report.write_junit(tmp_path / "junit.xml")
+
+    suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    cases: dict[str, Any] = {case.get("name"): case for case in suite.iter("testcase")}
+    assert list(cases) == [case.id for case in report.cases]
+    assert int(suite.get("failures", "")) == len(report.failures) > 0
+    assert cases["concurrent-resume"].find("failure") is not None
+    assert all(cases[c.id].find("skipped") is not None for c in report.cases if c.status == "skip")
+    assert all(cases[c.id].find("failure") is None for c in report.cases if c.status in ("pass", "warn"))
+
+
+def test_the_module_runs_without_an_event_loop_of_its_own() -> None:
+    assert asyncio.run(run_kit())[0].ok
