@@ -267,3 +267,15 @@ def test_parse_sse_keeps_comments_and_strange_lines_apart() -> None:
 
     assert parsed.events == [STARTED] and parsed.comments == ["keep-alive"] and parsed.problems == []
     assert parsed.frames[1].strange == ["bogus"]
+
+
+async def test_the_docs_example_drives_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = (Path(__file__).parents[1] / "docs" / "client.md").read_text(encoding="utf-8")
+    code = page.split("```python\n", 1)[1].split("```", 1)[0].replace("asyncio.run(main())", "")
+    namespace: dict[str, Any] = {}
+    exec(compile(code, "docs/client.md", "exec"), namespace)
+
+    await namespace["main"](demo(tmp_path))  # the example's URL, served in-process
+
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0].startswith("Done: order A100 was refunded. 5.00") and printed[1] == printed[0]
