@@ -4,14 +4,20 @@ exact channel (`--executions-url`)."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
 import pytest
 from kit_targets import FaultyTarget
+from restartable import ROOT
 
 from adapter.conformance import Report, check
+
+if TYPE_CHECKING:
+    from conftest import Serve
 
 KIT = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A1"}
 EXACT = "http://agui.invalid/executions"
@@ -137,3 +143,21 @@ async def test_the_junit_report_has_one_test_case_per_case(tmp_path: Path) -> No
 
 def test_the_module_runs_without_an_event_loop_of_its_own() -> None:
     assert asyncio.run(run_kit())[0].ok
+
+
+@pytest.mark.slow
+async def test_the_cli_takes_an_executions_url_and_writes_junit(serve: Serve, tmp_path: Path) -> None:
+    target = FaultyTarget(frozenset({"not-once"}))
+    served = await serve(target.app)
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in KIT.items()]
+    command = [sys.executable, "-m", "adapter.conformance", "check", served.url + "/", *flags]
+    command += ["--executions-url", served.url + "/executions", "--junit", str(tmp_path / "junit.xml")]
+
+    result = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
+    assert suite is not None
+    failed = {case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None}
+    assert {"replay", "concurrent-resume"} <= failed
+    assert "--executions-url, exact" in result.stdout

@@ -1,0 +1,228 @@
+"""Measure the conformance kit against each framework the tests wrap, alone and behind this adapter.
+
+    python tests/compat/measure.py [--json PATH] [--only NAME ...]
+
+prints one Markdown table per framework (docs/compatibility.md holds the last run's) and, with `--json`, every
+report. Pydantic AI and LangGraph run in this process, each with a scripted model; Strands runs in its own
+virtualenv (tests/upstreams/strands-requirements.txt) and is left out when that is missing.
+
+In-process frameworks get the exact channel: a middleware notes the run's thread, the approval-gated tool
+counts its real executions under it, and `GET /executions?thread=ID` answers `{"executions": N}`, so every
+"ran" / "did not run" verdict is a count. Strands, in another process, is judged from its events only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextvars
+import importlib.metadata
+import json
+import sys
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Mount, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+TESTS = Path(__file__).parents[1]
+sys.path[:0] = [str(TESTS.parent), str(TESTS)]
+
+from adapter import Adapter, create_app  # noqa: E402
+from adapter.backends import AGUIUpstream  # noqa: E402
+from adapter.backends._upstream_asgi import StreamingASGITransport  # noqa: E402
+from adapter.conformance import Report, check  # noqa: E402
+
+KIT = {
+    "frontend_tool": "navigate",
+    "frontend_message": "go to orders",
+    "approval_message": "delete the draft",
+    "parallel_approval_message": "delete both",
+}
+EXECUTIONS = "http://agui.invalid/executions"
+THREAD: contextvars.ContextVar[str] = contextvars.ContextVar("thread", default="?")
+PACKAGES = {
+    "pydantic_ai": ["pydantic-ai-slim"],
+    "langgraph": ["ag-ui-langgraph", "langgraph"],
+    "strands": ["ag-ui-strands", "strands-agents"],
+}
+
+
+class Executions(list[str]):
+    """The tool's record of what it did, counting each run under the thread of the request that made it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_thread: Counter[str] = Counter()
+
+    def append(self, item: str) -> None:
+        self.by_thread[THREAD.get()] += 1
+        super().append(item)
+
+
+def counted(app: ASGIApp, executions: Executions) -> Starlette:
+    """`app` with its runs' threads noted, and `GET /executions?thread=ID`."""
+
+    async def noting(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        THREAD.set(str(json.loads(body or b"{}").get("threadId")))
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await app(scope, replay, send)
+
+    async def hook(request: Request) -> Response:
+        return JSONResponse({"executions": executions.by_thread[request.query_params["thread"]]})
+
+    return Starlette(routes=[Route("/executions", hook), Mount("/", noting)])
+
+
+def behind(app: ASGIApp | str) -> ASGIApp:
+    """This adapter in front of a framework (in this process, or at a URL)."""
+    if isinstance(app, str):
+        return create_app(Adapter(AGUIUpstream(app)))
+    client = httpx.AsyncClient(transport=StreamingASGITransport(app))
+    return create_app(Adapter(AGUIUpstream("http://upstream/", client=client)))
+
+
+def with_hook(app: ASGIApp, upstream: Starlette) -> Starlette:
+    """The adapter's app, answering `/executions` from the counting upstream's hook."""
+
+    async def hook(request: Request) -> Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(upstream)) as client:
+            answer = await client.get("http://upstream/executions", params=request.query_params)
+        return JSONResponse(answer.json())
+
+    return Starlette(routes=[Route("/executions", hook), Mount("/", app)])
+
+
+@dataclass
+class Measured:
+    framework: str
+    where: str
+    exact: bool
+    report: Report
+
+
+async def in_process(name: str, make: Callable[[Executions], ASGIApp]) -> list[Measured]:
+    measured = []
+    for where in ("alone", "behind the adapter"):
+        executions = Executions()
+        upstream = counted(make(executions), executions)
+        target = upstream if where == "alone" else with_hook(behind(upstream), upstream)
+        report = await check(target, **KIT, executions_url=EXECUTIONS)
+        measured.append(Measured(name, where, True, report))
+    return measured
+
+
+def pydantic_ai(executions: Executions) -> ASGIApp:
+    from test_upstream_pydantic_ai import PydanticAgent
+
+    return PydanticAgent(deleted=executions).app
+
+
+def langgraph(executions: Executions) -> ASGIApp:
+    from upstreams.langgraph_agent import LangGraphUpstream
+
+    return LangGraphUpstream(deleted=executions).app
+
+
+async def strands() -> list[Measured]:
+    from upstreams.kit import StrandsServer
+
+    server = StrandsServer.start()
+    try:
+        alone = await check(server.url, **KIT)
+        wrapped = await check(behind(server.url), **KIT)
+    finally:
+        server.stop()
+    return [Measured("strands", "alone", False, alone), Measured("strands", "behind the adapter", False, wrapped)]
+
+
+def versions(name: str) -> str:
+    found = []
+    for package in PACKAGES[name]:
+        try:
+            found.append(f"{package} {importlib.metadata.version(package)}")
+        except importlib.metadata.PackageNotFoundError:
+            found.append(f"{package} (its own virtualenv)")
+    return ", ".join(found)
+
+
+def table(measured: list[Measured]) -> str:
+    cases = [case.id for case in measured[0].report.cases]
+    head = "| case | " + " | ".join(f"{m.framework} {m.where}" for m in measured) + " |"
+    rows = [head, "|---" * (len(measured) + 1) + "|"]
+    for case_id in cases:
+        cells = []
+        for m in measured:
+            case = m.report[case_id]
+            inferred = " (inferred)" if "inferred" in case.evidence and not m.exact else ""
+            cells.append(f"{case.status}{inferred}")
+        rows.append(f"| `{case_id}` | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+async def measure(only: list[str]) -> list[Measured]:
+    measured: list[Measured] = []
+    makers = {"pydantic_ai": pydantic_ai, "langgraph": langgraph}
+    for name, make in makers.items():
+        if not only or name in only:
+            measured += await in_process(name, make)
+    if not only or "strands" in only:
+        from externals import missing_strands
+
+        problem = missing_strands()
+        if problem is None:
+            measured += await strands()
+        else:
+            print(f"strands: not measured ({problem})", file=sys.stderr)
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--only", nargs="*", default=[])
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    measured = asyncio.run(measure(args.only))
+    print(f"Measured {datetime.now(UTC):%Y-%m-%d} with Python {sys.version.split()[0]}\n")
+    for name in dict.fromkeys(m.framework for m in measured):
+        mine = [m for m in measured if m.framework == name]
+        print(f"### {name} ({versions(name)}; {'exact' if mine[0].exact else 'events only'})\n")
+        print(table(mine) + "\n")
+        for m in mine:
+            for case in m.report.cases:
+                if case.status in ("fail", "warn"):
+                    print(f"- {m.where}, `{case.id}` {case.status}: {case.evidence}")
+        print()
+    if args.json:
+        reports = [{"framework": m.framework, "where": m.where, **m.report.as_json()} for m in measured]
+        Path(args.json).write_text(json.dumps(reports, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
