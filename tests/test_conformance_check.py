@@ -120,7 +120,8 @@ def test_the_cli_passes_the_demo_over_real_http(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     written = json.loads((tmp_path / "report.json").read_text())
     assert written["target"] == base + "/agui/"
-    assert set(statuses(written).values()) == {"pass", "skip"}
+    assert set(statuses(written).values()) == {"pass", "skip", "warn"}
+    assert [c["id"] for c in written["cases"] if c["status"] == "warn"] == ["frontend-call"]  # FE-2
     for case in written["cases"]:
         assert set(case) >= {"id", "status", "detail"}
         assert case["rules"] and all(rule in case["detail"] for rule in case["rules"])
