@@ -279,3 +279,27 @@ async def test_the_docs_example_drives_the_demo(tmp_path: Path, capsys: pytest.C
 
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("Done: order A100 was refunded. 5.00") and printed[1] == printed[0]
+
+
+BODIES = [
+    sse(STARTED, *TEXT, FINISHED),
+    sse(STARTED, FINISHED).replace(b"\n", b"\r\n"),
+    sse(STARTED, FINISHED).replace(b"\n", b"\r"),
+    b": ping\n\ndata: {}\n\n"
+    + sse(STARTED)
+    + b'data: {"type": "RUN_FINISHED", "threadId": "t",\ndata: "runId": "r"}\n\n',
+]
+
+
+@given(st.sampled_from(BODIES), st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_any_chunking_of_a_body_reads_the_same(body: bytes, cuts: list[int]) -> None:
+    whole = parse_sse(body)
+    decoder, frames = adapter.client.SSEDecoder(), []
+    edges = sorted({0, len(body), *(cut % (len(body) + 1) for cut in cuts)})
+    for start, end in zip(edges, edges[1:], strict=False):
+        frames += decoder.feed(body[start:end])
+    frames += decoder.close()
+    assert decoder.partial is None
+    assert [f.text for f in frames] == [f.text for f in whole.frames]
+    assert decoder.problems == [p for p in whole.problems if "CR" in p]
+    assert [e["type"] for e in whole.events][-1:] == ["RUN_FINISHED"]

@@ -68,8 +68,8 @@ from adapter._types import (
     Usage,
     wire_json,
 )
-from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import Redactor
+from adapter.client import Frame, SSEDecoder
 
 log = logging.getLogger("adapter.backends.upstream")
 
@@ -274,14 +274,29 @@ _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
 
 
 async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
-    """Stream the items of one upstream run from the lines of its SSE body, up to its terminal event."""
-    async with aclosing(sse_data(lines)) as frames:
-        async for data in frames:
-            for item in reader.feed(parse_event(data)):
+    """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event.
+
+    The framing is `adapter.client`'s; a last frame the body leaves unterminated is still read.
+    """
+    decoder = SSEDecoder()
+    async for line in lines:
+        for frame in decoder.feed(line.encode() + b"\n"):
+            for item in _frame_items(frame, reader):
                 yield item
             if reader.finished:
                 return
-    raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
+    ended = decoder.close()
+    for frame in [*ended, decoder.partial] if decoder.partial else ended:
+        for item in _frame_items(frame, reader):
+            yield item
+        if reader.finished:
+            return
+    if not reader.finished:
+        raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
+
+
+def _frame_items(frame: Frame, reader: EventReader) -> list[BackendItem]:
+    return reader.feed(parse_event(frame.text)) if frame.text is not None else []
 
 
 def parse_event(data: str) -> BaseEvent:

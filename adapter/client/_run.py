@@ -152,19 +152,22 @@ class RunReader:
         known = len(self.decoder.problems)
         typed: list[BaseEvent] = []
         for frame in self.decoder.feed(chunk):
-            run.frames.append(frame)
-            event, problem = event_of(frame)
-            if problem is not None:
-                run.problems.append(problem)
-            if event is not None:
-                typed += self._event(event)
+            typed += self._frame(frame)
         run.problems += self.decoder.problems[known:]
         return typed
+
+    def _frame(self, frame: Frame) -> list[BaseEvent]:
+        self.run.frames.append(frame)
+        event, problem = event_of(frame)
+        if problem is not None:
+            self.run.problems.append(problem)
+        return self._event(event) if event is not None else []
 
     def close(self) -> None:
         """The body ended."""
         known = len(self.decoder.problems)
-        self.decoder.close()
+        for frame in self.decoder.close():
+            self._frame(frame)
         self.run.problems += self.decoder.problems[known:] + self.lifecycle.close()
 
     def _event(self, event: dict[str, Any]) -> list[BaseEvent]:

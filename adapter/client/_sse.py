@@ -30,29 +30,44 @@ class SSEDecoder:
 
     def __init__(self) -> None:
         self._buffer = b""
+        self._cr = b""
         self._frame: Frame | None = None
+        self.partial: Frame | None = None
+        """The frame the body left unterminated, once it is closed."""
         self._count = 0
         self.problems: list[str] = []
 
     def feed(self, chunk: bytes) -> list[Frame]:
-        """The frames `chunk` completes."""
+        """The frames `chunk` completes.
+
+        CRLF, LF and a lone CR all end a line, as SSE allows; a CR is still a problem for AG-UI (TRANS-3).
+        """
         if b"\r" in chunk and not any(p.startswith("CR") for p in self.problems):
             self.problems.append("CR in the body: frames must be LF-only (TRANS-3)")
-        *lines, self._buffer = (self._buffer + chunk.replace(b"\r", b"")).split(b"\n")
+        data, self._cr = self._cr + chunk, b""
+        if data.endswith(b"\r"):  # the next chunk may start with its LF
+            data, self._cr = data[:-1], b"\r"
+        *lines, self._buffer = (self._buffer + data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")).split(b"\n")
+        return self._lines(lines)
+
+    def close(self) -> list[Frame]:
+        """The body ended: the frames its end completes; an unfinished one is kept in `partial`, a problem (TRANS-4)."""
+        lines = [self._buffer] if self._cr or self._buffer else []
+        self._buffer, self._cr = b"", b""
+        done = self._lines(lines)
+        self.partial, self._frame = self._frame, None
+        if self.partial is not None:
+            shown = "\n".join(self.partial.data)
+            self.problems.append(f"the body ends in a partial frame: {shown[:60]!r} (TRANS-4)")
+        return done
+
+    def _lines(self, lines: list[bytes]) -> list[Frame]:
         frames: list[Frame] = []
         for raw in lines:
             done = self._line(raw.decode("utf-8", errors="replace"))
             if done is not None:
                 frames.append(done)
         return frames
-
-    def close(self) -> None:
-        """The body ended: a frame it left unfinished is a problem (TRANS-4)."""
-        rest = self._buffer.decode("utf-8", errors="replace")
-        if self._frame is not None or rest:
-            shown = rest or "\n".join(self._frame.data if self._frame else [])
-            self.problems.append(f"the body ends in a partial frame: {shown[:60]!r} (TRANS-4)")
-        self._buffer, self._frame = b"", None
 
     def _line(self, line: str) -> Frame | None:
         if not line:
@@ -104,7 +119,7 @@ def parse_sse(body: bytes) -> ParsedBody:
     """An SSE body read at once: its event objects, frames and framing problems."""
     decoder = SSEDecoder()
     frames = decoder.feed(body)
-    decoder.close()
+    frames += decoder.close()
     events: list[dict[str, Any]] = []
     problems = list(decoder.problems)
     for frame in frames:
