@@ -4,7 +4,7 @@ reads them, interrupts and pendingToolCallIds, and resume helpers, against hand-
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -303,3 +303,21 @@ def test_any_chunking_of_a_body_reads_the_same(body: bytes, cuts: list[int]) -> 
     assert [f.text for f in frames] == [f.text for f in whole.frames]
     assert decoder.problems == [p for p in whole.problems if "CR" in p]
     assert [e["type"] for e in whole.events][-1:] == ["RUN_FINISHED"]
+
+
+async def test_read_sse_yields_data_as_it_arrives_and_a_last_unterminated_frame() -> None:
+    async def body() -> AsyncIterator[bytes]:
+        yield b": ping\n\ndata: one\n"
+        yield b"\ndata: two"
+
+    assert [data async for data in adapter.client.read_sse(body())] == ["one", "two"]
+
+    def refuse(line: str) -> None:
+        raise ValueError(line)
+
+    async def html() -> AsyncIterator[bytes]:
+        yield b"<html>\n"
+        raise AssertionError("read past the first line that is not SSE")
+
+    with pytest.raises(ValueError, match="<html>"):
+        [data async for data in adapter.client.read_sse(html(), on_other_line=refuse)]

@@ -90,6 +90,7 @@ DOORS = {
         "gated_call",
         "new_id",
         "parse_sse",
+        "read_sse",
         "resolved",
     ],
     # A store author's kit: the protocol, what it reads and writes, its errors; and the stores that ship.

@@ -1,8 +1,7 @@
-"""What the HTTP backends share: their client's lifecycle, and reading server-sent events."""
+"""What the HTTP backends share: their client's lifecycle (server-sent events are read by `adapter.client`)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from types import TracebackType
 from typing import Final, Self
 
@@ -78,32 +77,3 @@ def media_type(response: httpx.Response) -> str:
     """The response's media type in lower case, without parameters; "" when it declares none."""
     content_type: str = response.headers.get("content-type", "")
     return content_type.split(";")[0].strip().lower()
-
-
-SSE_FIELDS: Final = frozenset({"data", "event", "id", "retry"})
-
-
-async def sse_data(
-    lines: AsyncIterator[str], *, on_other_line: Callable[[str], None] | None = None
-) -> AsyncGenerator[str, None]:
-    """The data of each server-sent event; comments and the other SSE fields are skipped.
-
-    `on_other_line` sees any line that is neither a comment nor an SSE field, and may raise to refuse a
-    body that is not an event stream.
-    """
-    data: list[str] = []
-    async for line in lines:
-        if not line:
-            if data:
-                yield "\n".join(data)
-                data = []
-            continue
-        if line.startswith(":"):
-            continue
-        name, colon, value = line.partition(":")
-        if name == "data" and colon:
-            data.append(value.removeprefix(" "))
-        elif name not in SSE_FIELDS and on_other_line is not None:
-            on_other_line(line)
-    if data:
-        yield "\n".join(data)

@@ -121,7 +121,7 @@ class OpenAIChatBackend(ClientOwner):
                 ) as response:
                     await self._check(response)
                     reader = StepReader(self.model, self.provider)
-                    async for item in read_items(response.aiter_lines(), reader, self._redact):
+                    async for item in read_items(response.aiter_bytes(), reader, self._redact):
                         started = True
                         yield item
                 return

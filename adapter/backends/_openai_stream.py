@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from adapter._errors import BACKEND_ERROR, BackendError
 from adapter._ids import new_id
 from adapter._types import BackendItem, TextDelta, ToolCall, ToolCallChunk, Usage
-from adapter.backends._http_client import sse_data
 from adapter.backends._openai_errors import Redactor, error_text, not_sse_error
+from adapter.client import read_sse
 
 _MAX_COUNT = 2**53 - 1
 
@@ -157,14 +157,14 @@ class StepReader:
         return done
 
 
-async def read_items(lines: AsyncIterator[str], reader: StepReader, redact: Redactor) -> AsyncIterator[BackendItem]:
-    """Stream the items of one step from the lines of an SSE body."""
+async def read_items(chunks: AsyncIterator[bytes], reader: StepReader, redact: Redactor) -> AsyncIterator[BackendItem]:
+    """Stream the items of one step from an SSE body as it arrives (`adapter.client.read_sse`)."""
     done = False
 
     def refuse(line: str) -> None:
         raise not_sse_error(line.encode(), redact)
 
-    async with aclosing(sse_data(lines, on_other_line=refuse)) as events:
+    async with aclosing(read_sse(chunks, on_other_line=refuse)) as events:
         async for data in events:
             if data.strip() == "[DONE]":
                 done = True

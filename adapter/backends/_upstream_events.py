@@ -69,7 +69,7 @@ from adapter._types import (
     wire_json,
 )
 from adapter.backends._openai_errors import Redactor
-from adapter.client import Frame, SSEDecoder
+from adapter.client import read_sse
 
 log = logging.getLogger("adapter.backends.upstream")
 
@@ -274,29 +274,20 @@ _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
 
 
 async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
-    """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event.
-
-    The framing is `adapter.client`'s; a last frame the body leaves unterminated is still read.
-    """
-    decoder = SSEDecoder()
-    async for line in lines:
-        for frame in decoder.feed(line.encode() + b"\n"):
-            for item in _frame_items(frame, reader):
+    """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event."""
+    async with aclosing(read_sse(_encoded(lines))) as frames:
+        async for data in frames:
+            for item in reader.feed(parse_event(data)):
                 yield item
             if reader.finished:
                 return
-    ended = decoder.close()
-    for frame in [*ended, decoder.partial] if decoder.partial else ended:
-        for item in _frame_items(frame, reader):
-            yield item
-        if reader.finished:
-            return
-    if not reader.finished:
-        raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
+    raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
 
 
-def _frame_items(frame: Frame, reader: EventReader) -> list[BackendItem]:
-    return reader.feed(parse_event(frame.text)) if frame.text is not None else []
+async def _encoded(lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
+    """The lines as bytes again: the limits layer splits and bounds them, `adapter.client` frames them."""
+    async for line in lines:
+        yield line.encode() + b"\n"
 
 
 def parse_event(data: str) -> BaseEvent:

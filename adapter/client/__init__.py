@@ -17,7 +17,7 @@ from adapter.client._lifecycle import Lifecycle
 from adapter.client._messages import SERVER_ROLES, fold_messages
 from adapter.client._resume import approved, cancelled, denied, resolved
 from adapter.client._run import Run
-from adapter.client._sse import Frame, ParsedBody, SSEDecoder, parse_sse
+from adapter.client._sse import Frame, ParsedBody, SSEDecoder, parse_sse, read_sse
 
 __all__ = [
     "SERVER_ROLES",
@@ -42,5 +42,6 @@ __all__ = [
     "gated_call",
     "new_id",
     "parse_sse",
+    "read_sse",
     "resolved",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,9 @@ class Frame:
 class SSEDecoder:
     """Turns the bytes of an SSE body, as they arrive, into frames; `problems` says what broke the framing."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, on_other_line: Callable[[str], None] | None = None) -> None:
+        self.on_other_line = on_other_line
+        """Sees each line that is neither a comment nor an SSE field, as it arrives; may raise to refuse the body."""
         self._buffer = b""
         self._cr = b""
         self._frame: Frame | None = None
@@ -84,6 +87,8 @@ class SSEDecoder:
             self._frame.data.append(value.removeprefix(" "))
         elif name not in _FIELDS:
             self._frame.strange.append(line)
+            if self.on_other_line is not None:
+                self.on_other_line(line)
         return None
 
 
@@ -129,3 +134,21 @@ def parse_sse(body: bytes) -> ParsedBody:
         if problem is not None:
             problems.append(problem)
     return ParsedBody(events, frames, problems)
+
+
+async def read_sse(
+    chunks: AsyncIterator[bytes], *, on_other_line: Callable[[str], None] | None = None
+) -> AsyncGenerator[str, None]:
+    """The data of each event of an SSE body, as its bytes arrive; a last frame left unterminated is read too.
+
+    For a backend reading a server it trusts to end its frames loosely; `AGUIClient` reports such a frame instead.
+    """
+    decoder = SSEDecoder(on_other_line=on_other_line)
+    async for chunk in chunks:
+        for frame in decoder.feed(chunk):
+            if frame.text is not None:
+                yield frame.text
+    ended = decoder.close()
+    for frame in [*ended, decoder.partial] if decoder.partial else ended:
+        if frame.text is not None:
+            yield frame.text
