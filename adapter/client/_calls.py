@@ -45,7 +45,7 @@ class CallReader:
         if kind == "TOOL_CALL_ARGS":
             call = self._open.get(str(event.get("toolCallId")))
             if call is None:
-                self.problems.append(f"arguments for a call that is not open: {event.get('toolCallId')}")
+                self.problems.append(f"TOOL_CALL_ARGS for a call that is not open: {event.get('toolCallId')} (TOOL-1)")
             else:
                 call.arguments += str(event.get("delta") or "")
         elif kind == "TOOL_CALL_END":
@@ -66,7 +66,7 @@ class CallReader:
     def _chunk(self, event: Mapping[str, Any]) -> Call | None:
         call_id = event.get("toolCallId") or self._chunked
         if call_id is None:
-            self.problems.append("a tool-call chunk that names no call")
+            self.problems.append("a TOOL_CALL_CHUNK that names no call and continues none (TOOL-1)")
             return None
         if self._chunked is not None and call_id != self._chunked:
             self._end(self._chunked)
@@ -74,7 +74,7 @@ class CallReader:
         if call_id not in self._open:
             name = event.get("toolCallName")
             if not name:
-                self.problems.append(f"a tool-call chunk starts {call_id} without a name")
+                self.problems.append(f"a TOOL_CALL_CHUNK starts {call_id} without a toolCallName (TOOL-1)")
                 return None
             started = self._start(str(call_id), str(name), event, chunked=True)
         self._chunked = str(call_id)
@@ -92,7 +92,5 @@ class CallReader:
         if self._chunked == call_id:
             self._chunked = None
         call = self._open.pop(call_id, None)
-        if call is None:
-            self.problems.append(f"the end of a call that is not open: {call_id}")
-        else:
+        if call is not None:  # an END for no open call is the lifecycle check's to report (LIFE-4)
             call.ended = True
