@@ -46,7 +46,7 @@ class Recording:
 
     scenarios: dict[str, str] = field(default_factory=dict)
     threads: dict[str, list[Received]] = field(default_factory=dict)
-    max_threads: int = 500
+    max_threads: int = 200
     max_inputs: int = 40
 
     def report(self) -> dict[str, object]:
