@@ -321,3 +321,14 @@ async def test_read_sse_yields_data_as_it_arrives_and_a_last_unterminated_frame(
 
     with pytest.raises(ValueError, match="<html>"):
         [data async for data in adapter.client.read_sse(html(), on_other_line=refuse)]
+
+
+async def test_a_stream_ended_by_its_last_cr_yields_its_last_event() -> None:
+    async with serving(sse(STARTED, FINISHED).replace(b"\n", b"\r")) as client:
+        client.strict = False
+        events = [event.type async for event in client.stream(INPUT)]
+        run = await client.run(INPUT)
+
+    assert events == ["RUN_STARTED", "RUN_FINISHED"]
+    assert [e["type"] for e in run.wire] == events
+    assert run.problems == ["CR in the body: frames must be LF-only (TRANS-3)"]

@@ -71,6 +71,8 @@ class AGUIClient:
         async with self._exchange(run_input) as (run, reader, chunks):
             async for chunk in chunks:
                 reader.feed(chunk)
+            if run.is_stream:
+                reader.close()
         self._judge(run)
         return run
 
@@ -80,11 +82,10 @@ class AGUIClient:
             if not run.is_stream:
                 raise RequestRefused(run)
             async for chunk in chunks:
-                events = reader.feed(chunk)
-                if self.strict and (run.problems or run.invalid):
-                    raise ProtocolError(run.problems + run.invalid, run)
-                for event in events:
+                for event in self._checked(run, reader.feed(chunk)):
                     yield event
+            for event in self._checked(run, reader.close()):
+                yield event
         self._judge(run)
 
     def thread(
@@ -106,10 +107,14 @@ class AGUIClient:
             reader = RunReader(run)
             if run.is_stream:
                 yield run, reader, response.aiter_bytes()
-                reader.close()
             else:
                 run.chunks.append(await response.aread())
                 yield run, reader, _nothing()
+
+    def _checked(self, run: Run, events: list[BaseEvent]) -> list[BaseEvent]:
+        if self.strict and (run.problems or run.invalid):
+            raise ProtocolError(run.problems + run.invalid, run)
+        return events
 
     def _judge(self, run: Run) -> None:
         if not self.strict:

@@ -163,12 +163,12 @@ class RunReader:
             self.run.problems.append(problem)
         return self._event(event) if event is not None else []
 
-    def close(self) -> None:
-        """The body ended."""
+    def close(self) -> list[BaseEvent]:
+        """The body ended: the protocol events its end completes; problems go to the run."""
         known = len(self.decoder.problems)
-        for frame in self.decoder.close():
-            self._frame(frame)
+        typed = [event for frame in self.decoder.close() for event in self._frame(frame)]
         self.run.problems += self.decoder.problems[known:] + self.lifecycle.close()
+        return typed
 
     def _event(self, event: dict[str, Any]) -> list[BaseEvent]:
         run = self.run
