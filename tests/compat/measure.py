@@ -3,12 +3,14 @@
     python tests/compat/measure.py [--json PATH] [--only NAME ...]
 
 prints one Markdown table per framework (docs/compatibility.md holds the last run's) and, with `--json`, every
-report. Pydantic AI and LangGraph run in this process, each with a scripted model; Strands runs in its own
-virtualenv (tests/upstreams/strands-requirements.txt) and is left out when that is missing.
+report. Pydantic AI and LangGraph run in this process, each with a scripted model; the others run in virtualenvs
+of their own (tests/upstreams/*-requirements.txt: Strands, and Google ADK, CrewAI and LlamaIndex once the
+upstream matrix has them) and are left out, with the reason, when theirs is missing.
 
-In-process frameworks get the exact channel: a middleware notes the run's thread, the approval-gated tool
-counts its real executions under it, and `GET /executions?thread=ID` answers `{"executions": N}`, so every
-"ran" / "did not run" verdict is a count. Strands, in another process, is judged from its events only.
+Every framework gets the exact channel, `GET /executions?thread=ID` -> `{"executions": N}`, so every "ran" /
+"did not run" verdict is a count. In this process a middleware notes each run's thread and the gated tool counts
+its real executions under it. Another process only counts in total (`GET /deleted`): the kit runs one case at a
+time, and a case acts on one thread at a time, so the change in that total over a step is the thread's.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextvars
-import importlib.metadata
 import json
+import subprocess
 import sys
 import warnings
 from collections import Counter
@@ -49,10 +51,14 @@ KIT = {
 }
 EXECUTIONS = "http://agui.invalid/executions"
 THREAD: contextvars.ContextVar[str] = contextvars.ContextVar("thread", default="?")
+OUT_OF_PROCESS = ("strands", "adk", "crewai", "llamaindex")
 PACKAGES = {
     "pydantic_ai": ["pydantic-ai-slim"],
     "langgraph": ["ag-ui-langgraph", "langgraph"],
     "strands": ["ag-ui-strands", "strands-agents"],
+    "adk": ["ag-ui-adk", "google-adk"],
+    "crewai": ["ag-ui-crewai", "crewai"],
+    "llamaindex": ["llama-index-protocols-ag-ui"],
 }
 
 
@@ -149,25 +155,65 @@ def langgraph(executions: Executions) -> ASGIApp:
     return LangGraphUpstream(deleted=executions).app
 
 
-async def strands() -> list[Measured]:
-    from upstreams.kit import StrandsServer
+def remote(url: str) -> Starlette:
+    """A framework served at `url`, in front of it `GET /executions` from its total (see the module docstring)."""
 
-    server = StrandsServer.start()
+    async def forward(request: Request) -> Response:
+        headers = {"content-type": "application/json", "accept": "text/event-stream"}
+        async with httpx.AsyncClient(timeout=120) as http:
+            answer = await http.post(url, content=await request.body(), headers=headers)
+        return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))
+
+    async def hook(request: Request) -> Response:
+        async with httpx.AsyncClient(timeout=30) as http:
+            done = (await http.get(f"{url}deleted")).json()
+        return JSONResponse({"executions": len(done)})
+
+    return Starlette(routes=[Route("/executions", hook), Route("/", forward, methods=["POST"])])
+
+
+async def out_of_process(name: str) -> list[Measured]:
     try:
-        alone = await check(server.url, **KIT)
-        wrapped = await check(behind(server.url), **KIT)
+        from upstreams.kit import UpstreamServer
+
+        server = UpstreamServer.start(name)
+    except ImportError:  # before the upstream matrix had more than Strands
+        from upstreams.kit import StrandsServer
+
+        server = StrandsServer.start()
+    try:
+        upstream = remote(server.url)
+        alone = await check(upstream, **KIT, executions_url=EXECUTIONS)
+        wrapped = await check(with_hook(behind(upstream), upstream), **KIT, executions_url=EXECUTIONS)
     finally:
         server.stop()
-    return [Measured("strands", "alone", False, alone), Measured("strands", "behind the adapter", False, wrapped)]
+    return [Measured(name, "alone", True, alone), Measured(name, "behind the adapter", True, wrapped)]
+
+
+def missing(name: str) -> str | None:
+    """Why a framework of its own virtualenv cannot be measured here; None when it can."""
+    import externals
+
+    if hasattr(externals, "missing_framework"):
+        problem: str | None = externals.missing_framework(name)
+        return problem
+    return externals.missing_strands() if name == "strands" else "the upstream matrix does not have it yet"
 
 
 def versions(name: str) -> str:
+    """The framework's packages and their versions, read in the interpreter it runs in."""
+    python = sys.executable
+    if name in OUT_OF_PROCESS:
+        import externals
+
+        python = str(
+            externals.framework_python(name) if hasattr(externals, "framework_python") else externals.strands_python()
+        )
     found = []
     for package in PACKAGES[name]:
-        try:
-            found.append(f"{package} {importlib.metadata.version(package)}")
-        except importlib.metadata.PackageNotFoundError:
-            found.append(f"{package} (its own virtualenv)")
+        code = f"import importlib.metadata as m; print(m.version({package!r}))"
+        answer = subprocess.run([python, "-c", code], capture_output=True, text=True, check=False)
+        found.append(f"{package} {answer.stdout.strip() or '?'}")
     return ", ".join(found)
 
 
@@ -191,14 +237,14 @@ async def measure(only: list[str]) -> list[Measured]:
     for name, make in makers.items():
         if not only or name in only:
             measured += await in_process(name, make)
-    if not only or "strands" in only:
-        from externals import missing_strands
-
-        problem = missing_strands()
+    for name in OUT_OF_PROCESS:
+        if only and name not in only:
+            continue
+        problem = missing(name)
         if problem is None:
-            measured += await strands()
+            measured += await out_of_process(name)
         else:
-            print(f"strands: not measured ({problem})", file=sys.stderr)
+            print(f"{name}: not measured ({problem})", file=sys.stderr)
     return measured
 
 
@@ -212,7 +258,7 @@ def main() -> None:
     print(f"Measured {datetime.now(UTC):%Y-%m-%d} with Python {sys.version.split()[0]}\n")
     for name in dict.fromkeys(m.framework for m in measured):
         mine = [m for m in measured if m.framework == name]
-        print(f"### {name} ({versions(name)}; {'exact' if mine[0].exact else 'events only'})\n")
+        print(f"### {name} ({versions(name)})\n")
         print(table(mine) + "\n")
         for m in mine:
             for case in m.report.cases:
