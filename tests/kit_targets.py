@@ -9,6 +9,7 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     silent             a refund's result is not reported at all
     chunk-only         calls stream as TOOL_CALL_CHUNK only (LlamaIndex)
     approval-is-client the approval message calls the client tool instead of the refund
+    no-message-ids     a TOOL_CALL_RESULT carries no messageId (TOOL-4 says it must)
 
 `GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread.
 """
@@ -120,7 +121,10 @@ class FaultyTarget:
         if "snapshot-only" in self.faults:
             yield {"type": "MESSAGES_SNAPSHOT", "messages": [message]}
         elif "silent" not in self.faults:
-            yield {"type": "TOOL_CALL_RESULT", "messageId": message["id"], "toolCallId": call_id, "content": content}
+            result = {"type": "TOOL_CALL_RESULT", "messageId": message["id"], "toolCallId": call_id, "content": content}
+            if "no-message-ids" in self.faults:
+                del result["messageId"]
+            yield result
 
     def _call(self, name: str, arguments: str, call_id: str | None = None) -> Iterator[Event]:
         call_id = call_id or _id("call")

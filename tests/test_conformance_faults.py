@@ -161,3 +161,10 @@ async def test_the_cli_takes_an_executions_url_and_writes_junit(serve: Serve, tm
     failed = {case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None}
     assert {"replay", "concurrent-resume"} <= failed
     assert "--executions-url, exact" in result.stdout
+
+
+async def test_results_without_message_ids_still_count_each_run() -> None:
+    report, _ = await run_kit("not-once", "no-message-ids")
+
+    assert report["concurrent-resume"].status == "fail", report.table()
+    assert "ran 2 times" in report["concurrent-resume"].evidence

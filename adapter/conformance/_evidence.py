@@ -72,7 +72,7 @@ class Watch:
 
     thread_id: str
     call: GatedCall | None
-    known: set[str]
+    known: set[str | None]
     """Tool messages and results seen before: a snapshot that repeats them shows nothing new."""
     client_calls: set[str] = field(default_factory=set)
     counter: ExecutionCounter | None = None
@@ -87,8 +87,9 @@ class Watch:
         client_calls: Collection[str] = (),
     ) -> Watch:
         """A watch on `thread` that counts runs of `call` from this point on."""
-        known = {str(m.get("id")) for m in thread.messages if m.get("role") == "tool"}
-        known |= {str(r.get("messageId")) for run in thread.runs for r in run.of("TOOL_CALL_RESULT")}
+        known = {_id(m, "id") for m in thread.messages if m.get("role") == "tool"}
+        known |= {_id(r, "messageId") for run in thread.runs for r in run.of("TOOL_CALL_RESULT")}
+        known.discard(None)
         before = await counter.count(thread.id) if counter is not None else 0
         return cls(thread.id, call, known, set(client_calls), counter, before)
 
@@ -101,7 +102,7 @@ class Watch:
         seen = []
         for reply in replies:  # a result message reported again (same messageId) is not a new run
             seen.append(self._seen(reply))
-            self.known |= {str(r.get("messageId")) for r in reply.of("TOOL_CALL_RESULT")}
+            self.known |= {_id(r, "messageId") for r in reply.of("TOOL_CALL_RESULT")} - {None}
         self.known = known
         count = sum(n for n, _ in seen)
         return Ran(count, "; ".join(dict.fromkeys(how for _, how in seen)), False)
@@ -111,13 +112,11 @@ class Watch:
             return self._unnamed(reply)
         found = "" if self.call.how == "toolCallId" else f", found through {self.call.how}"
         found += ", inferred" if self.call.inferred else ""
-        results = [r for r in reply.results(self.call.id) if str(r.get("messageId")) not in self.known]
+        results = [r for r in reply.results(self.call.id) if _id(r, "messageId") not in self.known]
         if results:
             return sum(map(executed, results)), f"TOOL_CALL_RESULT for {self.call.id}{found}"
         messages = [
-            m
-            for m in _snapshot_tools(reply)
-            if m.get("toolCallId") == self.call.id and str(m.get("id")) not in self.known
+            m for m in _snapshot_tools(reply) if m.get("toolCallId") == self.call.id and _id(m, "id") not in self.known
         ]
         if messages:
             return sum(map(executed, messages)), f"a tool message for {self.call.id} in MESSAGES_SNAPSHOT{found}"
@@ -133,7 +132,13 @@ class Watch:
         return sum(map(executed, results)), f"a result for {ids}, inferred to be the gated call's"
 
     def _new(self, message: Mapping[str, Any], key: str) -> bool:
-        return str(message.get(key)) not in self.known and message.get("toolCallId") not in self.client_calls
+        return _id(message, key) not in self.known and message.get("toolCallId") not in self.client_calls
+
+
+def _id(message: Mapping[str, Any], key: str) -> str | None:
+    """A message's id, or None when it has none: a message without an id is never taken for one seen before."""
+    value = message.get(key)
+    return value if isinstance(value, str) and value else None
 
 
 def _snapshot_tools(reply: Run) -> list[Mapping[str, Any]]:
