@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
 from starlette.applications import Starlette
@@ -173,22 +174,28 @@ def remote(url: str) -> Starlette:
 
 
 async def out_of_process(name: str) -> list[Measured]:
+    """A framework in its own process: a fresh server for each side (ADK caps its open executions at 10)."""
+    measured = []
+    for where in ("alone", "behind the adapter"):
+        server = _start(name)
+        try:
+            upstream = remote(server.url)
+            target = upstream if where == "alone" else with_hook(behind(upstream), upstream)
+            report = await check(target, **KIT, executions_url=EXECUTIONS)
+        finally:
+            server.stop()
+        measured.append(Measured(name, where, EXECUTIONS is not None, report))
+    return measured
+
+
+def _start(name: str) -> Any:
     try:
         from upstreams.kit import UpstreamServer
-
-        server = UpstreamServer.start(name)
     except ImportError:  # before the upstream matrix had more than Strands
         from upstreams.kit import StrandsServer
 
-        server = StrandsServer.start()
-    try:
-        upstream = remote(server.url)
-        alone = await check(upstream, **KIT, executions_url=EXECUTIONS)
-        wrapped = await check(with_hook(behind(upstream), upstream), **KIT, executions_url=EXECUTIONS)
-    finally:
-        server.stop()
-    exact = EXECUTIONS is not None
-    return [Measured(name, "alone", exact, alone), Measured(name, "behind the adapter", exact, wrapped)]
+        return StrandsServer.start()
+    return UpstreamServer.start(name)
 
 
 def missing(name: str) -> str | None:
