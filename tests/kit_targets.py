@@ -10,6 +10,7 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     chunk-only         calls stream as TOOL_CALL_CHUNK only (LlamaIndex)
     approval-is-client the approval message calls the client tool instead of the refund
     no-message-ids     a TOOL_CALL_RESULT carries no messageId (TOOL-4 says it must)
+    first-run-fails    the first run of all ends in RUN_ERROR (a server still warming up)
 
 `GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread.
 """
@@ -43,6 +44,7 @@ class FaultyTarget:
     faults: frozenset[str] = frozenset()
     pending: Event | None = None
     """The interrupt the current run ends with."""
+    started: bool = False
     executions: Counter[str] = field(default_factory=Counter)
     open: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per thread: open interrupt id -> the refund call it gates."""
@@ -68,6 +70,10 @@ class FaultyTarget:
         return Response("".join(f"data: {json.dumps(e)}\n\n" for e in events), media_type="text/event-stream")
 
     def _turn(self, thread: str, body: dict[str, Any]) -> Iterator[Event]:
+        if "first-run-fails" in self.faults and not self.started:
+            self.started = True
+            yield {"type": "RUN_ERROR", "code": "WARMING_UP", "message": "try again"}
+            return
         if body.get("resume"):
             yield from self._resume(thread, body["resume"])
             return

@@ -168,3 +168,12 @@ async def test_results_without_message_ids_still_count_each_run() -> None:
 
     assert report["concurrent-resume"].status == "fail", report.table()
     assert "ran 2 times" in report["concurrent-resume"].evidence
+
+
+async def test_a_refused_setup_message_is_tried_again_by_the_next_case() -> None:
+    target = FaultyTarget(frozenset({"first-run-fails"}))
+
+    report = await check(target.app, **KIT)
+
+    assert report["frontend-call"].status == "skip" and "RUN_ERROR" in report["frontend-call"].evidence
+    assert report["frontend-resolved"].status == "pass", report.table()

@@ -136,7 +136,7 @@ class Probe:
         reply = await thread.say(self.options.frontend_message)
         calls = [call for call in reply.calls if call.name == self.options.frontend_tool]
         if not calls:
-            self._fail("--frontend-message", f"did not call {self.options.frontend_tool} ({reply.ending()})")
+            self._fail("--frontend-message", f"did not call {self.options.frontend_tool} ({reply.ending()})", reply)
         call_id = calls[-1].id
         interrupt = next((i for i in reply.wire_interrupts if _gates(i, reply, call_id)), None)
         return Frontend(thread, reply, call_id, interrupt)
@@ -149,16 +149,16 @@ class Probe:
         reply = await thread.say(message or self.options.approval_message)
         interrupts = reply.wire_interrupts
         if not interrupts:
-            self._fail(flag, f"ended with {reply.ending()}, not an interrupt")
+            self._fail(flag, f"ended with {reply.ending()}, not an interrupt", reply)
         ids = [call.id for call in reply.calls]
         answered = {str(result.get("toolCallId")) for result in reply.of("TOOL_CALL_RESULT")}
         gates = {str(i.get("id")): gated_call(i, ids, answered) for i in interrupts}
         names = {call.id: call.name for call in reply.calls}
         client = [g.id for g in gates.values() if g and names.get(g.id) == self.options.frontend_tool]
         if client:
-            self._fail(flag, f"opened a client-tool interrupt ({self.options.frontend_tool} call {client[0]})")
+            self._fail(flag, f"opened a client-tool interrupt ({self.options.frontend_tool} call {client[0]})", reply)
         if len(interrupts) < at_least:
-            self._fail(flag, f"opened {len(interrupts)} approval(s); the case needs {at_least}")
+            self._fail(flag, f"opened {len(interrupts)} approval(s); the case needs {at_least}", reply)
         return Approval(thread, reply, interrupts, gates)
 
     def _refuse(self, flag: str) -> None:
@@ -166,9 +166,16 @@ class Probe:
         if flag in self._setup:
             raise Skip(self._setup[flag])
 
-    def _fail(self, flag: str, what: str) -> NoReturn:
-        self._setup[flag] = f"setup: {flag} {what}, so this case cannot run"
-        raise Skip(self._setup[flag])
+    def _fail(self, flag: str, what: str, reply: Reply) -> NoReturn:
+        """Skip: the message did not do what it is for.
+
+        A plain answer is remembered, so later cases skip at once; a refusal (an HTTP error, a RUN_ERROR) may
+        be passing, so the next case tries again.
+        """
+        detail = f"setup: {flag} {what}, so this case cannot run"
+        if not refused(reply):
+            self._setup[flag] = detail
+        raise Skip(detail)
 
 
 def _gates(interrupt: dict[str, Any], reply: Reply, call_id: str) -> bool:
