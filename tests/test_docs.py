@@ -45,7 +45,8 @@ def first_block(text: str, language: str) -> str:
 
 
 def events(body: str) -> list[dict[str, object]]:
-    return list(parse_sse(body.encode()).events)
+    """The events of SSE output; each line read as a frame, since a shell's `$(...)` strips a body's last blank line."""
+    return list(parse_sse("".join(f"{line}\n\n" for line in body.splitlines()).encode()).events)
 
 
 def text_of(evts: list[dict[str, object]]) -> str:
