@@ -15,9 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import adapter.client
-from adapter._errors import BackendError
-from adapter._types import ToolCall
-from adapter.backends._upstream_events import EventReader
+from adapter.backends import BackendError, ToolCall
+from adapter.backends._upstream_events import EventReader  # private on purpose: chunks are held to the adapter's reader
 from adapter.client import (
     AGUIClient,
     CallReader,

@@ -70,7 +70,6 @@ DOORS = {
     "adapter.client": [
         "SERVER_ROLES",
         "AGUIClient",
-        "Call",
         "CallReader",
         "ClientError",
         "Frame",
@@ -81,6 +80,7 @@ DOORS = {
         "RequestRefused",
         "Run",
         "SSEDecoder",
+        "StreamedCall",
         "Target",
         "Thread",
         "approved",

@@ -9,7 +9,7 @@
 See docs/client.md.
 """
 
-from adapter.client._calls import Call, CallReader
+from adapter.client._calls import CallReader, StreamedCall
 from adapter.client._client import AGUIClient, Target, Thread, new_id
 from adapter.client._errors import ClientError, ProtocolError, RequestRefused
 from adapter.client._gates import GatedCall, gated_call
@@ -22,7 +22,6 @@ from adapter.client._sse import Frame, ParsedBody, SSEDecoder, parse_sse, read_s
 __all__ = [
     "SERVER_ROLES",
     "AGUIClient",
-    "Call",
     "CallReader",
     "ClientError",
     "Frame",
@@ -33,6 +32,7 @@ __all__ = [
     "RequestRefused",
     "Run",
     "SSEDecoder",
+    "StreamedCall",
     "Target",
     "Thread",
     "approved",

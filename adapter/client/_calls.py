@@ -14,7 +14,7 @@ from typing import Any
 
 
 @dataclass(slots=True)
-class Call:
+class StreamedCall:
     """One tool call the stream made: its id, tool name, arguments as streamed, and the message that made it."""
 
     id: str
@@ -30,12 +30,12 @@ class CallReader:
     """Feeds on wire events; `calls` holds every call in the order it started, `problems` what did not add up."""
 
     def __init__(self) -> None:
-        self.calls: list[Call] = []
+        self.calls: list[StreamedCall] = []
         self.problems: list[str] = []
-        self._open: dict[str, Call] = {}
+        self._open: dict[str, StreamedCall] = {}
         self._chunked: str | None = None
 
-    def feed(self, event: Mapping[str, Any]) -> Call | None:
+    def feed(self, event: Mapping[str, Any]) -> StreamedCall | None:
         """Take one event; returns the call it started, if it started one."""
         kind = event.get("type")
         if self._chunked is not None and kind != "TOOL_CALL_CHUNK":
@@ -54,16 +54,16 @@ class CallReader:
             return self._chunk(event)
         return None
 
-    def get(self, call_id: str) -> Call | None:
+    def get(self, call_id: str) -> StreamedCall | None:
         """The latest call with this id."""
         return next((call for call in reversed(self.calls) if call.id == call_id), None)
 
     @property
-    def open(self) -> list[Call]:
+    def open(self) -> list[StreamedCall]:
         """Calls started and not yet ended."""
         return list(self._open.values())
 
-    def _chunk(self, event: Mapping[str, Any]) -> Call | None:
+    def _chunk(self, event: Mapping[str, Any]) -> StreamedCall | None:
         call_id = event.get("toolCallId") or self._chunked
         if call_id is None:
             self.problems.append("a TOOL_CALL_CHUNK that names no call and continues none (TOOL-1)")
@@ -81,9 +81,9 @@ class CallReader:
         self._open[str(call_id)].arguments += str(event.get("delta") or "")
         return started
 
-    def _start(self, call_id: str, name: str, event: Mapping[str, Any], *, chunked: bool) -> Call:
+    def _start(self, call_id: str, name: str, event: Mapping[str, Any], *, chunked: bool) -> StreamedCall:
         parent = event.get("parentMessageId")
-        call = Call(call_id, name, "", str(parent) if parent else None, chunked)
+        call = StreamedCall(call_id, name, "", str(parent) if parent else None, chunked)
         self._open[call_id] = call
         self.calls.append(call)
         return call

@@ -3,8 +3,8 @@
 The call is linked through the interrupt's metadata, named by its `toolCallId`, or inferred as the only call
 the thread left without a result.
 
-`_named` reads what the interrupt itself says, by the same rule as issue 20's `adapter._gated.gated_call_ids`
-(not on main yet): once it is, `_named` calls it and only the inference stays here.
+What the interrupt itself says is read by the engine's one rule (`adapter._gated.gated_call_ids`, the
+backends' door names it); only the inference is the client's.
 """
 
 from __future__ import annotations
@@ -12,6 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
+
+from ag_ui.core import Interrupt
+
+from adapter._gated import gated_call_ids
 
 How: TypeAlias = Literal["toolCallId", "metadata", "only open call"]
 
@@ -44,12 +48,16 @@ def gated_call(interrupt: Mapping[str, Any], calls: Sequence[str], answered: Col
 
 
 def _named(interrupt: Mapping[str, Any]) -> GatedCall | None:
-    """The call the interrupt itself names: the same rule as the engine's reading of an upstream's interrupt."""
-    metadata = interrupt.get("metadata")
-    adk = metadata.get("adk") if isinstance(metadata, Mapping) else None
-    original = adk.get("originalFunctionCall") if isinstance(adk, Mapping) else None
-    linked = original.get("id") if isinstance(original, Mapping) else None
-    if isinstance(linked, str) and linked:
-        return GatedCall(linked, "metadata")
-    named = interrupt.get("toolCallId")
-    return GatedCall(named, "toolCallId") if isinstance(named, str) and named else None
+    """The call the interrupt itself names, read by the engine's own rule (`adapter.backends.gated_call_ids`)."""
+    metadata, tool_call_id = interrupt.get("metadata"), interrupt.get("toolCallId")
+    # Built without validation: an interrupt the models refuse (no reason, say) still names its call.
+    shape = Interrupt.model_construct(
+        id=str(interrupt.get("id")),
+        reason=str(interrupt.get("reason")),
+        metadata=metadata if isinstance(metadata, dict) else None,
+        tool_call_id=tool_call_id if isinstance(tool_call_id, str) and tool_call_id else None,
+    )
+    named = gated_call_ids(shape)
+    if not named:
+        return None
+    return GatedCall(named[0], "toolCallId" if named[0] == shape.tool_call_id else "metadata")

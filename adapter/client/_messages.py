@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from adapter.client._calls import Call, CallReader
+from adapter.client._calls import CallReader, StreamedCall
 
 Message = dict[str, Any]
 SERVER_ROLES = frozenset({"activity", "reasoning"})
@@ -55,7 +55,7 @@ class MessageFolder:
         if event.get("type") == "TEXT_MESSAGE_CHUNK":
             self._text = str(message_id)
 
-    def _attach(self, call: Call) -> None:
+    def _attach(self, call: StreamedCall) -> None:
         entry = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         parent = self._message(call.parent_message_id or _new_id("assistant"), "assistant")
         parent.setdefault("toolCalls", []).append(entry)

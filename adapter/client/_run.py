@@ -14,7 +14,7 @@ import httpx
 from ag_ui.core import BaseEvent, Event, Interrupt
 from pydantic import TypeAdapter, ValidationError
 
-from adapter.client._calls import Call, CallReader
+from adapter.client._calls import CallReader, StreamedCall
 from adapter.client._lifecycle import Lifecycle
 from adapter.client._sse import Frame, SSEDecoder, event_of
 
@@ -108,7 +108,7 @@ class Run:
         return [str(each) for each in pending] if isinstance(pending, list) else None
 
     @property
-    def calls(self) -> list[Call]:
+    def calls(self) -> list[StreamedCall]:
         """Every tool call the stream made, from triads and chunks alike."""
         return list(self.reader.calls)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from adapter.client import Call, GatedCall
+from adapter.client import GatedCall, StreamedCall
 from adapter.conformance._client import Reply, new_id, resolved
 from adapter.conformance._evidence import Ran
 from adapter.conformance._probe import APPROVE, DENY, Approval, Probe, Skip, Verdict, case, refused
@@ -120,7 +120,7 @@ async def restart_resume(probe: Probe) -> Verdict:
     return "pass", f"resumed after the restart: {reply.ending()}; {ran}"
 
 
-def _call(call_id: str, start: Call) -> dict[str, Any]:
+def _call(call_id: str, start: StreamedCall) -> dict[str, Any]:
     arguments = start.arguments or "{}"
     return {"id": call_id, "type": "function", "function": {"name": start.name, "arguments": arguments}}
 

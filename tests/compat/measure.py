@@ -41,7 +41,6 @@ sys.path[:0] = [str(TESTS.parent), str(TESTS)]
 
 from adapter import Adapter, create_app  # noqa: E402
 from adapter.backends import AGUIUpstream  # noqa: E402
-from adapter.backends._upstream_asgi import StreamingASGITransport  # noqa: E402
 from adapter.conformance import Report, check  # noqa: E402
 
 KIT = {
@@ -108,10 +107,7 @@ def counted(app: ASGIApp, executions: Executions) -> Starlette:
 
 def behind(app: ASGIApp | str) -> ASGIApp:
     """This adapter in front of a framework (in this process, or at a URL)."""
-    if isinstance(app, str):
-        return create_app(Adapter(AGUIUpstream(app)))
-    client = httpx.AsyncClient(transport=StreamingASGITransport(app))
-    return create_app(Adapter(AGUIUpstream("http://upstream/", client=client)))
+    return create_app(Adapter(AGUIUpstream(app)))
 
 
 def with_hook(app: ASGIApp, upstream: Starlette) -> Starlette:
