@@ -133,7 +133,7 @@ async def _nothing() -> AsyncIterator[bytes]:
 def _decoded(content: bytes) -> dict[str, Any]:
     try:
         body = json.loads(content)
-    except ValueError:
+    except (ValueError, RecursionError):  # raw bytes are sent as they are, hostile ones included
         return {}
     return body if isinstance(body, dict) else {}
 
