@@ -19,6 +19,7 @@ from adapter._predict import COALESCE_CHARS, ArgsPrediction, Predictor, announce
 from adapter._record import OpenTurn, PendingCall
 from adapter._sse import encode_event
 from adapter._state import Kept, ToolState, advance_state, commit, resumed_state
+from adapter.client import parse_sse
 
 ADD_A = {"op": "add", "path": "/a", "value": 1}
 
@@ -205,7 +206,7 @@ def test_the_complete_arguments_resend_nothing_already_shown() -> None:
 
 
 def wire(events: list[Any]) -> list[dict[str, Any]]:
-    return [json.loads(encode_event(event).removeprefix("data: ")) for event in events]
+    return parse_sse("".join(encode_event(event) for event in events).encode()).events
 
 
 def predicted(entry: PredictState, arguments: str, cuts: list[int], state: Any = None) -> tuple[list[Any], int]:

@@ -32,6 +32,7 @@ from adapter import Adapter
 from adapter._conversation import MISSING_RESULT
 from adapter._sse import encode_event
 from adapter.backends import AGUIUpstream
+from adapter.client import parse_sse
 
 NAMINGS = ("tool_call_id", "metadata", "confirmation", "none")
 
@@ -128,7 +129,7 @@ def expected(plan: Plan, index: int) -> str:
 
 async def _run(adapter: Adapter, body: dict[str, Any]) -> list[dict[str, Any]]:
     events = [e async for e in adapter.run(RunAgentInput.model_validate(body))]
-    return [json.loads(encode_event(e).removeprefix("data: ")) for e in events]
+    return parse_sse("".join(encode_event(e) for e in events).encode()).events
 
 
 async def _check(plan: Plan) -> None:
