@@ -143,6 +143,20 @@ async def _read(scope: Scope, receive: Receive, limit: int) -> bytes | None:
             return bytes(body)
 
 
+def _adapters(backend: ReferenceBackend) -> dict[str, ASGIApp]:
+    """The adapters the scenarios are served by, by name."""
+
+    def adapter(**options: Any) -> ASGIApp:
+        return create_app(Adapter(backend, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options))
+
+    return {
+        "default": adapter(),
+        "pending": adapter(frontend_outcome="pending"),
+        "expiring": adapter(interrupt_ttl=timedelta(seconds=EXPIRES_AFTER)),
+        "cancelling": adapter(max_steps=1),
+    }
+
+
 def create_reference_app(
     recording: Recording | None = None, *, allow_reset: bool = False, max_body_bytes: int = 1_048_576
 ) -> Starlette:
@@ -154,17 +168,7 @@ def create_reference_app(
         max_body_bytes: Largest run body read; a larger one gets 413 as soon as it is known to be larger.
     """
     recording = recording if recording is not None else Recording()
-    backend = ReferenceBackend(recording.scenarios)
-
-    def adapter(**options: Any) -> ASGIApp:
-        return create_app(Adapter(backend, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options))
-
-    apps = {
-        "default": adapter(),
-        "pending": adapter(frontend_outcome="pending"),
-        "expiring": adapter(interrupt_ttl=timedelta(seconds=EXPIRES_AFTER)),
-        "cancelling": adapter(max_steps=1),
-    }
+    apps = _adapters(ReferenceBackend(recording.scenarios))
 
     async def scenarios(request: Request) -> Response:
         return JSONResponse({"scenarios": [scenario.as_json() for scenario in SCENARIOS]})
