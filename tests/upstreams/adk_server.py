@@ -86,7 +86,17 @@ def app() -> FastAPI:
     )
     served = FastAPI()
     add_adk_fastapi_endpoint(
-        served, ADKAgent(adk_agent=agent, app_name="support", user_id="u", emit_interrupt_outcome=True), "/"
+        served,
+        ADKAgent(
+            adk_agent=agent,
+            app_name="support",
+            user_id="u",
+            emit_interrupt_outcome=True,
+            # ag-ui-adk's default (10) counts every thread paused for approval, and the conformance kit leaves
+            # more than ten waiting (docs/backends.md); a deployment sizes it for its open approvals the same way.
+            max_concurrent_executions=100,
+        ),
+        "/",
     )
 
     return add_journal(served, DELETED)
