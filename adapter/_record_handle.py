@@ -102,7 +102,29 @@ class RecordHandle:
                 self._parsed_thread = KnownThread(texts, tuple(known))
         return self.record
 
-    async def _read(self, since: int | None) -> StoredThread | None:
+    async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
+        """Read the thread's records and its messages at positions `[start, stop)` alone into `stored`.
+
+        For reading only: a handle holding a slice has nothing to save a turn against.
+        """
+        stored = await self._read(since=start, until=stop)
+        if stored is None:
+            return None
+        self._head, self.version = stored.head, stored.head.version
+        self.record = ThreadRecord.from_head(self.thread_id, stored.head)
+        self.stored, self.synced, self._conversation, self._parsed_thread = stored.messages, 0, None, None
+        return self.record
+
+    @property
+    def message_count(self) -> int:
+        """How many messages the thread held when this handle last read it (0 before a read)."""
+        return self._head.message_count if self._head is not None else 0
+
+    async def find(self, message_id: str) -> int | None:
+        """The position of the stored message with this id (the first), or None; read by the store's index."""
+        return await self.store.find_message(self.thread_id, message_id)
+
+    async def _read(self, since: int | None, until: int | None = None) -> StoredThread | None:
         """Load the thread, again after a pause when the store failed fast (a restart, a cut connection).
 
         A store that took long to fail (a pool that waited its timeout for a connection) is not asked again.
@@ -111,13 +133,13 @@ class RecordHandle:
         for pause in _READ_RETRIES:
             started = clock()
             try:
-                return await self.store.load(self.thread_id, since=since)
+                return await self.store.load(self.thread_id, since=since, until=until)
             except StoreUnavailable:
                 if clock() - started > _FAST_FAILURE:
                     raise
                 log.warning("thread %s: the store could not be reached; reading again in %ss", self.thread_id, pause)
                 await asyncio.sleep(pause)
-        return await self.store.load(self.thread_id, since=since)
+        return await self.store.load(self.thread_id, since=since, until=until)
 
     def conversation(self, client: Sequence[Message] = ()) -> list[Message]:
         """The stored messages as protocol messages, built once per request.

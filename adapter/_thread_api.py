@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
@@ -20,7 +20,7 @@ from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._types import wire_json
-from adapter.stores import StoredMessage, TurnStore
+from adapter.stores import TurnStore
 
 EntryLike = ResumeEntry | Mapping[str, Any]
 DEFAULT_PAGE: Final = 100
@@ -101,7 +101,7 @@ async def read_thread(
 
     With a `page`, only the messages after `page.after` (from the start without one), at most
     `page.limit`, and `next`: the id to read the following page after, or None at the end. Only the
-    page's messages are decoded.
+    page's messages are read from the store (`after` is found by the store's index).
 
     None when there is no such thread, or when `principal` may not read it: the two look the same, and take
     the same time (the head alone is read before the policy is asked).
@@ -113,19 +113,31 @@ async def read_thread(
     head = await handle.load(messages=False)
     if head is None or not await config.access.allows(principal, head.owner, "read"):
         return None
-    record = await handle.load()
+    if page is None:
+        record = await handle.load()
+    else:
+        start = await _page_start(handle, page)
+        record = await handle.load_page(start, start + page.limit)
     if record is None or record.owner != head.owner:
         return None  # deleted (and perhaps created again) in between
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
+    messages = [json.loads(message.json) for message in handle.stored]
     if page is None:
-        messages = [json.loads(message.json) for message in handle.stored]
         return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
-    start = page.start(handle.stored)
-    end = min(start + page.limit, len(handle.stored))
-    messages = [json.loads(message.json) for message in handle.stored[start:end]]
-    following = handle.stored[end - 1].id if start < end < len(handle.stored) else None
+    end = start + len(handle.stored)
+    following = handle.stored[-1].id if handle.stored and end < handle.message_count else None
     return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "next": following}
+
+
+async def _page_start(handle: RecordHandle, page: Page) -> int:
+    """The position the page starts at: just after the message `page.after`, found by the store."""
+    if page.after is None:
+        return 0
+    found = await handle.find(page.after)
+    if found is None:
+        raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
+    return found + 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -138,15 +150,6 @@ class Page:
     def __post_init__(self) -> None:
         if not 1 <= self.limit <= MAX_PAGE:
             raise ValueError(f"a page holds 1 to {MAX_PAGE} messages, not {self.limit}")
-
-    def start(self, stored: Sequence[StoredMessage]) -> int:
-        """The position the page starts at."""
-        if self.after is None:
-            return 0
-        found = next((i for i, message in enumerate(stored) if message.id == self.after), None)
-        if found is None:
-            raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
-        return found + 1
 
 
 async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | None) -> bool:

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class BrokenStore(MemoryStore):
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         raise RuntimeError("disk on fire: /secret/path")
 
 

@@ -323,9 +323,9 @@ class ReadSpy(MemoryStore):
         super().__init__()
         self.reads: list[tuple[str, int | None]] = []
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> Any:
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> Any:
         self.reads.append((thread_id, since))
-        return await super().load(thread_id, since=since)
+        return await super().load(thread_id, since=since, until=until)
 
 
 @pytest.mark.parametrize("verdict", ["no", 1, "yes"], ids=["string-no", "one", "string-yes"])

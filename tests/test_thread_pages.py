@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -9,6 +10,7 @@ from agui import run_input, user
 
 from adapter import Adapter
 from adapter.backends import ScriptedBackend
+from adapter.stores import SQLiteStore, StoredThread
 
 if TYPE_CHECKING:
     from conftest import Serve, Served
@@ -98,3 +100,40 @@ async def test_the_python_api_pages_alike(long_thread: Any) -> None:
     assert page["messages"] == whole[3:6] and page["next"] == whole[5]["id"]
     with pytest.raises(ValueError, match="1 to 1000"):
         await served.call(adapter.thread(thread_id, limit=0))
+
+
+class CountingStore(SQLiteStore):
+    """A real SQLite store that counts the messages its loads returned and the ids it was asked to find."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.returned = 0
+        self.finds = 0
+
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        stored = await super().load(thread_id, since=since, until=until)
+        self.returned += len(stored.messages) if stored is not None else 0
+        return stored
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        self.finds += 1
+        return await super().find_message(thread_id, message_id)
+
+
+async def test_a_page_of_a_long_thread_reads_only_that_page_from_the_store(
+    serve: Serve, backend: ScriptedBackend, tmp_path: Path
+) -> None:
+    store = CountingStore(tmp_path / "turns.db")
+    served = await serve(Adapter(backend, store=store))
+    reply = await served.client.post(run_input("thread-huge", [*earlier_turns(1500), user("hello")]))
+    assert reply.outcome == {"type": "success"}
+
+    store.returned = 0
+    first = (await served.client.get("/threads/thread-huge?limit=10")).json()
+    middle = (await served.client.get("/threads/thread-huge?after=r-700&limit=20")).json()
+    last = (await served.client.get(f"/threads/thread-huge?after={first['messages'][0]['id']}&limit=1000")).json()
+
+    assert [m["content"] for m in middle["messages"][:2]] == ["note 701", "noted 701"]
+    assert (len(first["messages"]), len(middle["messages"]), len(last["messages"])) == (10, 20, 1000)
+    assert store.returned == 10 + 20 + 1000  # the head reads carry no message; nothing else is read
+    assert store.finds == 2

@@ -40,8 +40,8 @@ class MemoryStore:
         self._threads: dict[str, _Thread] = {}
         self._lock = asyncio.Lock()
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
-        """Return the thread's head and its messages from position `since` on, or None."""
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        """Return the thread's head and its messages from position `since` on (before `until`), or None."""
         thread = self._threads.get(thread_id)
         if thread is None:
             return None
@@ -52,8 +52,18 @@ class MemoryStore:
             owner=thread.owner,
             **{name: json.loads(text) for name, text in thread.records.items()},
         )
-        start = len(thread.messages) if since is None else min(since, len(thread.messages))
-        return StoredThread(head, start, thread.messages[start:])
+        start = len(thread.messages) if since is None else min(max(since, 0), len(thread.messages))
+        stop = len(thread.messages) if until is None else max(start, until)
+        return StoredThread(head, start, thread.messages[start:stop])
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        """The position of the thread's first message with this id, or None.
+
+        A scan of the kept objects (no text is decoded): this store is for tests and small threads.
+        """
+        thread = self._threads.get(thread_id)
+        messages = thread.messages if thread is not None else ()
+        return next((i for i, message in enumerate(messages) if message.id == message_id), None)
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None

@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 
 _INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agui-adapter[postgres]'"
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-_SCHEMA_VERSION: Final = 2
+_SCHEMA_VERSION: Final = 3
 # SQLSTATEs our save function raises (class "AG", user-defined), mapped back to the protocol's exceptions.
 _STALE_CLAIM: Final = "AG001"
 _CONFLICT: Final = "AG002"
 _BAD_POSITION: Final = "AG003"
 _UNIQUE_VIOLATION: Final = "23505"
+_LAST: Final = 2**31 - 1  # past any position (an integer column)
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -129,16 +130,22 @@ _MIGRATIONS: Final[dict[int, str]] = {
     2: """
     ALTER TABLE agui_threads ADD COLUMN owner text;
     """,
+    # Version 3: a message's position by its id (`find_message`), from the index alone.
+    3: """
+    CREATE INDEX agui_messages_id ON agui_messages (thread_id, message_id, position);
+    """,
 }
 
 _LOAD: Final = """
     SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner,
            m.message_id, m.role, m.body
     FROM agui_threads t
-    LEFT JOIN agui_messages m ON m.thread_id = t.thread_id AND m.position >= %(since)s
+    LEFT JOIN agui_messages m
+        ON m.thread_id = t.thread_id AND m.position >= %(since)s AND m.position < %(until)s
     WHERE t.thread_id = %(thread)s
     ORDER BY m.position
 """
+_FIND: Final = "SELECT min(position) FROM agui_messages WHERE thread_id = %s AND message_id = %s"
 _SAVE: Final = """
     SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
@@ -201,11 +208,12 @@ class PostgresStore:
         self._ready: asyncio.Task[None] | None = None
         self._closed = False
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
-        """Return the thread's head and its messages from position `since` on, or None for no thread."""
-        from_position = 2**31 - 1 if since is None else max(since, 0)
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        """Return the thread's head and its messages from position `since` on (before `until`), or None."""
+        from_position = _LAST if since is None else min(max(since, 0), _LAST)
+        before = _LAST if until is None else min(max(until, 0), _LAST)
         async with self._connection() as connection:
-            cursor = await connection.execute(_LOAD, {"thread": thread_id, "since": from_position})
+            cursor = await connection.execute(_LOAD, {"thread": thread_id, "since": from_position, "until": before})
             rows = await cursor.fetchall()
         if not rows:
             return None
@@ -215,6 +223,13 @@ class PostgresStore:
         start = min(from_position, head.message_count)
         messages = [StoredMessage(row[7], row[8], row[9]) for row in rows if row[7] is not None]
         return StoredThread(head, start, messages)
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        """The position of the thread's first message with this id, or None: one lookup in an index."""
+        async with self._connection() as connection:
+            cursor = await connection.execute(_FIND, (thread_id, message_id))
+            row = await cursor.fetchone()
+        return None if row is None or row[0] is None else int(row[0])
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None

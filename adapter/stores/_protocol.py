@@ -156,10 +156,22 @@ class TurnStore(Protocol):
       Nothing a caller does to what `load` returned changes what the store holds.
     """
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         """Return the thread's head and its messages from position `since` on, or None for no thread.
 
-        `since=None` reads the head alone; `since` past the last message reads no message.
+        `since=None` reads the head alone; `since` past the last message reads no message. With `until`,
+        only the messages before that position: a slice `[since, until)` read in one query, with the head
+        of the same version (a page of a long thread, or its tail, without the rest).
+
+        Raises:
+            StoreUnavailable: The store could not be reached; nothing was read, and it may be tried again.
+        """
+        ...
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        """The position of the thread's first message with this id, or None (no such message or thread).
+
+        One indexed lookup: a page that starts after a message id needs no other message read.
 
         Raises:
             StoreUnavailable: The store could not be reached; nothing was read, and it may be tried again.

@@ -55,6 +55,8 @@ _SCHEMA: Final = (
         PRIMARY KEY (thread_id, position)
     ) WITHOUT ROWID
     """,
+    # `find_message`: a message's position by its id; the primary key's columns ride along in the index.
+    "CREATE INDEX IF NOT EXISTS agui_messages_id ON agui_messages (thread_id, message_id)",
 )
 
 
@@ -98,9 +100,13 @@ class SQLiteStore:
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-sqlite")
         self._closed = False
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
-        """Return the thread's head and its messages from position `since` on, or None for no thread."""
-        return await self._call(self._load, thread_id, since)
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        """Return the thread's head and its messages from position `since` on (before `until`), or None."""
+        return await self._call(self._load, thread_id, since, until)
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        """The position of the thread's first message with this id, or None: one lookup in an index."""
+        return await self._call(self._find_message, thread_id, message_id)
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
@@ -201,7 +207,18 @@ class SQLiteStore:
             self._connection.close()
             self._connection = None
 
-    def _load(self, thread_id: str, since: int | None) -> StoredThread | None:
+    def _find_message(self, thread_id: str, message_id: str) -> int | None:
+        row = (
+            self._connect()
+            .execute(
+                "SELECT min(position) FROM agui_messages WHERE thread_id = ? AND message_id = ?",
+                (thread_id, message_id),
+            )
+            .fetchone()
+        )
+        return None if row is None or row[0] is None else int(row[0])
+
+    def _load(self, thread_id: str, since: int | None, until: int | None) -> StoredThread | None:
         connection = self._connect()
         # One read transaction, so the head and the messages are of the same version.
         connection.execute("BEGIN")
@@ -216,10 +233,11 @@ class SQLiteStore:
             open_turn, applied, queued = (json.loads(text) for text in row[3:6])
             head = ThreadHead(row[0], row[1], row[2], open_turn, applied, queued, owner=row[6])
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
+            stop = head.message_count if until is None else until
             rows = connection.execute(
                 "SELECT message_id, role, body FROM agui_messages "
-                "WHERE thread_id = ? AND position >= ? ORDER BY position",
-                (thread_id, start),
+                "WHERE thread_id = ? AND position >= ? AND position < ? ORDER BY position",
+                (thread_id, start, stop),
             ).fetchall()
         finally:
             connection.execute("COMMIT")

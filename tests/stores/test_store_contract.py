@@ -132,6 +132,61 @@ async def test_load_since_reads_the_messages_from_that_position(store: TurnStore
     assert (past.start, list(past.messages)) == (3, [])
 
 
+async def test_load_until_reads_a_slice_with_the_head_of_the_same_version(store: TurnStore) -> None:
+    await seeded(store, *(msg(f"m{i}") for i in range(5)))
+    await store.save("t1", ThreadChange(append=[msg("m5")]), expected_version=1)
+
+    middle, tail, empty, past = (
+        await store.load("t1", since=1, until=3),
+        await store.load("t1", since=4, until=99),
+        await store.load("t1", since=3, until=3),
+        await store.load("t1", since=9, until=12),
+    )
+
+    assert middle is not None and tail is not None and empty is not None and past is not None
+    assert (middle.start, ids(middle.messages), middle.head.message_count) == (1, ["m1", "m2"], 6)
+    assert (middle.head.version, tail.head.version) == (2, 2)
+    assert (tail.start, ids(tail.messages)) == (4, ["m4", "m5"])
+    assert (empty.start, list(empty.messages)) == (3, [])
+    assert (past.start, list(past.messages)) == (6, [])
+    assert await store.load("nope", since=0, until=1) is None
+
+
+async def test_every_slice_is_the_python_slice_of_the_whole_thread(store: TurnStore) -> None:
+    """The rule, for every pair of bounds around a 4-message thread: `load(since=a, until=b)` is `whole[a:b]`."""
+    await seeded(store, *(msg(f"m{i}") for i in range(4)))
+    whole = await store.load("t1")
+    assert whole is not None
+    bounds: list[int | None] = [None, -1, 0, 1, 3, 4, 6]
+
+    for since in bounds:
+        for until in bounds:
+            part = await store.load("t1", since=since, until=until)
+            start = 4 if since is None else min(max(since, 0), 4)
+            stop = 4 if until is None else max(until, 0)
+            assert part is not None
+            assert (part.start, list(part.messages)) == (start, list(whole.messages)[start:stop]), (since, until)
+
+
+async def test_find_message_gives_the_position_of_the_first_message_with_the_id(store: TurnStore) -> None:
+    await seeded(store, msg("m0"), msg("m1"), msg("twice"), msg("m3"), msg("twice"))
+    await store.save("t2", ThreadChange(append=[msg("other")]), expected_version=0)
+
+    found = [await store.find_message("t1", name) for name in ("m0", "twice", "m3", "other", "nope")]
+
+    assert found == [0, 2, 3, None, None]
+    assert await store.find_message("missing", "m0") is None
+
+
+async def test_find_message_follows_keep_and_replace(store: TurnStore) -> None:
+    await seeded(store, msg("m0"), msg("m1"), msg("m2"))
+    await store.save("t1", ThreadChange(keep=1, append=[msg("n1")], replace={0: msg("r0")}), expected_version=1)
+
+    found = [await store.find_message("t1", name) for name in ("m0", "r0", "m1", "m2", "n1")]
+
+    assert found == [None, 0, None, None, 1]
+
+
 async def test_messages_come_back_exactly_as_appended(store: TurnStore) -> None:
     odd = StoredMessage("m0", "user", '{"id":"m0","role":"user","content":"h\\u00e9llo \\ud800 👍🏽"}')
     await seeded(store, odd)
@@ -318,10 +373,14 @@ async def test_ping_answers_while_the_store_is_open(store: TurnStore) -> None:
 
 async def test_each_store_keeps_the_whole_protocol_purge_and_ping_included(store: TurnStore) -> None:
     class WithoutPurge:
-        load, save, ping, close = store.load, store.save, store.ping, store.close
+        load, save, find_message, ping, close = store.load, store.save, store.find_message, store.ping, store.close
+
+    class WithoutFind:
+        load, save, purge, ping, close = store.load, store.save, store.purge, store.ping, store.close
 
     assert isinstance(store, TurnStore)
     assert not isinstance(WithoutPurge(), TurnStore)
+    assert not isinstance(WithoutFind(), TurnStore)
 
 
 def expiring_turn(*expiries: datetime | None) -> dict[str, Any]:
