@@ -20,7 +20,7 @@ from adapter import _thread_api
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
 from adapter._config import EngineConfig, HistoryMode
-from adapter._conversation import HistoryView
+from adapter._conversation import HistoryView, declared_tail
 from adapter._errors import ConfigurationError
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
@@ -126,6 +126,7 @@ class Adapter:
             raise ConfigurationError("max_state_bytes must be a positive number of bytes")
         if history not in get_args(HistoryMode):
             raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
+        declared_tail(history_view)  # a bad `tail` is refused here, not on the first run
         registered = list(forms)
         self.config = EngineConfig(
             backend=backend,

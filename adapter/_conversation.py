@@ -12,10 +12,28 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
+from adapter._errors import ConfigurationError
+
 MISSING_RESULT = "No result was recorded for this tool call."
 
 HistoryView = Callable[[list[Message]], Sequence[Message]]
 """`view(history) -> messages`: the part of a long thread the model sees (`Adapter(history_view=...)`)."""
+
+
+def declared_tail(view: HistoryView | None) -> int | None:
+    """How many trailing stored messages `view` may need, from its `tail` attribute; None: the whole thread.
+
+    With `history="server"`, a new run reads only that many of the thread's last stored messages, and
+    the view is called with them (and the client's new messages): memory per run follows what the
+    model may be sent, not the thread's length.
+
+    Raises:
+        ConfigurationError: `tail` is not a positive whole number.
+    """
+    tail = getattr(view, "tail", None)
+    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or tail < 1):
+        raise ConfigurationError(f"a history view's tail must be a positive number of messages, not {tail!r}")
+    return tail
 
 
 def chosen_view(

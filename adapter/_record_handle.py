@@ -74,6 +74,8 @@ class RecordHandle:
         self._known: list[str] = []
         """The ids of the stored messages as this run last read or wrote them: all it may build on."""
         self.version = 0
+        self.base = 0
+        """The position of `stored[0]` in the thread: above 0 when only its tail was read (`load_tail`)."""
         self.stored: Sequence[StoredMessage] = ()
         self.synced = 0
         self._keep: int | None = None
@@ -81,10 +83,12 @@ class RecordHandle:
         self._fence: int | None = None
         self._conversation: list[Message] | None = None
         self._parsed_thread: KnownThread | None = None
+        self._held_before: set[str] = set()
+        """Ids of the client's messages the store holds before `base` (found by `load_tail`)."""
 
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
         """Read the thread's records (and its messages, unless told not to); None for a new thread."""
-        stored = await self._read(since=0 if messages else None)
+        stored = await self._read(since=self.base if messages else None)
         if stored is None:
             self._parsed_thread = KnownThread()
             return None
@@ -94,7 +98,7 @@ class RecordHandle:
         if messages:
             self._known = [message.id for message in stored.messages]
         self._parsed_thread = None
-        if messages and self.parsed is not None:
+        if messages and self.parsed is not None and self.base == 0:
             texts = tuple(m.json for m in stored.messages)
             known = self.parsed.prefix(self.thread_id, texts)
             if len(known) == len(texts):  # this adapter holds the whole thread as messages already
@@ -114,6 +118,56 @@ class RecordHandle:
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation, self._parsed_thread = stored.messages, 0, None, None
         return self.record
+
+    async def load_tail(self, count: int, client: Sequence[Message]) -> None:
+        """After a head-only `load`, read only the thread's last `count` messages, of the same version.
+
+        A client message the tail lacks is looked up by id (`find_message`): one the store holds
+        earlier is not new, as with the whole thread read.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when the thread changed since the head was read.
+        """
+        if self._head is None:
+            return  # a new thread: nothing stored to read
+        read = self.version
+        self.base = max(self._head.message_count - count, 0)
+        await self.load()
+        if self.version != read:
+            raise AdapterError("the thread changed while this run was in progress", code=codes.THREAD_CONFLICT)
+        if self.base > 0:
+            self._held_before = await self._found_before(client)
+
+    async def load_same(self) -> None:
+        """After a head-only `load`, read the whole thread, of the same version.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when the thread changed since the head was read.
+        """
+        if self._head is None:
+            return  # a new thread: nothing stored to read
+        read = self.version
+        await self.load()
+        if self.version != read:
+            raise AdapterError("the thread changed while this run was in progress", code=codes.THREAD_CONFLICT)
+
+    async def _found_before(self, client: Sequence[Message]) -> set[str]:
+        """The ids of the client's messages outside the tail that the store holds before it (one lookup each)."""
+        tail = {message.id for message in self.stored}
+        found: set[str] = set()
+        for message in client:
+            if message.id not in tail and message.id not in found:
+                position = await self.store.find_message(self.thread_id, message.id)
+                if position is not None and position < self.base:
+                    found.add(message.id)
+        return found
+
+    async def older_conversation(self) -> list[Message]:
+        """The stored messages before `base` (none when the whole thread was read), as protocol messages."""
+        if self.base == 0:
+            return []
+        stored = await self._read(since=0, until=self.base)
+        return stored_conversation(stored.messages, {}) if stored is not None else []
 
     @property
     def message_count(self) -> int:
@@ -150,15 +204,16 @@ class RecordHandle:
         """
         if self._conversation is None:
             texts = tuple(m.json for m in self.stored)
-            known = self.parsed.prefix(self.thread_id, texts) if self.parsed else []
+            parsed = self.parsed if self.base == 0 else None  # it keeps whole threads only
+            known = parsed.prefix(self.thread_id, texts) if parsed else []
             offered: dict[str, Message] = {}
             if len(known) < len(self.stored):
                 for message in client:
                     offered.setdefault(message.id, message)
             self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
-            self._parsed_thread = KnownThread(texts, tuple(self._conversation))
-            if self.parsed:
-                self.parsed.keep(self.thread_id, self._parsed_thread)
+            if parsed is not None:
+                self._parsed_thread = KnownThread(texts, tuple(self._conversation))
+                parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)
 
     def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
@@ -169,7 +224,7 @@ class RecordHandle:
         the part it already holds and, if the client rewrote its history, drops the rest.
         """
         if server_kept:
-            history, known = self.conversation(client), {message.id for message in self.stored}
+            history, known = self.conversation(client), {message.id for message in self.stored} | self._held_before
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
@@ -376,9 +431,10 @@ class RecordHandle:
     def _change(self, history: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> ThreadChange:
         moved_ids = {message.id for message in moved}
         kept = history[: self.synced] if moved_ids else ()
-        replace = {i: stored_message(m) for i, m in enumerate(kept) if m.id in moved_ids}
+        replace = {self.base + i: stored_message(m) for i, m in enumerate(kept) if m.id in moved_ids}
         append = [stored_message(message) for message in history[self.synced :]]
-        return ThreadChange(append=append, replace=replace, keep=self._keep, **records)
+        keep = None if self._keep is None else self.base + self._keep
+        return ThreadChange(append=append, replace=replace, keep=keep, **records)
 
     async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
         if self.version == 0 and self.record.owner is not None:

@@ -47,6 +47,7 @@ from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._predict import Predictor
 from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
+from adapter._conversation import declared_tail
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
 from adapter._toolset import Toolset, client_toolset
@@ -94,6 +95,8 @@ class Run:
         """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
         self.reopened = False
         """The backend refused those answers (or was unreachable): the turn waits again as it was."""
+        self.tail = declared_tail(config.history_view) if config.history == "server" else None
+        """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
 
     async def events(self) -> AsyncGenerator[BaseEvent, None]:
         """The run's events, from RUN_STARTED to exactly one terminal event.
@@ -156,7 +159,7 @@ class Run:
     async def _load_checked(self) -> ThreadRecord | None | Exception:
         """The stored record once the policy allows the input; a failure to read it is reported in the run."""
         try:
-            record = await self.handle.load()
+            record = await self.handle.load(messages=self.tail is None)  # with a tail: the head, then `_messages`
         except Exception as exc:
             return exc
         await self.config.access.check_input(self.principal, record, self.input)
@@ -178,6 +181,7 @@ class Run:
             telemetry.finish(span, "refused", refused.code)
             raise
         telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
+        await self._messages(gate)
         if isinstance(gate, Replay):
             telemetry.duplicates.add(1)
             async for event in self._replay(gate):
@@ -191,6 +195,13 @@ class Run:
             stream = self._model_loop(history, self.input.state, toolset)
         async for event in stream:
             yield event
+
+    async def _messages(self, gate: Resume | Replay | None) -> None:
+        """With a tail, read the messages the gate's choice needs: a new run the tail, a resume the whole thread."""
+        if self.tail is not None and gate is None:
+            await self.handle.load_tail(self.tail, self.input.messages)
+        elif self.tail is not None and isinstance(gate, Resume):
+            await self.handle.load_same()
 
     async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         self.resuming = True
@@ -343,7 +354,10 @@ class Run:
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
             yield activity_event(form)
-        yield MessagesSnapshotEvent(messages=history)  # SNAP-1a: the whole history before an interrupt's RUN_FINISHED
+        # SNAP-1a: the whole history before an interrupt's RUN_FINISHED (SNAP-2: a snapshot is complete, so a
+        # run that read only the tail reads the older messages for it).
+        older = await self.handle.older_conversation()
+        yield MessagesSnapshotEvent(messages=[*older, *history])
         # What the client shows, predictions of waiting calls included.
         shown = shown_state(state, pending, self.config.max_state_bytes)
         if shown is not None:
