@@ -81,7 +81,8 @@ class Adapter:
         history_view: `view(history) -> messages`, called before each model step with the whole
             history: the messages the model sees of a long thread, e.g. the last turns and a summary
             (docs/stores.md, "Long threads"). A kept tool call keeps its answer, a dropped call's answer
-            is dropped, activity messages never reach the model. None (the default): all of it.
+            is dropped, activity messages never reach the model. None (the default): all of it. With
+            `history="server"`, a view's `tail` attribute bounds what a new run reads (docs/stores.md).
         authorize: `authorize(principal, owner, action) -> bool`, sync or async: may `principal` (who
             sent the request, see `create_app`) take `action` ("read", "run", "resume" or "approve") on
             a thread owned by `owner` (the principal of the run that created it, or None)? The default

@@ -37,6 +37,7 @@ from adapter import _telemetry as telemetry
 from adapter._answers import Settled, settle_answers
 from adapter._calls import CallBudget, run_calls
 from adapter._config import EngineConfig
+from adapter._conversation import declared_tail
 from adapter._errors import AdapterError, ResumeError
 from adapter._events import activity_event, result_event, token_usage
 from adapter._forms import pending_form
@@ -47,7 +48,6 @@ from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._predict import Predictor
 from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
-from adapter._conversation import declared_tail
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
 from adapter._toolset import Toolset, client_toolset

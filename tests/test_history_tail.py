@@ -105,7 +105,12 @@ async def test_a_new_run_reads_only_the_declared_tail_of_a_long_thread(serve: Se
 async def test_a_client_that_resends_older_messages_adds_only_the_new_one(serve: Serve, seeded: Any) -> None:
     store, messages = seeded
     served = await serve(
-        Adapter(ScriptedBackend([Rule(r"question", reply="ok")]), store=store, history="server", history_view=LastMessages(4))
+        Adapter(
+            ScriptedBackend([Rule(r"question", reply="ok")]),
+            store=store,
+            history="server",
+            history_view=LastMessages(4),
+        )
     )
     asked = user("question now")
 
@@ -151,7 +156,9 @@ async def test_an_interrupt_still_restates_the_whole_thread(serve: Serve, seeded
 
 async def test_without_a_server_history_the_tail_changes_nothing(serve: Serve, seeded: Any) -> None:
     store, messages = seeded
-    served = await serve(Adapter(ScriptedBackend([Rule(r"question", reply="ok")]), store=store, history_view=LastMessages(4)))
+    served = await serve(
+        Adapter(ScriptedBackend([Rule(r"question", reply="ok")]), store=store, history_view=LastMessages(4))
+    )
 
     reply = await served.client.post(run_input(THREAD, [*messages, user("question now")]))
 
