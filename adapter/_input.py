@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_jsonable_python
 
 from adapter import _errors as codes
-from adapter._limits import MAX_DEPTH, body_depth_exceeds, id_problem, input_ids
+from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -126,11 +126,11 @@ def check_limits(run_input: RunAgentInput) -> None:
     Raises:
         InputRejected: 422 `INVALID_ID` with the id's pointer in `details`.
     """
-    for pointer, value in input_ids(run_input):
-        problem = id_problem(value)
-        if problem is not None:
-            detail: JSON = {"pointer": pointer, "msg": f"the id {problem}"}
-            raise InputRejected(422, codes.INVALID_ID, f"The id at {pointer} {problem}.", [detail])
+    bad = bad_input_id(run_input)
+    if bad is not None:
+        pointer, problem = bad
+        detail: JSON = {"pointer": pointer, "msg": f"the id {problem}"}
+        raise InputRejected(422, codes.INVALID_ID, f"The id at {pointer} {problem}.", [detail])
 
 
 def _too_deep() -> InputRejected:

@@ -5,6 +5,7 @@
     body_depth_exceeds / depth_exceeds   the nesting rule, on a body's bytes / on a JSON value
     loads         `json.loads` for JSON text inside an input (a tool message, a model's arguments), under the rule
     id_problem    why a string cannot be an id that every store keeps, or None
+    bad_input_id  the first id of a run input that breaks that rule (all checked at once), or None
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
 255 levels (an input 254 levels deep used to pass the edge and end as `INTERNAL_ERROR`), PostgreSQL
@@ -31,22 +32,39 @@ MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
-_STRING: Final = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included; linear time
-_NOT_BRACKETS: Final = bytes(byte for byte in range(256) if byte not in b"[]{}")
-_AS_STEPS: Final = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 and -1 once read as signed bytes
+_NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
+_AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
+_AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
+_DIP_PASSES: Final = 3
 
 
 def body_depth_exceeds(body: bytes, limit: int) -> bool:
     """Whether the JSON text `body` nests more than `limit` levels of objects and arrays (the root is 1).
 
     Measured on the bytes, before any parser recurses: strings are cut out, each bracket left becomes
-    a step of +1 or -1, and the deepest point is the largest running sum. Every step runs in C: a
-    megabyte costs milliseconds, and any depth is measured safely.
+    a step of +1 or -1, and the deepest point is the largest running sum. Every step is a C loop over
+    bytes (`_brackets_outside_strings`), and any depth is measured safely.
     """
     if body.count(b"[") + body.count(b"{") <= limit:
         return False  # too few brackets to nest that deep: the common case, answered by two C loops
-    steps = memoryview(_STRING.sub(b"", body).translate(_AS_STEPS, _NOT_BRACKETS)).cast("b")
-    return max(itertools.accumulate(steps), default=0) > limit
+    parens = _brackets_outside_strings(body).translate(_AS_PARENS)
+    for _ in range(_DIP_PASSES):
+        # A close right before an open (`},{` between two objects) is a dip that no maximum is at.
+        parens = parens.replace(b")(", b"")
+    return max(itertools.accumulate(memoryview(parens.translate(_AS_STEPS)).cast("b")), default=0) > limit
+
+
+def _brackets_outside_strings(body: bytes) -> bytes:
+    """The brackets of JSON text `body` that are not inside a string, in order.
+
+    Escaped backslashes, then escaped quotes, go first, so every quote left delimits a string; all
+    but quotes and brackets go next; then a pair of adjacent quotes (an empty string, or the end of
+    one and the start of the next) goes, which leaves every bracket inside or outside as it was;
+    what is between the odd and the next even quote is inside. On text that is not JSON the measure
+    may differ from a parser's only after the point where the parser stops.
+    """
+    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARKS).replace(b'""', b"")
+    return b"".join(marks.split(b'"')[::2])
 
 
 def loads(text: str) -> Any:
@@ -93,16 +111,39 @@ def id_problem(value: str) -> str | None:
 
 def input_ids(run_input: RunAgentInput) -> Iterator[tuple[str, str]]:
     """Every id a run input carries that a store may keep or look up, with its JSON pointer."""
-    yield "/threadId", run_input.thread_id
-    yield "/runId", run_input.run_id
+    for where, value in _id_sites(run_input):
+        yield "/" + "/".join(map(str, where)), value
+
+
+def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
+    """The first id of `run_input` that breaks `id_problem`'s rule, as its pointer and problem; None if none does.
+
+    All the ids are checked at once, their lengths in one pass and their characters in one search of
+    them joined (joining adds no character and merges none); only an input that fails is walked again,
+    for the pointer.
+    """
+    values = [value for _, value in _id_sites(run_input)]
+    if max(map(len, values)) <= MAX_ID_CHARS and _UNKEEPABLE.search("".join(values)) is None:
+        return None
+    for pointer, value in input_ids(run_input):
+        problem = id_problem(value)
+        if problem is not None:
+            return pointer, problem
+    return None  # pragma: no cover - the joined search found what one of the values holds
+
+
+def _id_sites(run_input: RunAgentInput) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every id a run input carries that a store may keep or look up, with where it is (the pointer's parts)."""
+    yield ("threadId",), run_input.thread_id
+    yield ("runId",), run_input.run_id
     if run_input.parent_run_id is not None:
-        yield "/parentRunId", run_input.parent_run_id
+        yield ("parentRunId",), run_input.parent_run_id
     for index, message in enumerate(run_input.messages):
-        yield f"/messages/{index}/id", message.id
+        yield ("messages", index, "id"), message.id
         if isinstance(message, ToolMessage):
-            yield f"/messages/{index}/toolCallId", message.tool_call_id
+            yield ("messages", index, "toolCallId"), message.tool_call_id
         if isinstance(message, AssistantMessage):
             for position, call in enumerate(message.tool_calls or []):
-                yield f"/messages/{index}/toolCalls/{position}/id", call.id
+                yield ("messages", index, "toolCalls", position, "id"), call.id
     for index, entry in enumerate(run_input.resume or []):
-        yield f"/resume/{index}/interruptId", entry.interrupt_id
+        yield ("resume", index, "interruptId"), entry.interrupt_id

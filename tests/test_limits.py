@@ -25,7 +25,16 @@ from adapter import Adapter, LimitExceeded
 from adapter import tool as adapter_tool
 
 # Private on purpose: each limit's value, so the tests sit just inside and just past it.
-from adapter._limits import MAX_DEPTH, MAX_ID_CHARS, STATE_DEPTH, body_depth_exceeds, depth_exceeds, id_problem
+from adapter._limits import (
+    MAX_DEPTH,
+    MAX_ID_CHARS,
+    STATE_DEPTH,
+    bad_input_id,
+    body_depth_exceeds,
+    depth_exceeds,
+    id_problem,
+    input_ids,
+)
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredMessage, ThreadChange, TurnStore
 from schema_tools import SchemaPolicy
@@ -364,6 +373,32 @@ def test_the_nesting_rule_on_a_bodys_bytes_agrees_with_the_rule_on_its_value(
     body = json.dumps(value, ensure_ascii=ascii_only).encode()
 
     assert body_depth_exceeds(body, limit) == depth_exceeds(value, limit)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON, limit=st.integers(0, 8), spaced=st.booleans())
+def test_the_nesting_rule_holds_for_arrays_of_siblings_and_escapes(value: Any, limit: int, spaced: bool) -> None:
+    """Siblings (`},{`: the dips the byte scan drops) and escaped quotes and backslashes next to brackets."""
+    siblings = [value, [value, {"k\\": value}], '\\"[', {'"}': [value]}]
+    body = json.dumps(siblings, indent=1 if spaced else None).encode()
+
+    assert body_depth_exceeds(body, limit) == depth_exceeds(siblings, limit)
+
+
+_ID_CHARS = st.sampled_from(["a", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\ud800", "\udfff", "\U0001f600", "é"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(ids=st.lists(st.text(_ID_CHARS, max_size=4) | st.integers(250, 260).map(lambda n: "a" * n), max_size=6))
+def test_the_ids_checked_at_once_give_the_first_bad_id_the_rule_gives(ids: list[str]) -> None:
+    messages = [ToolMessage(id=f"m{n}", tool_call_id=value, content="x") for n, value in enumerate(ids)]
+    checked = RunAgentInput.model_construct(
+        thread_id="t", run_id="r", parent_run_id=None, messages=messages, resume=None
+    )
+
+    walked = next(((p, id_problem(v)) for p, v in input_ids(checked) if id_problem(v) is not None), None)
+
+    assert bad_input_id(checked) == walked
 
 
 def test_the_depth_rule_leaves_room_inside_pydantic() -> None:
