@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ag_ui.core import AssistantMessage, Message, ToolMessage
-from agui import NAVIGATE, run_input, user
+from agui import NAVIGATE, run_input, tool_answer, user
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -152,6 +152,24 @@ async def test_an_interrupt_still_restates_the_whole_thread(serve: Serve, seeded
     snapshot = [m["id"] for m in reply.snapshot]
     assert snapshot == await stored_ids(store)
     assert snapshot[: STORED + 1] == [*(m["id"] for m in messages), asked["id"]]
+
+
+async def test_the_interrupted_turn_resumes_from_the_whole_thread(serve: Serve, seeded: Any) -> None:
+    """A resume is checked against the stored turn and reads the whole thread; the tail bounds new runs only."""
+    store, messages = seeded
+    backend = ScriptedBackend([Rule(r"go", steps=[[Call("navigate", {"path": "/x"})]], reply="went")])
+    served = await serve(Adapter(backend, store=store, history="server", history_view=LastMessages(6)))
+    interrupted = await served.client.post(run_input(THREAD, [user("go somewhere")], tools=[NAVIGATE]))
+    call_id = interrupted.interrupts[0]["toolCallId"]
+    store.returned = 0
+
+    reply = await served.client.post(run_input(THREAD, [tool_answer(call_id, "at /x")], tools=[NAVIGATE]))
+
+    assert reply.outcome == {"type": "success"}, reply.types
+    assert store.returned >= STORED  # the resume read the thread whole (one read of each message at least)
+    after = await stored_ids(store)
+    assert after[:STORED] == [m["id"] for m in messages] and len(after) == len(set(after))
+    assert [m.role for m in backend.requests[-1].messages][-2:] == ["assistant", "tool"]
 
 
 async def test_without_a_server_history_the_tail_changes_nothing(serve: Serve, seeded: Any) -> None:
