@@ -8,12 +8,11 @@ import tracemalloc
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from agui import run_events, run_input, user
-from conftest import Serve
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.applications import Starlette
@@ -24,6 +23,9 @@ from starlette.routing import Route
 from adapter import Adapter, ConfigurationError
 from adapter.backends import AGUIUpstream, BackendError, BackendItem, ModelRequest, TextDelta, UpstreamLimits
 from adapter.backends._upstream_limits import body_lines  # private on purpose: the line splitter, chunk by chunk
+
+if TYPE_CHECKING:
+    from conftest import Serve
 
 KIB = 1024
 STARTED = {"type": "RUN_STARTED", "threadId": "up", "runId": "up-run"}
