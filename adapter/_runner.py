@@ -50,8 +50,9 @@ from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
+from adapter._step import Step
 from adapter._toolset import Toolset, client_toolset
-from adapter._translate import Step, model_request, stream_step
+from adapter._translate import model_request, stream_step
 from adapter._types import ToolCall, Usage, wire_json
 from adapter._view import View
 from adapter.stores import StoreUnavailable
