@@ -1,0 +1,120 @@
+"""The model loop of a run: model steps, each streamed and its calls run or suspended.
+
+It ends when the model answers without calls (finished), when a call or the backend's interrupt waits
+(suspended, `adapter._run_end`), or after `max_steps` steps (cancelled).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ag_ui.core import BaseEvent, Message, ResumeEntry, RunFinishedCancelledOutcome, RunFinishedSuccessOutcome
+
+from adapter import _telemetry as telemetry
+from adapter._calls import StepCalls, run_calls
+from adapter._events import result_event
+from adapter._ids import new_id
+from adapter._interrupts import Suspension, backend_suspension
+from adapter._predict import Predictor
+from adapter._run_end import RunEnd
+from adapter._state import commit
+from adapter._step import Step
+from adapter._toolset import Toolset
+from adapter._translate import model_request, stream_step
+from adapter._types import ModelRequest
+
+log = logging.getLogger("adapter.runner")
+
+
+class ModelLoop(RunEnd):
+    """The model steps of one run; `Run.__init__` sets what they read (each is documented there)."""
+
+    principal: str | None
+    open_step: Step | None
+
+    async def _model_loop(
+        self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
+    ) -> AsyncIterator[BaseEvent]:
+        for _ in range(self.config.max_steps):
+            step = self._open_step(history, state)
+            async for event in self._stream(step, self._request(history, state, toolset, resume)):
+                yield event
+            resume = ()  # answers for the backend's own interrupts go with the first request only
+            state = step.state
+            await self._close_step(step, history)
+            if not step.calls and not step.interrupts:
+                yield await self._complete(RunFinishedSuccessOutcome(), history)
+                return
+            done, suspensions = await self._dispatch(step, toolset, state)
+            for message in done.results:
+                history.append(message)
+                yield result_event(message)
+            state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
+            for change in changes:
+                yield change
+            if suspensions:
+                async for event in self._suspend(history, state, suspensions, step.calls):
+                    yield event
+                return
+        log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
+        yield await self._complete(RunFinishedCancelledOutcome(), history)
+
+    def _open_step(self, history: list[Message], state: Any) -> Step:
+        """A new model step, with its own copies of what the turn's earlier steps left."""
+        self.open_step = Step(
+            new_id("msg"),
+            deferred=set(self.deferred),
+            provisional=dict(self.provisional),
+            predictor=Predictor(self.config.predictions, state),
+            taken={m.id for m in history},
+            state=state,
+            max_state_bytes=self.config.max_state_bytes,
+        )
+        return self.open_step
+
+    def _request(
+        self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry]
+    ) -> ModelRequest:
+        return model_request(
+            self.input,
+            history,
+            state,
+            toolset.specs(),
+            resume,
+            unanswered=self.deferred,
+            provisional=list(self.provisional.values()),
+            view=self.config.history_view,
+        )
+
+    async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
+        """The step's events; a held turn is given back if the backend fails."""
+        span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id)
+        try:
+            async for event in stream_step(self.config.backend, request, step):
+                yield event
+        except Exception:
+            await self._reopen()
+            raise
+        finally:
+            telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
+
+    async def _close_step(self, step: Step, history: list[Message]) -> None:
+        """Take over what the step said and left: its messages, usage, deferred calls and provisional results."""
+        self.open_step = None
+        self.usage.extend(step.usage)
+        self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
+        history.extend(step.messages())
+        if self.held is not None:
+            self.held = None
+            await self.handle.close_turn(history)  # the backend took its answers: they are spent
+
+    async def _dispatch(self, step: Step, toolset: Toolset, state: Any) -> tuple[StepCalls, list[Suspension]]:
+        """Run the step's calls that can run now; the calls that wait, the backend's interrupts among them."""
+        self.budget, over_limit = self.budget.spend(step.calls)
+        predicted = step.predictor.operations()
+        done = await run_calls(
+            step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted
+        )
+        return done, done.suspensions + [backend_suspension(interrupt) for interrupt in step.interrupts]
