@@ -176,6 +176,20 @@ async def run_calls(
             done.suspensions.append(with_prediction(waiting, predicted.get(call.id, [])))
         else:
             results[call.id] = outcome
+    _collect(done, calls, results, contexts, predicted)
+    order = {call.id: index for index, call in enumerate(calls)}
+    done.suspensions.sort(key=lambda s: order[s.pending.call_id])
+    return done
+
+
+def _collect(
+    done: StepCalls,
+    calls: Sequence[ToolCall],
+    results: Mapping[str, ToolResult],
+    contexts: Mapping[str, ToolContext],
+    predicted: Mapping[str, list[Operation]],
+) -> None:
+    """Add each call's result to `done` in call order, with the state changes of those that succeeded."""
     for call in calls:
         if call.id not in results:
             continue
@@ -186,9 +200,6 @@ async def run_calls(
             )
         elif predicted.get(call.id):
             done.dropped = True
-    order = {call.id: index for index, call in enumerate(calls)}
-    done.suspensions.sort(key=lambda s: order[s.pending.call_id])
-    return done
 
 
 def _triage(
