@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any, get_args
+from typing import Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.core.capabilities import (
@@ -19,9 +19,8 @@ from ag_ui.core.capabilities import (
 from adapter import _thread_api
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
-from adapter._config import EngineConfig, HistoryMode
-from adapter._conversation import HistoryView, declared_tail
-from adapter._errors import ConfigurationError
+from adapter._config import EngineConfig, HistoryMode, check_options, checked_predictions
+from adapter._conversation import HistoryView
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
 from adapter._interrupts import InterruptPolicy
@@ -36,8 +35,6 @@ from adapter._toolset import ClientToolLimits, check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
-
-_OUTCOMES = ("interrupt", "pending")
 
 
 class Adapter:
@@ -116,18 +113,15 @@ class Adapter:
         clock: Callable[[], datetime] | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
-        for outcome in (frontend_outcome, *overrides.values()):
-            if outcome not in _OUTCOMES:
-                raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
-        if max_steps < 1:
-            raise ConfigurationError("max_steps must be at least 1")
-        if max_client_tools < 0 or max_client_tool_bytes < 0:
-            raise ConfigurationError("max_client_tools and max_client_tool_bytes must not be negative")
-        if isinstance(max_state_bytes, bool) or not isinstance(max_state_bytes, int) or max_state_bytes < 1:
-            raise ConfigurationError("max_state_bytes must be a positive number of bytes")
-        if history not in get_args(HistoryMode):
-            raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
-        declared_tail(history_view)  # a bad `tail` is refused here, not on the first run
+        check_options(
+            (frontend_outcome, *overrides.values()),
+            max_steps,
+            max_client_tools,
+            max_client_tool_bytes,
+            max_state_bytes,
+            history,
+            history_view,
+        )
         registered = list(forms)
         self.config = EngineConfig(
             backend=backend,
@@ -139,7 +133,7 @@ class Adapter:
             listeners=tuple(listeners),
             claim_lease=claim_lease,
             client_tool_policy=client_tool_policy,
-            predictions=_predictions(predict_state),
+            predictions=checked_predictions(predict_state),
             client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
             max_state_bytes=max_state_bytes,
             history=history,
@@ -287,13 +281,3 @@ class Adapter:
         if close_backend is not None:
             await close_backend()
         await self.config.store.close()
-
-
-def _predictions(entries: Iterable[PredictState]) -> tuple[PredictState, ...]:
-    """The `predict_state` entries, refusing two that write one state key from one tool."""
-    checked = tuple(entries)
-    keys = [(entry.tool, entry.state_key) for entry in checked]
-    clashes = sorted({key for key in keys if keys.count(key) > 1})
-    if clashes:
-        raise ConfigurationError(f"predict_state names a tool's state key twice: {clashes}")
-    return checked

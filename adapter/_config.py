@@ -1,15 +1,16 @@
-"""The engine's configuration: built once by `Adapter`, read by every run, never changed."""
+"""The engine's configuration: built once by `Adapter`, its options checked then, read by every run, never changed."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from adapter._access import Access
-from adapter._conversation import HistoryView
+from adapter._conversation import HistoryView, declared_tail
+from adapter._errors import ConfigurationError
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
@@ -20,6 +21,8 @@ from adapter._toolset import ClientToolLimits
 from adapter._types import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy
+
+_OUTCOMES = ("interrupt", "pending")
 
 HistoryMode = Literal["client", "server"]
 """Who keeps a thread's conversation: the client, resending it with every input, or the server's store."""
@@ -73,3 +76,37 @@ class EngineConfig:
     def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
         return {tool.name: tool.parameters for tool in self.tools}
+
+
+def check_options(
+    outcomes: Iterable[str],
+    max_steps: int,
+    max_client_tools: int,
+    max_client_tool_bytes: int,
+    max_state_bytes: int,
+    history: str,
+    history_view: HistoryView | None,
+) -> None:
+    """Refuse an option no run could use, when the adapter is built rather than at its first run."""
+    for outcome in outcomes:
+        if outcome not in _OUTCOMES:
+            raise ConfigurationError(f"frontend outcome must be 'interrupt' or 'pending', not {outcome!r}")
+    if max_steps < 1:
+        raise ConfigurationError("max_steps must be at least 1")
+    if max_client_tools < 0 or max_client_tool_bytes < 0:
+        raise ConfigurationError("max_client_tools and max_client_tool_bytes must not be negative")
+    if isinstance(max_state_bytes, bool) or not isinstance(max_state_bytes, int) or max_state_bytes < 1:
+        raise ConfigurationError("max_state_bytes must be a positive number of bytes")
+    if history not in get_args(HistoryMode):
+        raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
+    declared_tail(history_view)  # a bad `tail` is refused here, not on the first run
+
+
+def checked_predictions(entries: Iterable[PredictState]) -> tuple[PredictState, ...]:
+    """The `predict_state` entries, refusing two that write one state key from one tool."""
+    checked = tuple(entries)
+    keys = [(entry.tool, entry.state_key) for entry in checked]
+    clashes = sorted({key for key in keys if keys.count(key) > 1})
+    if clashes:
+        raise ConfigurationError(f"predict_state names a tool's state key twice: {clashes}")
+    return checked
