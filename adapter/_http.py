@@ -23,20 +23,19 @@ import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from contextlib import aclosing
 from typing import Final, Protocol, TypeAlias
 
 from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from adapter import _errors as codes
+from adapter._body import is_json, parse_body, read_body
 from adapter._errors import AdapterError, Forbidden, LimitExceeded
-from adapter._input import InputRejected, parse_run_input
+from adapter._input import InputRejected
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
 from adapter._mount import OneSlashForm
@@ -46,8 +45,6 @@ from adapter.stores import StoreUnavailable, TurnStore
 
 logger = logging.getLogger(__name__)
 
-_INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
-_UTF8: Final = frozenset({"utf-8", "utf8"})
 _PING_TIMEOUT: Final = 5.0  # seconds GET /health waits for the store before it answers 503
 _MAX_PAGE: Final = 1000  # messages in one page of GET /threads/{id} (Adapter.thread's limit)
 
@@ -151,25 +148,7 @@ def create_app(
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
-        try:
-            page = _page(request.query_params)
-        except InputRejected as rejected:
-            return _refuse(rejected)
-        who = await _principal(request, principal_of)
-        thread_id = request.path_params["thread_id"]
-        try:
-            found = await _read_thread(handler, thread_id, who, page)
-        except StoreUnavailable:
-            logger.warning("GET /threads: the store could not be reached", exc_info=True)
-            message = "The store could not be reached; try again later."
-            return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
-        except AdapterError as error:
-            if error.code != codes.INVALID_PAGE:
-                raise
-            return _refuse(InputRejected(400, error.code, error.message))
-        if found is None:
-            return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
-        return _json_response(200, found)
+        return await _thread(request, handler, principal_of)
 
     routes = [
         Route("/", run, methods=["POST"]),
@@ -184,16 +163,16 @@ def create_app(
 async def _run(
     request: Request, handler: RunHandler, principal_of: PrincipalOf, *, max_body_bytes: int, keepalive_interval: float
 ) -> Response:
-    if not _is_json(request.headers.get("content-type", "")):
+    if not is_json(request.headers.get("content-type", "")):
         return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the run input as application/json."))
     try:
-        body = await _read_body(request, max_body_bytes)
+        body = await read_body(request, max_body_bytes)
     except ClientDisconnect:
         return Response(status_code=400)  # nobody is listening; just end the exchange
     if body is None:
         return _refuse(InputRejected(413, codes.CONTENT_TOO_LARGE, f"The body exceeds {max_body_bytes} bytes."))
     try:
-        run_input = await _parse(body)
+        run_input = await parse_body(body)
     except InputRejected as rejected:
         return _refuse(rejected)
     started = await _start(handler, run_input, await _principal(request, principal_of))
@@ -202,6 +181,29 @@ async def _run(
     if isinstance(started, LimitExceeded):
         return _refuse(InputRejected(started.status_code, started.code, started.message))
     return EventStreamResponse(started, keepalive_interval=keepalive_interval)
+
+
+async def _thread(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`GET /threads/{thread_id}`: the thread, or one page of it."""
+    try:
+        page = _page(request.query_params)
+    except InputRejected as rejected:
+        return _refuse(rejected)
+    who = await _principal(request, principal_of)
+    thread_id = request.path_params["thread_id"]
+    try:
+        found = await _read_thread(handler, thread_id, who, page)
+    except StoreUnavailable:
+        logger.warning("GET /threads: the store could not be reached", exc_info=True)
+        message = "The store could not be reached; try again later."
+        return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
+    except AdapterError as error:
+        if error.code != codes.INVALID_PAGE:
+            raise
+        return _refuse(InputRejected(400, error.code, error.message))
+    if found is None:
+        return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
+    return _json_response(200, found)
 
 
 async def _read_thread(handler: RunHandler, thread_id: str, who: str | None, page: dict[str, object]) -> JSON:
@@ -246,27 +248,6 @@ async def _failing(exc: Exception) -> AsyncIterator[BaseEvent]:
     yield  # pragma: no cover - makes this an async generator
 
 
-async def _read_body(request: Request, limit: int) -> bytes | None:
-    """The body, or None as soon as it is known to exceed `limit` bytes."""
-    declared = request.headers.get("content-length", "")
-    if declared.isascii() and declared.isdigit() and int(declared) > limit:
-        return None
-    # Counted as it arrives: Content-Length may be absent (chunked) or wrong.
-    body = bytearray()
-    async with aclosing(request.stream()) as chunks:
-        async for chunk in chunks:
-            body += chunk
-            if len(body) > limit:
-                return None
-    return bytes(body)
-
-
-async def _parse(body: bytes) -> RunAgentInput:
-    if len(body) <= _INLINE_PARSE_BYTES:
-        return parse_run_input(body)
-    return await run_in_threadpool(parse_run_input, body)
-
-
 def _page(query: Mapping[str, str]) -> dict[str, object]:
     """`after` and `limit` from the query of `GET /threads/{id}`, checked; none when neither is given."""
     page: dict[str, object] = {}
@@ -280,17 +261,6 @@ def _page(query: Mapping[str, str]) -> dict[str, object]:
             raise InputRejected(400, codes.INVALID_PAGE, f"limit must be a whole number from 1 to {_MAX_PAGE}.")
         page["limit"] = int(limit)
     return page
-
-
-def _is_json(content_type: str) -> bool:
-    media_type, *parameters = content_type.split(";")
-    if media_type.strip().lower() != "application/json":
-        return False
-    for parameter in parameters:
-        name, _, value = parameter.partition("=")
-        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in _UTF8:
-            return False
-    return True
 
 
 def _refuse(rejected: InputRejected) -> Response:
