@@ -28,8 +28,9 @@ from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import MAX_ERROR_BODY, Redactor
 from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
-from adapter.backends._upstream_events import EventReader, content_text, read_items, upstream_error
+from adapter.backends._upstream_events import EventReader, content_text, upstream_error
 from adapter.backends._upstream_limits import ACCEPTED_ENCODINGS, UpstreamLimits, body_pieces, limited_lines
+from adapter.backends._upstream_read import read_items
 
 log = logging.getLogger("adapter.backends.upstream")
 

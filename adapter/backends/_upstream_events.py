@@ -24,20 +24,19 @@
     RUN_ERROR, a cancelled outcome            BackendError
 
 Every failure is a `BackendError` with code `UPSTREAM_ERROR` and a message that is safe to show.
+`_upstream_read` reads the events from the SSE body and feeds them to the `EventReader` here.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
-from contextlib import aclosing
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ag_ui.core import (
     BaseEvent,
-    Event,
     EventType,
     MessagesSnapshotEvent,
     RunErrorEvent,
@@ -54,7 +53,6 @@ from ag_ui.core import (
     ToolCallStartEvent,
     ToolMessage,
 )
-from pydantic import TypeAdapter, ValidationError
 
 from adapter._errors import UPSTREAM_ERROR, BackendError
 from adapter._types import (
@@ -69,13 +67,11 @@ from adapter._types import (
     wire_json,
 )
 from adapter.backends._openai_errors import Redactor
-from adapter.client import read_sse
 
 log = logging.getLogger("adapter.backends.upstream")
 
 NO_RESULT: Final = "The upstream agent returned no result for this call."
 
-_EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _PASSTHROUGH = frozenset(
     {
         EventType.STATE_SNAPSHOT,
@@ -95,7 +91,6 @@ _PASSTHROUGH = frozenset(
     }
 )
 _SUBAGENT = frozenset({EventType.SUBAGENT_STARTED, EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR})
-_SHOWN_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 
 
 def upstream_error(message: str) -> BackendError:
@@ -271,43 +266,6 @@ _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
     EventType.RUN_FINISHED: EventReader.handle_run_finished,
     EventType.RUN_ERROR: EventReader.handle_run_error,
 }
-
-
-async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
-    """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event."""
-    async with aclosing(read_sse(_encoded(lines))) as frames:
-        async for data in frames:
-            for item in reader.feed(parse_event(data)):
-                yield item
-            if reader.finished:
-                return
-    raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
-
-
-async def _encoded(lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
-    """The lines as bytes again: the limits layer splits and bounds them, `adapter.client` frames them."""
-    async for line in lines:
-        yield line.encode() + b"\n"
-
-
-def parse_event(data: str) -> BaseEvent:
-    """One AG-UI event, validated against the protocol's models."""
-    try:
-        document = json.loads(data)
-    except ValueError:
-        raise upstream_error("The upstream agent sent an event that is not JSON.") from None
-    try:
-        event: BaseEvent = _EVENT.validate_python(document)
-    except ValidationError:
-        raise upstream_error(f"The upstream agent sent an invalid {_shown_type(document)}.") from None
-    return event
-
-
-def _shown_type(document: Any) -> str:
-    kind = document.get("type") if isinstance(document, dict) else None
-    if isinstance(kind, str) and 0 < len(kind) <= 40 and set(kind) <= _SHOWN_TYPE_CHARS:
-        return f"{kind} event"
-    return "event"
 
 
 def content_text(content: Any) -> str:
