@@ -4,7 +4,8 @@
     stream (_translate), run or suspend its calls (_calls, _interrupts) -> suspend or finish (_run_end)
 
 Every run is a fresh `Run` over the adapter's frozen `EngineConfig`: nothing about a request lives
-on the adapter. The stored record is read and written through one `RecordHandle`.
+on the adapter. The stored record is read and written through one `RecordHandle`. `Run` takes its
+model loop from `ModelLoop` (`adapter._model_loop`) and its endings from `RunEnd` (`adapter._run_end`).
 """
 
 from __future__ import annotations
