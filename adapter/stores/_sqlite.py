@@ -1,3 +1,5 @@
+"""`SQLiteStore`: a turn store in one SQLite file; `_sqlite_open` opens the file."""
+
 from __future__ import annotations
 
 import asyncio
@@ -22,41 +24,14 @@ from adapter.stores._protocol import (
     ThreadHead,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
-from adapter.stores._sqlite_migrate import migrate_documents
+from adapter.stores._sqlite_open import open_file
 
 _T = TypeVar("_T")
 
-_BUSY_TIMEOUT_MS: Final = 5_000
 # SQLite's primary result codes for a file that cannot be used now (locked past the busy timeout, unreadable,
 # full), as opposed to a bad statement: these become `StoreUnavailable`.
 _UNAVAILABLE: Final = frozenset(
     {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL}
-)
-_WAL_RETRY_PAUSE: Final = 0.01
-_SCHEMA: Final = (
-    """
-    CREATE TABLE IF NOT EXISTS agui_threads (
-        thread_id     TEXT PRIMARY KEY,
-        version       INTEGER NOT NULL,
-        claim         INTEGER NOT NULL,
-        message_count INTEGER NOT NULL,
-        open_turn     TEXT NOT NULL DEFAULT 'null',
-        applied       TEXT NOT NULL DEFAULT 'null',
-        queued        TEXT NOT NULL DEFAULT 'null'
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS agui_messages (
-        thread_id  TEXT NOT NULL,
-        position   INTEGER NOT NULL,
-        message_id TEXT NOT NULL,
-        role       TEXT NOT NULL,
-        body       TEXT NOT NULL,
-        PRIMARY KEY (thread_id, position)
-    ) WITHOUT ROWID
-    """,
-    # `find_message`: a message's position by its id; the primary key's columns ride along in the index.
-    "CREATE INDEX IF NOT EXISTS agui_messages_id ON agui_messages (thread_id, message_id)",
 )
 
 
@@ -165,21 +140,7 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            # isolation_level=None: no implicit transactions, so BEGIN IMMEDIATE below is ours alone.
-            connection = sqlite3.connect(self._path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-            try:
-                connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-                _enable_wal(connection)
-                connection.execute(f"PRAGMA synchronous = {self._synchronous}")
-                for statement in _SCHEMA:
-                    connection.execute(statement)
-                migrate_documents(connection)
-                _add_retention_columns(connection)
-                _add_owner_column(connection)
-            except BaseException:
-                connection.close()
-                raise
-            self._connection = connection
+            self._connection = open_file(self._path, self._synchronous)
         return self._connection
 
     def _purge(self, idle: float, expired: float) -> int:
@@ -314,61 +275,6 @@ def _write_head(
         )
 
 
-def _add_retention_columns(connection: sqlite3.Connection) -> None:
-    """Add `saved_at` and `expires_at` (Unix seconds) to a file from before retention, once.
-
-    Threads already there count as saved now, so a first purge never deletes them for their age.
-    """
-    if "saved_at" in _columns(connection):
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if "saved_at" not in _columns(connection):  # another process may have added them meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
-            connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
-            connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-
-
-def _add_owner_column(connection: sqlite3.Connection) -> None:
-    """Add the nullable `owner` to a file from before thread ownership, once: its threads stay unowned."""
-    if "owner" in _columns(connection):
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if "owner" not in _columns(connection):  # another process may have added it meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT")
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-
-
-def _columns(connection: sqlite3.Connection) -> set[str]:
-    return {row[1] for row in connection.execute("PRAGMA table_info(agui_threads)")}
-
-
 def _text(value: JSONValue) -> str:
     # ASCII-escaped: a lone surrogate from client JSON would not encode to UTF-8 for SQLite.
     return json.dumps(value)
-
-
-def _enable_wal(connection: sqlite3.Connection) -> None:
-    # Switching the journal mode fails with SQLITE_BUSY at once, without the busy handler, while another
-    # connection is opening the same new file; retry until the busy timeout instead.
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            connection.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as error:
-            busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
-            if not busy or time.monotonic() >= deadline:
-                raise
-            time.sleep(_WAL_RETRY_PAUSE)

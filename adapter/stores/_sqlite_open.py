@@ -1,0 +1,116 @@
+"""Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
+
+A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention or
+ownership gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so processes opening
+the same file together upgrade it once.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from typing import Final
+
+from adapter.stores._sqlite_migrate import migrate_documents
+
+_BUSY_TIMEOUT_MS: Final = 5_000
+_WAL_RETRY_PAUSE: Final = 0.01
+_SCHEMA: Final = (
+    """
+    CREATE TABLE IF NOT EXISTS agui_threads (
+        thread_id     TEXT PRIMARY KEY,
+        version       INTEGER NOT NULL,
+        claim         INTEGER NOT NULL,
+        message_count INTEGER NOT NULL,
+        open_turn     TEXT NOT NULL DEFAULT 'null',
+        applied       TEXT NOT NULL DEFAULT 'null',
+        queued        TEXT NOT NULL DEFAULT 'null'
+    )
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS agui_messages (
+        thread_id  TEXT NOT NULL,
+        position   INTEGER NOT NULL,
+        message_id TEXT NOT NULL,
+        role       TEXT NOT NULL,
+        body       TEXT NOT NULL,
+        PRIMARY KEY (thread_id, position)
+    ) WITHOUT ROWID
+    """,
+    # `find_message`: a message's position by its id; the primary key's columns ride along in the index.
+    "CREATE INDEX IF NOT EXISTS agui_messages_id ON agui_messages (thread_id, message_id)",
+)
+
+
+def open_file(path: str, synchronous: str) -> sqlite3.Connection:
+    """A connection to the file at `path`, in WAL mode, with the tables of this layout (an older file upgraded once)."""
+    # isolation_level=None: no implicit transactions, so the store's BEGIN IMMEDIATE is its own.
+    connection = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        _enable_wal(connection)
+        connection.execute(f"PRAGMA synchronous = {synchronous}")
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        migrate_documents(connection)
+        _add_retention_columns(connection)
+        _add_owner_column(connection)
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def _add_retention_columns(connection: sqlite3.Connection) -> None:
+    """Add `saved_at` and `expires_at` (Unix seconds) to a file from before retention, once.
+
+    Threads already there count as saved now, so a first purge never deletes them for their age.
+    """
+    if "saved_at" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "saved_at" not in _columns(connection):  # another process may have added them meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
+            connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
+            connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _add_owner_column(connection: sqlite3.Connection) -> None:
+    """Add the nullable `owner` to a file from before thread ownership, once: its threads stay unowned."""
+    if "owner" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "owner" not in _columns(connection):  # another process may have added it meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _columns(connection: sqlite3.Connection) -> set[str]:
+    return {row[1] for row in connection.execute("PRAGMA table_info(agui_threads)")}
+
+
+def _enable_wal(connection: sqlite3.Connection) -> None:
+    # Switching the journal mode fails with SQLITE_BUSY at once, without the busy handler, while another
+    # connection is opening the same new file; retry until the busy timeout instead.
+    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            connection.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+            if not busy or time.monotonic() >= deadline:
+                raise
+            time.sleep(_WAL_RETRY_PAUSE)
