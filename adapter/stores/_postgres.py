@@ -1,3 +1,5 @@
+"""`PostgresStore`: a turn store in PostgreSQL; `_postgres_schema` holds its schema and migrations."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,6 +9,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
+from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
     JSONValue,
     StaleClaim,
@@ -23,118 +26,12 @@ if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
 _INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agui-adapter[postgres]'"
-_MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-_SCHEMA_VERSION: Final = 3
 # SQLSTATEs our save function raises (class "AG", user-defined), mapped back to the protocol's exceptions.
 _STALE_CLAIM: Final = "AG001"
 _CONFLICT: Final = "AG002"
 _BAD_POSITION: Final = "AG003"
 _UNIQUE_VIOLATION: Final = "23505"
 _LAST: Final = 2**31 - 1  # past any position (an integer column)
-
-# Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
-# that the compare-and-set, the fence check and every write are one statement: one round trip.
-_MIGRATIONS: Final[dict[int, str]] = {
-    1: """
-    CREATE TABLE agui_threads (
-        thread_id     text PRIMARY KEY,
-        version       bigint NOT NULL,
-        claim         bigint NOT NULL,
-        message_count integer NOT NULL,
-        open_turn     text NOT NULL DEFAULT 'null',
-        applied       text NOT NULL DEFAULT 'null',
-        queued        text NOT NULL DEFAULT 'null',
-        saved_at      timestamptz NOT NULL DEFAULT now(),
-        expires_at    timestamptz
-    );
-    CREATE INDEX agui_threads_saved ON agui_threads (saved_at);
-    CREATE INDEX agui_threads_expiry ON agui_threads (expires_at) WHERE expires_at IS NOT NULL;
-    CREATE TABLE agui_messages (
-        thread_id  text NOT NULL,
-        position   integer NOT NULL,
-        message_id text NOT NULL,
-        role       text NOT NULL,
-        body       text NOT NULL,
-        PRIMARY KEY (thread_id, position)
-    );
-    CREATE FUNCTION agui_save(
-        p_thread text, p_expected bigint, p_fence bigint, p_claim boolean, p_keep integer,
-        p_replace_at integer[], p_replace_id text[], p_replace_role text[], p_replace_body text[],
-        p_append_id text[], p_append_role text[], p_append_body text[],
-        p_set_open boolean, p_open text, p_set_applied boolean, p_applied text,
-        p_set_queued boolean, p_queued text, p_expires timestamptz
-    ) RETURNS bigint LANGUAGE plpgsql AS $$
-    DECLARE
-        v_version bigint := 0;
-        v_claim bigint := 0;
-        v_count integer := 0;
-        v_kept integer;
-        v_found boolean;
-    BEGIN
-        SELECT version, claim, message_count INTO v_version, v_claim, v_count
-            FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
-        v_found := FOUND;
-        IF NOT v_found THEN
-            v_version := 0; v_claim := 0; v_count := 0;
-        END IF;
-        IF p_fence IS NOT NULL AND v_claim <> p_fence THEN
-            RAISE EXCEPTION 'stale claim' USING ERRCODE = 'AG001';
-        END IF;
-        IF v_version <> p_expected THEN
-            RAISE EXCEPTION 'conflict' USING ERRCODE = 'AG002';
-        END IF;
-        v_kept := coalesce(p_keep, v_count);
-        IF v_kept < 0 OR v_kept > v_count
-           OR EXISTS (SELECT 1 FROM unnest(p_replace_at) AS r(at) WHERE r.at < 0 OR r.at >= v_kept) THEN
-            RAISE EXCEPTION 'position' USING ERRCODE = 'AG003';
-        END IF;
-        IF p_keep IS NOT NULL AND p_keep < v_count THEN
-            DELETE FROM agui_messages WHERE thread_id = p_thread AND position >= p_keep;
-        END IF;
-        IF cardinality(p_replace_at) > 0 THEN
-            UPDATE agui_messages m SET message_id = r.id, role = r.role, body = r.body
-                FROM unnest(p_replace_at, p_replace_id, p_replace_role, p_replace_body) AS r(at, id, role, body)
-                WHERE m.thread_id = p_thread AND m.position = r.at;
-        END IF;
-        IF cardinality(p_append_id) > 0 THEN
-            INSERT INTO agui_messages (thread_id, position, message_id, role, body)
-                SELECT p_thread, v_kept + a.n - 1, a.id, a.role, a.body
-                FROM unnest(p_append_id, p_append_role, p_append_body) WITH ORDINALITY AS a(id, role, body, n);
-        END IF;
-        v_count := v_kept + cardinality(p_append_id);
-        IF v_found THEN
-            UPDATE agui_threads SET
-                version = v_version + 1,
-                claim = v_claim + p_claim::integer,
-                message_count = v_count,
-                open_turn = CASE WHEN p_set_open THEN p_open ELSE open_turn END,
-                applied = CASE WHEN p_set_applied THEN p_applied ELSE applied END,
-                queued = CASE WHEN p_set_queued THEN p_queued ELSE queued END,
-                expires_at = CASE WHEN p_set_open THEN p_expires ELSE expires_at END,
-                saved_at = now()
-            WHERE thread_id = p_thread;
-        ELSE
-            -- A racing creator that committed first makes this a unique violation: a conflict.
-            INSERT INTO agui_threads
-                (thread_id, version, claim, message_count, open_turn, applied, queued, expires_at)
-            VALUES (p_thread, 1, p_claim::integer, v_count,
-                    CASE WHEN p_set_open THEN p_open ELSE 'null' END,
-                    CASE WHEN p_set_applied THEN p_applied ELSE 'null' END,
-                    CASE WHEN p_set_queued THEN p_queued ELSE 'null' END,
-                    p_expires);
-        END IF;
-        RETURN v_version + 1;
-    END $$;
-    """,
-    # Version 2: who owns each thread, set once by the save that creates it (threads from before stay unowned).
-    2: """
-    ALTER TABLE agui_threads ADD COLUMN owner text;
-    """,
-    # Version 3: a message's position by its id (`find_message`), from the index alone.
-    3: """
-    CREATE INDEX agui_messages_id ON agui_messages (thread_id, message_id, position);
-    """,
-}
 
 _LOAD: Final = """
     SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner,
@@ -246,26 +143,7 @@ class PostgresStore:
         """
         import psycopg
 
-        records = change.records()
-        replaced = sorted(change.replace.items())
-        params = (
-            thread_id,
-            expected_version,
-            fence,
-            change.claim,
-            change.keep,
-            [position for position, _ in replaced],
-            [m.id for _, m in replaced],
-            [m.role for _, m in replaced],
-            [m.json for _, m in replaced],
-            [m.id for m in change.append],
-            [m.role for m in change.append],
-            [m.json for m in change.append],
-            *_record(records, "open_turn"),
-            *_record(records, "applied"),
-            *_record(records, "queued"),
-            turn_expiry(change.open_turn),
-        )
+        params = _save_params(thread_id, change, expected_version, fence)
         try:
             async with self._connection() as connection:
                 if expected_version == 0 and change.owner is not None:
@@ -278,14 +156,10 @@ class PostgresStore:
                     cursor = await connection.execute(_SAVE, params)
                     row = await cursor.fetchone()
         except psycopg.Error as error:
-            state = error.sqlstate
-            if state == _STALE_CLAIM:
-                raise StaleClaim(thread_id, expected_version, fence or 0) from None
-            if state in (_CONFLICT, _UNIQUE_VIOLATION):
-                raise StoreConflict(thread_id, expected_version) from None
-            if state == _BAD_POSITION:
-                raise ValueError(f"{change.keep=} or a replaced position is outside the thread's messages") from None
-            raise
+            refused = _refusal(error.sqlstate, thread_id, change, expected_version, fence)
+            if refused is None:
+                raise
+            raise refused from None
         assert row is not None
         return int(row[0])
 
@@ -343,23 +217,7 @@ class PostgresStore:
     async def _start(self) -> None:
         await self._pool.open(wait=False)
         async with self._pool.connection() as connection:
-            await _migrate(connection)
-
-
-async def _migrate(connection: Any) -> None:
-    """Bring the schema to `_SCHEMA_VERSION`, once, however many replicas start together."""
-    async with connection.transaction():
-        # Transaction-level: released at commit, even if this process dies mid-way.
-        await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        await connection.execute("CREATE TABLE IF NOT EXISTS agui_schema_version (version integer NOT NULL)")
-        cursor = await connection.execute("SELECT max(version) FROM agui_schema_version")
-        row = await cursor.fetchone()
-        current = row[0] if row and row[0] is not None else 0
-        if current > _SCHEMA_VERSION:
-            raise RuntimeError(f"the database's agui schema is version {current}, newer than this adapter's")
-        for version in range(current + 1, _SCHEMA_VERSION + 1):
-            await connection.execute(_MIGRATIONS[version])
-            await connection.execute("INSERT INTO agui_schema_version (version) VALUES (%s)", (version,))
+            await migrate(connection)
 
 
 def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]:
@@ -367,3 +225,40 @@ def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]
         return False, None
     # ASCII-escaped, like SQLite's copy: a lone surrogate from client JSON survives the round trip.
     return True, json.dumps(records[name])
+
+
+def _save_params(thread_id: str, change: ThreadChange, expected_version: int, fence: int | None) -> tuple[Any, ...]:
+    """The arguments of `agui_save`, in its order: the change as arrays of columns, then the records it sets."""
+    records = change.records()
+    replaced = sorted(change.replace.items())
+    return (
+        thread_id,
+        expected_version,
+        fence,
+        change.claim,
+        change.keep,
+        [position for position, _ in replaced],
+        [m.id for _, m in replaced],
+        [m.role for _, m in replaced],
+        [m.json for _, m in replaced],
+        [m.id for m in change.append],
+        [m.role for m in change.append],
+        [m.json for m in change.append],
+        *_record(records, "open_turn"),
+        *_record(records, "applied"),
+        *_record(records, "queued"),
+        turn_expiry(change.open_turn),
+    )
+
+
+def _refusal(
+    sqlstate: str | None, thread_id: str, change: ThreadChange, expected_version: int, fence: int | None
+) -> Exception | None:
+    """The protocol's exception for what `agui_save` refused, by the SQLSTATE it raised; None for any other error."""
+    if sqlstate == _STALE_CLAIM:
+        return StaleClaim(thread_id, expected_version, fence or 0)
+    if sqlstate in (_CONFLICT, _UNIQUE_VIOLATION):
+        return StoreConflict(thread_id, expected_version)
+    if sqlstate == _BAD_POSITION:
+        return ValueError(f"{change.keep=} or a replaced position is outside the thread's messages")
+    return None

@@ -45,12 +45,14 @@ async def test_a_version_1_database_gains_the_owner_column_and_its_threads_stay_
     from pg import fresh_schema_dsn
 
     from adapter.stores import ThreadChange
-    from adapter.stores._postgres import _MIGRATIONS  # private on purpose: replays the schema's history step by step
+
+    # private on purpose: replays the schema's history step by step
+    from adapter.stores._postgres_schema import MIGRATIONS
 
     dsn = fresh_schema_dsn()
     with psycopg.connect(dsn, autocommit=True) as connection:  # the schema as version 1 left it
         connection.execute("CREATE TABLE agui_schema_version (version integer NOT NULL)")
-        connection.execute(_MIGRATIONS[1])
+        connection.execute(MIGRATIONS[1])
         connection.execute("INSERT INTO agui_schema_version (version) VALUES (1)")
         connection.execute(
             "INSERT INTO agui_threads (thread_id, version, claim, message_count) VALUES ('old', 3, 0, 0)"
