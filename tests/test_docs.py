@@ -1,4 +1,4 @@
-"""The README's examples run as written, and every relative link in the docs leads to a file."""
+"""The README's examples run as written, and every relative link in the docs leads to a file and a section."""
 
 from __future__ import annotations
 
@@ -124,6 +124,29 @@ def links(path: Path) -> list[str]:
 def test_every_relative_link_leads_to_a_file(doc: Path) -> None:
     missing = [t for t in links(doc) if not (doc.parent / t.split("#", 1)[0]).exists()]
     assert not missing, f"{doc.relative_to(ROOT)} links to files that do not exist: {missing}"
+
+
+def slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)
+    return {slug(heading) for heading in re.findall(r"^#+ (.+)$", text, flags=re.M)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_to_a_section_finds_its_heading(doc: Path) -> None:
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    targets = [t for t in LINK.findall(text) if "#" in t and not re.match(r"[a-z]+:", t)]
+    broken = [
+        target
+        for target in targets
+        if (page := (doc.parent / target.split("#", 1)[0]) if not target.startswith("#") else doc).suffix == ".md"
+        and target.split("#", 1)[1] not in anchors(page)
+    ]
+    assert not broken, f"{doc.relative_to(ROOT)} links to sections that do not exist: {broken}"
 
 
 def test_the_readme_links_every_docs_page() -> None:
