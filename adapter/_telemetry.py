@@ -1,7 +1,9 @@
 """Spans and counters through the OpenTelemetry API, when it is installed; nothing at all otherwise.
 
-Without `opentelemetry-api` every call here is a no-op on a shared null object. With it and no SDK
-configured, the API's own no-op tracer and meter answer. An application that configures an SDK
+Without `opentelemetry-api` every call here is a no-op on a shared null object, and so it is while
+the application has not imported the API (nor named a provider in the environment): the API is
+imported at the first span or count after that, so an app without telemetry never holds it. With it
+and no SDK configured, the API's own no-op tracer and meter answer. An application that configures an SDK
 (a `TracerProvider`, a `MeterProvider`) gets, under the instrumentation scope `agui-adapter`:
 
 - spans `agui.run`, `agui.resume_gate`, `agui.model_step`, `agui.tool` with the attributes
@@ -17,16 +19,16 @@ span is found by its thread and run id, and the spans inside it are its children
 
 from __future__ import annotations
 
+import os
+import sys
+from types import ModuleType
 from typing import Any, Final, Protocol
 
-try:
-    from opentelemetry import metrics as _metrics
-    from opentelemetry import trace as _trace
-except ImportError:  # pragma: no cover - the optional dependency is absent
-    _trace = None  # type: ignore[assignment]
-    _metrics = None  # type: ignore[assignment]
-
 SCOPE: Final = "agui-adapter"
+_SWITCHES: Final = ("opentelemetry.trace", "opentelemetry.metrics")
+"""An app that configures a provider has imported one of these (so has `opentelemetry-instrument`)."""
+_ENVIRONMENT: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
+"""Or it names a provider for the API to load: the API is then imported, as it was before."""
 
 
 class Span(Protocol):
@@ -49,36 +51,61 @@ class _NullSpan:
         pass
 
 
-class _NullCounter:
-    def add(self, amount: int, attributes: dict[str, str] | None = None) -> None:
-        pass
-
-
 _NULL_SPAN: Final = _NullSpan()
 _runs: dict[tuple[str, str], Span] = {}
 """The open run spans, by (thread id, run id): the parents of the spans started inside a run."""
+_api: list[tuple[ModuleType, Any, ModuleType]] = []
+"""The API's trace module, this scope's tracer and the metrics module, once telemetry is on (issue 22:
+until then the API stays unimported, its modules out of memory)."""
 
-if _trace is not None and _metrics is not None:
-    _tracer: Any = _trace.get_tracer(SCOPE)  # a proxy: follows a provider configured later
-    _meter = _metrics.get_meter(SCOPE)
-    opened: Any = _meter.create_counter("agui.interrupts.opened", description="Interrupts a turn suspended on")
-    answered: Any = _meter.create_counter("agui.interrupts.answered", description="Interrupts answered by a resume")
-    expired: Any = _meter.create_counter("agui.interrupts.expired", description="Answers refused: interrupt expired")
-    refusals: Any = _meter.create_counter("agui.resume.refusals", description="Resumes refused, by error code")
-    duplicates: Any = _meter.create_counter("agui.resume.duplicates", description="Identical resumes absorbed")
-    takeovers: Any = _meter.create_counter("agui.lease.takeovers", description="Claims taken over after the lease")
-else:  # pragma: no cover - the optional dependency is absent
-    _tracer = None
-    opened = answered = expired = refusals = duplicates = takeovers = _NullCounter()
+
+def _on() -> tuple[ModuleType, Any, ModuleType] | None:
+    """The API's modules if the app uses OpenTelemetry (and it is installed), else None."""
+    if _api:
+        return _api[0]
+    if not any(name in sys.modules for name in _SWITCHES) and not any(os.environ.get(n) for n in _ENVIRONMENT):
+        return None
+    try:
+        from opentelemetry import metrics, trace
+    except ImportError:  # pragma: no cover - the optional dependency is absent
+        return None
+    _api.append((trace, trace.get_tracer(SCOPE), metrics))  # a proxy: follows a provider set later
+    return _api[0]
+
+
+class _Counter:
+    """A counter created through the API on its first use with telemetry on; nothing until then."""
+
+    def __init__(self, name: str, description: str) -> None:
+        self.name, self.description = name, description
+        self._counter: Any = None
+
+    def add(self, amount: int, attributes: dict[str, str] | None = None) -> None:
+        if self._counter is None:
+            api = _on()
+            if api is None:
+                return
+            self._counter = api[2].get_meter(SCOPE).create_counter(self.name, description=self.description)
+        self._counter.add(amount, attributes)
+
+
+opened: Final = _Counter("agui.interrupts.opened", "Interrupts a turn suspended on")
+answered: Final = _Counter("agui.interrupts.answered", "Interrupts answered by a resume")
+expired: Final = _Counter("agui.interrupts.expired", "Answers refused: interrupt expired")
+refusals: Final = _Counter("agui.resume.refusals", "Resumes refused, by error code")
+duplicates: Final = _Counter("agui.resume.duplicates", "Identical resumes absorbed")
+takeovers: Final = _Counter("agui.lease.takeovers", "Claims taken over after the lease")
 
 
 def start(name: str, thread_id: str, run_id: str, **attributes: str) -> Span:
     """Start a span inside the run's span (or the run's own, for `agui.run`); end it with `.end()`."""
-    if _tracer is None:  # pragma: no cover - the optional dependency is absent
+    api = _on()
+    if api is None:
         return _NULL_SPAN
+    trace, tracer, _ = api
     parent = _runs.get((thread_id, run_id))
-    context = _trace.set_span_in_context(parent) if parent is not None else None  # type: ignore[arg-type]
-    span: Span = _tracer.start_span(
+    context = trace.set_span_in_context(parent) if parent is not None else None
+    span: Span = tracer.start_span(
         name, context=context, attributes={"agui.thread_id": thread_id, "agui.run_id": run_id, **attributes}
     )
     if name == "agui.run":

@@ -2,7 +2,15 @@
 
 A backend is anything with `stream(ModelRequest) -> AsyncIterator[BackendItem]`, which streams one
 assistant step. `BackendError` ends the run with a `RUN_ERROR` whose code the backend chooses.
+
+The backends that speak HTTP (`OpenAIChatBackend`, `AGUIUpstream`, `UpstreamLimits`) are imported on
+first use: they bring httpx, which an app on another backend need not hold in memory (issue 22).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from adapter._errors import BackendError
 from adapter._gated import confirmation_call_id, gated_call_ids
@@ -20,10 +28,19 @@ from adapter._types import (
     ToolCallChunk,
     Usage,
 )
-from adapter.backends._openai import OpenAIChatBackend
 from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
-from adapter.backends._upstream import AGUIUpstream
-from adapter.backends._upstream_limits import UpstreamLimits
+
+if TYPE_CHECKING:
+    from adapter.backends._openai import OpenAIChatBackend
+    from adapter.backends._upstream import AGUIUpstream
+    from adapter.backends._upstream_limits import UpstreamLimits
+
+_LAZY = {
+    "OpenAIChatBackend": "adapter.backends._openai",
+    "AGUIUpstream": "adapter.backends._upstream",
+    "UpstreamLimits": "adapter.backends._upstream_limits",
+}
+"""The names imported on first use, by the module that defines them."""
 
 __all__ = [
     "AGUIUpstream",
@@ -52,3 +69,17 @@ __all__ = [
     "split_deltas",
     "summarize",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import an HTTP backend the first time it is named, then keep it as this door's attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -1,0 +1,71 @@
+"""What an app that uses neither HTTP backend nor telemetry keeps out of memory (issue 22's peak RSS).
+
+httpx comes with `OpenAIChatBackend`, `AGUIUpstream` and `UpstreamLimits`, imported on first use
+from `adapter.backends`; the OpenTelemetry API comes once the app imports it. Each check runs in a
+fresh interpreter, since this test process has imported both long before.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent.parent
+
+_A_TURN = """
+import asyncio, sys
+from ag_ui.core import RunAgentInput, UserMessage
+from adapter import Adapter
+from adapter.backends import ScriptedBackend
+from adapter.stores import SQLiteStore
+
+async def turn():
+    adapter = Adapter(ScriptedBackend([]), store=SQLiteStore(sys.argv[1]))
+    body = RunAgentInput(thread_id="t", run_id="r", messages=[UserMessage(id="u", content="hi")],
+                         tools=[], context=[], state={}, forwarded_props={})
+    return [event.type async for event in adapter.run(body)]
+
+types = asyncio.run(turn())
+assert types[-1] == "RUN_FINISHED", types
+print(sorted({name.split(".")[0] for name in sys.modules} & {"httpx", "opentelemetry"}))
+"""
+
+
+def run(code: str, *args: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=_ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_turn_on_the_scripted_backend_imports_neither_httpx_nor_opentelemetry(tmp_path: Path) -> None:
+    assert run(_A_TURN, str(tmp_path / "turns.db")) == "[]"
+
+
+def test_the_http_backends_are_importable_from_their_door_and_bring_httpx() -> None:
+    code = (
+        "import sys; import adapter.backends as door; assert 'httpx' not in sys.modules;"
+        "from adapter.backends import AGUIUpstream, OpenAIChatBackend, UpstreamLimits;"
+        "assert door.OpenAIChatBackend.__module__ == 'adapter.backends._openai';"
+        "assert {'AGUIUpstream', 'UpstreamLimits'} <= set(dir(door));"
+        "print('httpx' in sys.modules)"
+    )
+    assert run(code) == "True"
+
+
+def test_an_unknown_name_is_still_an_attribute_error() -> None:
+    code = "import adapter.backends as door\ntry:\n    door.Nope\nexcept AttributeError as e:\n    print(e)"
+    assert run(code) == "module 'adapter.backends' has no attribute 'Nope'"
+
+
+def test_telemetry_turns_on_once_the_app_imports_the_api() -> None:
+    code = (
+        "import sys; from adapter import _telemetry as t; t.opened.add(1);"
+        "assert 'opentelemetry' not in sys.modules;"
+        "import opentelemetry.trace; t.opened.add(1);"
+        "span = t.start('agui.run', 't', 'r'); t.end_run(span, 't', 'r', 'ok');"
+        "print(type(span).__name__ != '_NullSpan', bool(t._api))"
+    )
+    assert run(code) == "True True"
