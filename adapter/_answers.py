@@ -72,6 +72,16 @@ def _move_form(history: list[Message], message_id: str, answer: Answer, now: dat
     return moved
 
 
+def runs_nothing(gate: Resume) -> bool:
+    """True when applying the answers starts no work on the server: no tool runs, nothing is forwarded.
+
+    Only an answer that `starts_work` reaches a tool's code or the backend in `settle_answers`; the
+    others (a client's tool result, a form's data, a denial, a cancellation) become a ToolMessage as
+    they are, and never suspend again.
+    """
+    return not any(answer.starts_work for answer in gate.answers)
+
+
 async def settle_answers(
     gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig, principal: str | None
 ) -> Settled:

@@ -34,25 +34,31 @@ class RecordHandle(RecordReader):
 
     async def claim(self, gate: Resume, run_id: str, now: datetime) -> None:
         """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins."""
-        claimed = gate.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
-        applied = AppliedResume(
-            run_id=run_id,
-            fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
-            request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
-            action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
-            approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
-            started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
-        )
-        if gate.earlier is not None:
-            applied = gate.earlier.taken_over_by(applied)
-        change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
+        claimed, applied = _claimed(gate, run_id, now)
+        await self._claim(ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True))
+        self.record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
+
+    async def claim_closed(
+        self, gate: Resume, run_id: str, now: datetime, history: Sequence[Message], moved: Sequence[Message] = ()
+    ) -> None:
+        """`claim` and `close_turn` in one save, for answers whose applying runs nothing (`Resume.runs_nothing`).
+
+        The claim orders the work a resume starts on the server; where it starts none, claiming and
+        storing the answers together leaves nothing between them for another replica to see or take
+        over, and exactly one of two racing resumes still wins.
+        """
+        _, applied = _claimed(gate, run_id, now)
+        change = self._change(history, moved, open_turn=None, applied=_json(applied), queued=None, claim=True)
+        await self._claim(change, history)
+        self.record = self.record.model_copy(update={"open_turn": None, "applied": applied, "queued": None})
+
+    async def _claim(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
         try:
-            await self._save(change)
+            await self._save(change, history)
         except StoreConflict:
             raise ResumeError("another request resumed this turn first", code=codes.RESUME_CONFLICT) from None
         assert self._head is not None  # a turn to claim was loaded
         self._fence = self._head.claim + 1
-        self.record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
 
     async def queue(self, entries: list[dict[str, Any]]) -> None:
         """Store submitted answers for a worker to apply; a racing submission gets RESUME_CONFLICT."""
@@ -230,6 +236,22 @@ class RecordHandle(RecordReader):
         if history is not None:
             self.synced = len(history)
             self._known = [message.id for message in history]
+
+
+def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:
+    """The open turn as claimed by `run_id`, and the record of the answers it applies."""
+    claimed = gate.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
+    applied = AppliedResume(
+        run_id=run_id,
+        fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
+        request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
+        action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
+        approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
+        started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
+    )
+    if gate.earlier is not None:
+        applied = gate.earlier.taken_over_by(applied)
+    return claimed, applied
 
 
 def _json(model: OpenTurn | AppliedResume) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from ag_ui.core import (
 
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
-from adapter._answers import Settled, settle_answers
+from adapter._answers import Settled, runs_nothing, settle_answers
 from adapter._calls import CallBudget
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail
@@ -237,15 +237,34 @@ class Run(ModelLoop):
         tool never runs half-way through a resume and never runs twice.
         """
         held = gate.turn.claimed_by is not None  # claimed by a run whose lease ran out: the gate let it pass
+        if runs_nothing(gate):  # nothing to order after the claim: claim and store the answers in one save
+            task = asyncio.ensure_future(self._settle_pure(gate, toolset, history))
+            self.config.background.keep(task)
+            self.settling = task
+            settled = await asyncio.shield(task)
+            await self._resumed(gate, held)
+            return settled
         await self.handle.claim(gate, self.input.run_id, self.config.now())
-        telemetry.answered.add(len(gate.answers))
-        if held:
-            telemetry.takeovers.add(1)
-        await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
+        await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.config.background.keep(task)
         self.settling = task
         return await asyncio.shield(task)
+
+    async def _resumed(self, gate: Resume, held: bool) -> None:
+        """Count and announce a stored claim (`held`: it took over a lapsed one)."""
+        telemetry.answered.add(len(gate.answers))
+        if held:
+            telemetry.takeovers.add(1)
+        await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
+
+    async def _settle_pure(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
+        """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
+        settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
+        assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
+        settled.apply_to(history, self.turn_id, self.config.now())
+        await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.activities)
+        return settled
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
