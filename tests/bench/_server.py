@@ -34,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-import httpx
 import uvicorn
 from ag_ui.core import Event, RunAgentInput
 from ag_ui.encoder import EventEncoder
@@ -190,6 +189,9 @@ class Server:
         command = [sys.executable, __file__, kind, *options]
         self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
         self.url = f"http://127.0.0.1:{self._port()}"
+        # httpx only in the client: the servers (this file as a script) hold no client library, the floor none.
+        import httpx
+
         # Idle connections expire before uvicorn's 5 s keep-alive timeout closes them under the client.
         limits = httpx.Limits(keepalive_expiry=2.0)
         self.http = httpx.AsyncClient(base_url=self.url, timeout=30.0, trust_env=False, limits=limits)
@@ -205,6 +207,8 @@ class Server:
         return int(line.split()[1])
 
     async def wait_ready(self) -> None:
+        import httpx
+
         for _ in range(100):
             try:
                 await self.cpu()
