@@ -27,8 +27,8 @@ from typing import Any, Final, Protocol
 SCOPE: Final = "agui-adapter"
 _SWITCHES: Final = ("opentelemetry.trace", "opentelemetry.metrics")
 """An app that configures a provider has imported one of these (so has `opentelemetry-instrument`)."""
-_ENVIRONMENT: Final = ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER")
-"""Or it names a provider for the API to load: the API is then imported, as it was before."""
+_NAMED: Final = any(os.environ.get(name) for name in ("OTEL_PYTHON_TRACER_PROVIDER", "OTEL_PYTHON_METER_PROVIDER"))
+"""Or it names a provider for the API to load (read once, at import, as the API reads it once)."""
 
 
 class Span(Protocol):
@@ -63,7 +63,7 @@ def _on() -> tuple[ModuleType, Any, ModuleType] | None:
     """The API's modules if the app uses OpenTelemetry (and it is installed), else None."""
     if _api:
         return _api[0]
-    if not any(name in sys.modules for name in _SWITCHES) and not any(os.environ.get(n) for n in _ENVIRONMENT):
+    if not _NAMED and not any(name in sys.modules for name in _SWITCHES):
         return None
     try:
         from opentelemetry import metrics, trace
