@@ -238,12 +238,10 @@ class Run(ModelLoop):
         """
         held = gate.turn.claimed_by is not None  # claimed by a run whose lease ran out: the gate let it pass
         if runs_nothing(gate):  # nothing to order after the claim: claim and store the answers in one save
-            task = asyncio.ensure_future(self._settle_pure(gate, toolset, history))
+            task = asyncio.ensure_future(self._settle_pure(gate, toolset, history, held))
             self.config.background.keep(task)
             self.settling = task
-            settled = await asyncio.shield(task)
-            await self._resumed(gate, held)
-            return settled
+            return await asyncio.shield(task)
         await self.handle.claim(gate, self.input.run_id, self.config.now())
         await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
@@ -258,12 +256,13 @@ class Run(ModelLoop):
             telemetry.takeovers.add(1)
         await self._notify(TurnEventType.TURN_RESUMED, [a.call.interrupt_id for a in gate.answers])
 
-    async def _settle_pure(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
+    async def _settle_pure(self, gate: Resume, toolset: Toolset, history: list[Message], held: bool) -> Settled:
         """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
         settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn_id, self.config.now())
         await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.activities)
+        await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
         return settled
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
