@@ -147,3 +147,11 @@ async def test_a_read_after_a_restart_while_idle_is_retried(served: tuple[Served
     assert (await server.client.get(f"/threads/{thread.id}")).status_code == 200
     proxy.drop()
     assert (await thread.say("hello")).outcome == {"type": "success"}
+
+
+def test_a_request_waits_five_seconds_for_a_connection_unless_told_otherwise() -> None:
+    """psycopg_pool's own 30 s would hold every request that long while PostgreSQL is down (no connection is made)."""
+    default, chosen = PostgresStore(base_dsn()), PostgresStore(base_dsn(), timeout=1.5, max_idle=60.0)
+
+    assert default._pool.timeout == 5.0  # private on purpose: the pool is what waits
+    assert (chosen._pool.timeout, chosen._pool.max_idle) == (1.5, 60.0)

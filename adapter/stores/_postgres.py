@@ -82,13 +82,18 @@ class PostgresStore:
         dsn: A libpq connection string or URL, e.g. `postgresql://user@host:5432/db`.
         min_size: Connections the pool keeps open.
         max_size: Connections the pool may open.
-        **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `timeout`).
+        timeout: Seconds a call waits for a connection before it fails as `StoreUnavailable`
+            (`STORE_UNAVAILABLE`): while PostgreSQL is down, a request waits this long. The pool's
+            own default, 30, would hold a client's request for half a minute.
+        **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `max_idle`).
 
     Raises:
         ImportError: psycopg or psycopg_pool is missing (the `postgres` extra).
     """
 
-    def __init__(self, dsn: str, *, min_size: int = 1, max_size: int = 10, **options: Any) -> None:
+    def __init__(
+        self, dsn: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0, **options: Any
+    ) -> None:
         try:
             from psycopg_pool import AsyncConnectionPool
         except ImportError as error:  # pragma: no cover - depends on what is installed
@@ -100,6 +105,7 @@ class PostgresStore:
             kwargs={"autocommit": True},
             open=False,
             name="agui-postgres",
+            timeout=timeout,
             **options,
         )
         self._ready: asyncio.Task[None] | None = None
