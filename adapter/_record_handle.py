@@ -98,10 +98,19 @@ class RecordHandle(RecordReader):
 
         The stored turn keeps this run's claim: should the replica die mid-forward, the claim lapses after the
         lease and the same answers take the turn over (`adapter._gate`); an unclaimed turn would wait forever.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when this run's claim lapsed while its answers were applied (a slow
+                tool) and another request took the turn over with the same answers: that request's record
+                stands and nothing of this run is stored, as in `close_turn`.
         """
         assert self.record.open_turn is not None and self._fence is not None  # only a claimed turn is held
         turn = self.record.open_turn.model_copy(update={"pending": pending})
-        await self._save(self._change(history, moved, open_turn=_json(turn)), history)
+        try:
+            await self._save(self._change(history, moved, open_turn=_json(turn)), history)
+        except StoreConflict:
+            log.warning("thread %s: a run lost its claim before holding its turn for a forward", self.thread_id)
+            raise AdapterError("another request took this turn over", code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": turn})
         return turn
 

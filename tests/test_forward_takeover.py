@@ -223,3 +223,50 @@ async def attempts(script: list[str]) -> None:
 def test_whatever_became_of_earlier_forwards_the_same_answer_ends_the_turn_once(script: list[str]) -> None:
     """No forward that died or was refused leaves the thread blocked; the same answer then ends the turn once."""
     asyncio.run(attempts(script))
+
+
+async def test_a_run_whose_claim_lapsed_while_its_tool_ran_cannot_hold_the_turn(tmp_path: Path) -> None:
+    """A mixed turn: the approved tool outlasts the lease, another replica finishes the turn with the same answers;
+    the first, done at last, finds the turn taken over when it would hold it for its forward: THREAD_CONFLICT, and
+    the finished turn stays as the takeover stored it."""
+    slow, payments = asyncio.Event(), []
+    running = asyncio.Semaphore(0)
+
+    @tool(requires_approval=True)
+    async def pay(amount: str) -> str:
+        """Pay an amount."""
+        payments.append(amount)
+        if len(payments) == 1:
+            running.release()
+            await slow.wait()
+        return f"paid {amount}"
+
+    class AlsoPaying(Upstream):
+        async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+            if not request.resume:
+                yield ToolCall("call-pay", "pay", '{"amount": "10"}')
+            async for item in super().stream(request):
+                yield item
+
+    upstream, clock = AlsoPaying([]), Clock()
+    first, second = (
+        Adapter(upstream, tools=[pay], store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE)
+        for _ in range(2)
+    )
+    asked = await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
+    entries = [resolved(i["id"], {"approved": True}) for i in asked[-1]["outcome"]["interrupts"]]
+    slow_run = asyncio.ensure_future(resume(first, entries))
+    await running.acquire()
+    clock.now += LEASE
+
+    taken_over = await resume(second, entries)
+    finished = await head(second.store)
+    slow.set()
+    late = await slow_run
+    await first.aclose()
+
+    assert taken_over[-1]["outcome"] == {"type": "success"}
+    assert (late[-1]["type"], late[-1]["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
+    assert await head(second.store) == finished  # nothing of the late run was stored, nothing of the takeover lost
+    assert upstream.forwards == ["accept"] and texts(await second.thread("t")) == ["accepted"]
+    await second.aclose()
