@@ -26,6 +26,7 @@ from adapter._ids import new_id
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
+from adapter._limits import check_id
 from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
 from adapter._runner import Run
@@ -167,8 +168,8 @@ class Adapter:
         Raises:
             Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
             LimitExceeded: At the first iteration, when the input's client tools are over `max_client_tools`
-                or `max_client_tool_bytes`; nothing was run or stored. (The nesting and id limits are the
-                HTTP edge's: `create_app` checks them before it calls `run`.)
+                or `max_client_tool_bytes` (413), or it breaks the nesting or id rule of `adapter._limits`
+                (422 `INPUT_TOO_DEEP`, `INVALID_ID`), as over HTTP; nothing was run or stored.
         """
         events = Run(self.config, run_input, principal).events()
         return events if run_input.protocol_version is not None else for_unversioned_peer(events)
@@ -210,6 +211,7 @@ class Adapter:
         Raises:
             ResumeError: The answers do not fit the open turn; nothing was stored.
             Forbidden: The `authorize` policy refuses `principal` an answer; nothing was stored.
+            LimitExceeded: 422 `INVALID_ID` or `INPUT_TOO_DEEP`, as `run`; nothing was stored.
         """
         return await _thread_api.submit_resume(self.config, thread_id, entries, metadata, principal)
 
@@ -225,7 +227,12 @@ class Adapter:
         """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones.
 
         `principal` answers, under the `authorize` policy, as in `run` (which raises `Forbidden`).
+
+        Raises:
+            LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked;
+                the run checks the rest as `run` does.
         """
+        check_id(thread_id, "/threadId")
         if entries is None:
             resolved = await _thread_api.queued_entries(self.config.store, thread_id)
         else:
@@ -248,7 +255,9 @@ class Adapter:
 
         Raises:
             ValueError: `limit` is not from 1 to 1,000.
-            AdapterError: INVALID_PAGE when `after` names no message of the thread.
+            AdapterError: INVALID_PAGE when `after` names no message of the thread (an id no store can keep
+                names none, and the store is not asked).
+            LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep; the store is not asked.
         """
         page = None
         if after is not None or limit is not None:
@@ -260,6 +269,7 @@ class Adapter:
 
         Raises:
             Forbidden: The `authorize` policy refuses `principal` the "resume" action; nothing changed.
+            LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep; the store is not asked.
         """
         return await _thread_api.cancel_turn(self.config, thread_id, principal)
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_jsonable_python
 
 from adapter import _errors as codes
-from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds
+from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, checked_at_edge
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     run_input = _validate_json(body) or _validate_checked(body)
     check_protocol_version(run_input.protocol_version)
     check_limits(run_input)
-    return run_input
+    return checked_at_edge(run_input)
 
 
 def _validate_checked(body: bytes) -> RunAgentInput:

@@ -37,6 +37,7 @@ from adapter._events import activity_event, result_event
 from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._lifecycle import TurnEventType
+from adapter._limits import check_run_input
 from adapter._model_loop import ModelLoop
 from adapter._provisional import resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
@@ -93,8 +94,10 @@ class Run(ModelLoop):
 
         Raises:
             Forbidden: Before RUN_STARTED, when the `authorize` policy refuses the input; nothing changed.
-            LimitExceeded: Before RUN_STARTED, when the client's tools are over the adapter's limits.
+            LimitExceeded: Before RUN_STARTED, when the input breaks the nesting or id rule (`adapter._limits`;
+                an input the HTTP edge built passed them there) or the client's tools are over the adapter's limits.
         """
+        check_run_input(self.input)
         loaded = await self._load_checked()
         toolset = await client_toolset(
             self.config.tools,

@@ -17,6 +17,7 @@ from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Replay, check_resume
 from adapter._ids import new_id
 from adapter._lifecycle import TurnEvent, TurnEventType, notify
+from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._types import wire_json
@@ -68,10 +69,12 @@ async def submit_resume(
     principal: str | None,
 ) -> bool:
     """Check the answers against the open turn and store them for `resume`; False if already applied."""
+    check_id(thread_id, "/threadId")
     handle = RecordHandle(config.store, thread_id)
     record = await handle.load(messages=False)
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
+    check_run_input(probe)
     await config.access.check_input(principal, record, probe)
     gate = await check_resume(
         record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
@@ -109,6 +112,7 @@ async def read_thread(
     Raises:
         AdapterError: INVALID_PAGE when `page.after` names no message of the thread.
     """
+    check_id(thread_id, "/threadId")
     handle = RecordHandle(config.store, thread_id)
     head = await handle.load(messages=False)
     if head is None or not await config.access.allows(principal, head.owner, "read"):
@@ -134,7 +138,7 @@ async def _page_start(handle: RecordHandle, page: Page) -> int:
     """The position the page starts at: just after the message `page.after`, found by the store."""
     if page.after is None:
         return 0
-    found = await handle.find(page.after)
+    found = None if id_problem(page.after) is not None else await handle.find(page.after)
     if found is None:
         raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
     return found + 1
@@ -154,6 +158,7 @@ class Page:
 
 async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | None) -> bool:
     """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none."""
+    check_id(thread_id, "/threadId")
     handle = RecordHandle(config.store, thread_id)
     record = await handle.load()
     await config.access.require(principal, record, "resume")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from typing import Any
 
 from ag_ui.core import (
@@ -26,6 +26,7 @@ from adapter._conversation import MISSING_RESULT, HistoryView, chosen_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
+from adapter._limits import id_problem
 from adapter._step import Segment, Step
 from adapter._types import (
     Backend,
@@ -97,7 +98,8 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
 
 
 def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
-    """Record one backend item in `step` and return the events it makes."""
+    """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
+    _check_ids(item)
     if isinstance(item, TextDelta):
         return _text(item, step)
     if isinstance(item, ToolCallChunk):
@@ -115,6 +117,41 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     elif isinstance(item, Usage):
         step.usage.append(item)
     return []
+
+
+def _check_ids(item: BackendItem) -> None:
+    """Refuse an item with an id the stores could not keep (`adapter._limits.id_problem`), before it is recorded.
+
+    A model or an upstream mints these ids, not the client: the edge never saw them, and one a store
+    refuses (a NUL on PostgreSQL) would fail the run's save as an internal error, or be kept by one
+    store and not another. A bad id is the backend's failure, named in the message.
+
+    Raises:
+        BackendError: BACKEND_ERROR.
+    """
+    for field, value in _item_ids(item):
+        problem = id_problem(value)
+        if problem is not None:
+            shown = ascii(value[:40]) + ("..." if len(value) > 40 else "")
+            raise BackendError(f"The agent backend gave a {field} that {problem}: {shown}.")
+
+
+def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:
+    """The ids a backend item brings that the run may store, each with what it names."""
+    if isinstance(item, ToolCall | ToolCallChunk | ExecutedToolCall | DeferredToolCall):
+        yield "tool call id", item.id
+    if isinstance(item, LateToolResult):
+        yield "tool call id", item.tool_call_id
+    if isinstance(item, TextDelta | ToolCall | ExecutedToolCall | DeferredToolCall | LateToolResult):
+        if item.message_id is not None:
+            yield "message id", item.message_id
+    if isinstance(item, ExecutedToolCall) and item.result_id is not None:
+        yield "message id", item.result_id
+    if isinstance(item, BackendInterrupt):
+        for interrupt in item.interrupts:
+            yield "interrupt id", interrupt.id
+            if interrupt.tool_call_id is not None:
+                yield "tool call id", interrupt.tool_call_id
 
 
 def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
