@@ -12,7 +12,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
-from adapter._errors import ConfigurationError
+from adapter import _errors as codes
+from adapter._errors import ConfigurationError, ResumeError
 
 MISSING_RESULT = "No result was recorded for this tool call."
 
@@ -72,6 +73,23 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
         if isinstance(message, AssistantMessage):
             view.extend(_answers_for(message, answers, unanswered))
     return view
+
+
+def refuse_second_answers(history: Sequence[Message], stored: Collection[str]) -> None:
+    """A stored answer stays the only one: a message the store does not hold may not answer that call again.
+
+    A stored answer says what happened (a tool's result, a refusal); a second one from a client would
+    contradict it for every later reader, though the model sees only the first. A client's own history
+    that answers a call twice, with nothing stored, is repaired for the model instead (`model_view`).
+
+    Raises:
+        ResumeError: `RESUME_DUPLICATE`, naming the call.
+    """
+    answers = [m for m in history if isinstance(m, ToolMessage)]
+    settled = {m.tool_call_id for m in answers if m.id in stored}
+    for message in answers:
+        if message.tool_call_id in settled and message.id not in stored:
+            raise ResumeError(f"tool call {message.tool_call_id} already has an answer", code=codes.RESUME_DUPLICATE)
 
 
 def _answers_for(

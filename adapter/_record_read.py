@@ -13,7 +13,7 @@ from ag_ui.core import Message
 
 from adapter import _errors as codes
 from adapter._access import Access
-from adapter._conversation import keep_server_activity
+from adapter._conversation import keep_server_activity, refuse_second_answers
 from adapter._errors import AdapterError
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import ThreadRecord, stored_cards, stored_conversation
@@ -200,14 +200,17 @@ class RecordReader:
         Client-kept: the client's messages, with the server's form cards as stored; the store keeps
         the part it already holds and, if the client rewrote its history, drops the rest.
         """
+        stored = {message.id for message in self.stored} | self._held_before
         if server_kept:
-            history, known = self.conversation(client), {message.id for message in self.stored} | self._held_before
+            history, known = self.conversation(client), set(stored)
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
                     history.append(message)
+            refuse_second_answers(history, stored)
             return history
         history = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
+        refuse_second_answers(history, stored)
         self.synced = next(
             (i for i, (ours, theirs) in enumerate(zip(history, self.stored, strict=False)) if ours.id != theirs.id),
             min(len(history), len(self.stored)),
