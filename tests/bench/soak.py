@@ -65,9 +65,7 @@ def serve(db: str) -> None:
         Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done."),
         Rule(r"go to (?P<page>\w+)", steps=[[Call("navigate", {"path": "/{page}"})]], reply="Opened it."),
     ]
-    backend = ScriptedBackend(rules)
-    # The scripted backend keeps every request for tests (bounded on branch h19-limits); a model does not.
-    backend.requests = collections.deque(maxlen=1)  # type: ignore[assignment]
+    backend = ScriptedBackend(rules, keep_requests=1)  # it keeps requests for tests; a model keeps none
     adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db))
 
     def principal(request: Request) -> str | None:
