@@ -66,10 +66,15 @@ class Mortal:
         """Die at the `count`-th save from now; with `commit_first` that save is applied before the death."""
         self.saves_left, self.commit_first = count, commit_first
 
-    async def load(self, thread_id: str, *, since: int | None = 0) -> StoredThread | None:
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         if self.dead:
             raise Died(thread_id)
-        return await self.inner.load(thread_id, since=since)
+        return await self.inner.load(thread_id, since=since, until=until)
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        if self.dead:
+            raise Died(thread_id)
+        return await self.inner.find_message(thread_id, message_id)
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
