@@ -10,6 +10,7 @@ import httpx
 from agui import TERMINAL, assert_clean_stream, parse_sse
 from invariant_world import Execution, Policy
 
+# private on purpose: every code the adapter may answer with, to check that each refusal carries a known one
 from adapter._errors import HTTP_CODES, RUN_CODES
 from adapter.stores import StoredThread
 

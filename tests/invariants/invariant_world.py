@@ -18,8 +18,10 @@ import httpx
 from agui import NAVIGATE, Client
 from starlette.requests import Request
 
-from adapter import Adapter, ScriptedBackend, ToolContext, tool
-from adapter._access import Action, owner_only
+from adapter import Action, Adapter, ScriptedBackend, ToolContext, tool
+
+# private on purpose: the adapter's default policy, one of the policies the machines run under
+from adapter._access import owner_only
 from adapter.backends import Call, Rule
 from adapter.stores import StoredThread, ThreadChange, TurnStore
 
