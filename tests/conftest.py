@@ -15,6 +15,7 @@ import pytest
 import uvicorn
 from agui import ORDER, Client
 from externals import in_ci, missing_chromium, missing_copilotkit, missing_framework, missing_node, missing_strands
+from offices import Office, OpenOffice, by_header
 from starlette.applications import Starlette
 
 from adapter import Adapter, FunctionTool, InputRequired, ToolContext, ToolError, create_app, tool
@@ -354,5 +355,25 @@ def connect(serve: Serve, make_adapter: MakeAdapter) -> Connect:
     async def start(**options: Any) -> Client:
         served = await serve(make_adapter(**options))
         return served.client
+
+    return start
+
+
+@pytest.fixture
+async def offices(serve: Serve) -> AsyncIterator[list[Office]]:
+    """Every office a test opens (tests/offices.py), closed at teardown."""
+    opened: list[Office] = []
+    yield opened
+    for place in opened:
+        await place.close()
+
+
+@pytest.fixture
+def office(offices: list[Office], serve: Serve, make_adapter: MakeAdapter) -> OpenOffice:
+    """Serve a scenario adapter (options go to `Adapter`) whose callers name themselves in `x-user`."""
+
+    async def start(**options: Any) -> Office:
+        offices.append(Office(await serve(make_adapter(**options), principal=by_header)))
+        return offices[-1]
 
     return start

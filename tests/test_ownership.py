@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
-from agui import FRONTEND_TOOLS, Client, Reply, Thread, resolved, run_input, tool_answer, user
+from agui import FRONTEND_TOOLS, Reply, resolved, run_input, tool_answer, user
+from offices import Office, OpenOffice, by_header, four_eyes, manager_may_read_and_approve
 from starlette.applications import Starlette
 from starlette.authentication import AuthCredentials, AuthenticationBackend, BaseUser, SimpleUser
 from starlette.middleware import Middleware
@@ -20,72 +20,7 @@ from adapter import Action, Adapter, Forbidden, create_app
 from adapter.stores import MemoryStore
 
 if TYPE_CHECKING:
-    from conftest import Kit, MakeAdapter, Serve, Served
-
-
-def by_header(request: Request) -> str | None:
-    """The test's stand-in for authentication: the caller names itself in `x-user`."""
-    return request.headers.get("x-user")
-
-
-def manager_may_read_and_approve(principal: str | None, owner: str | None, action: Action) -> bool:
-    """Owners do anything on their threads; the manager also reads and approves everyone's."""
-    if owner is None or principal == owner:
-        return True
-    return principal == "manager" and action in ("read", "approve")
-
-
-def four_eyes(principal: str | None, owner: str | None, action: Action) -> bool:
-    """Someone other than the owner decides an approval; everything else is the owner's."""
-    if action == "approve":
-        return principal is not None and principal != owner
-    return owner is None or principal == owner
-
-
-class Office:
-    """One served adapter and a client per person, each naming itself in a header."""
-
-    def __init__(self, served: Served, url: str | None = None) -> None:
-        self.served = served
-        self.url = url or served.url
-        self.clients: list[httpx.AsyncClient] = []
-
-    def client(self, name: str | None) -> Client:
-        headers = {"x-user": name} if name else {}
-        self.clients.append(httpx.AsyncClient(headers=headers, timeout=10))
-        return Client(self.clients[-1], self.url)
-
-    async def close(self) -> None:
-        for client in self.clients:
-            await client.aclose()
-
-    def thread(self, name: str | None, thread_id: str | None = None) -> Thread:
-        return self.client(name).thread(tools=FRONTEND_TOOLS, thread_id=thread_id)
-
-    async def stored(self, thread_id: str) -> Any:
-        assert self.served.adapter is not None
-        return await self.served.call(self.served.adapter.store.load(thread_id))
-
-
-OpenOffice = Callable[..., Awaitable[Office]]
-
-
-@pytest.fixture
-async def offices(serve: Serve) -> AsyncIterator[list[Office]]:
-    """Every office a test opens, closed at teardown."""
-    opened: list[Office] = []
-    yield opened
-    for place in opened:
-        await place.close()
-
-
-@pytest.fixture
-def office(offices: list[Office], serve: Serve, make_adapter: MakeAdapter) -> OpenOffice:
-    async def start(**options: Any) -> Office:
-        offices.append(Office(await serve(make_adapter(**options), principal=by_header)))
-        return offices[-1]
-
-    return start
+    from conftest import Kit, MakeAdapter, Serve
 
 
 def wire(body: dict[str, Any]) -> RunAgentInput:

@@ -7,26 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from agui import resolved, tool_answer
-from test_ownership import Office, OpenOffice, by_header, four_eyes
+from offices import OpenOffice, four_eyes
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
-
-    from conftest import Kit, MakeAdapter, Serve
-
-
-@pytest.fixture
-async def office(serve: Serve, make_adapter: MakeAdapter) -> AsyncIterator[OpenOffice]:
-    """Serve a scenario adapter (options go to `Adapter`) whose callers name themselves in `x-user`."""
-    opened: list[Office] = []
-
-    async def start(**options: Any) -> Office:
-        opened.append(Office(await serve(make_adapter(**options), principal=by_header)))
-        return opened[-1]
-
-    yield start
-    for place in opened:
-        await place.close()
+    from conftest import Kit
 
 
 def tool_contents(stored: Any) -> list[str]:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from agui import Client, Reply
+from offices import by_header
 from pg import fresh_schema_dsn
-from test_ownership import by_header
 
 from adapter.backends import ModelRequest, ScriptedBackend, TextDelta, ToolCall
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
