@@ -16,7 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapter._types import BackendItem
 from adapter.backends._upstream_events import EventReader, upstream_error
-from adapter.client import read_sse
+from adapter.client._sse import read_sse_lines
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _SHOWN_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
@@ -24,19 +24,13 @@ _SHOWN_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 
 async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
     """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event."""
-    async with aclosing(read_sse(_encoded(lines))) as frames:
+    async with aclosing(read_sse_lines(lines)) as frames:
         async for data in frames:
             for item in reader.feed(parse_event(data)):
                 yield item
             if reader.finished:
                 return
     raise upstream_error("The upstream agent's stream ended without RUN_FINISHED or RUN_ERROR.")
-
-
-async def _encoded(lines: AsyncIterator[str]) -> AsyncIterator[bytes]:
-    """The lines as bytes again: the limits layer splits and bounds them, `adapter.client` frames them."""
-    async for line in lines:
-        yield line.encode() + b"\n"
 
 
 def parse_event(data: str) -> BaseEvent:

@@ -67,12 +67,13 @@ class SSEDecoder:
     def _lines(self, lines: list[bytes]) -> list[Frame]:
         frames: list[Frame] = []
         for raw in lines:
-            done = self._line(raw.decode("utf-8", errors="replace"))
+            done = self.feed_line(raw.decode("utf-8", errors="replace"))
             if done is not None:
                 frames.append(done)
         return frames
 
-    def _line(self, line: str) -> Frame | None:
+    def feed_line(self, line: str) -> Frame | None:
+        """The frame one line (without its line ending) completes, for a body another reader already split."""
         if not line:
             frame, self._frame = self._frame, None
             return frame
@@ -148,7 +149,22 @@ async def read_sse(
         for frame in decoder.feed(chunk):
             if frame.text is not None:
                 yield frame.text
-    ended = decoder.close()
-    for frame in [*ended, decoder.partial] if decoder.partial else ended:
-        if frame.text is not None:
+    for text in _rest(decoder):
+        yield text
+
+
+async def read_sse_lines(lines: AsyncIterator[str]) -> AsyncGenerator[str, None]:
+    """`read_sse` for a body already split into lines: `AGUIUpstream`'s limits layer splits and bounds them."""
+    decoder = SSEDecoder()
+    async for line in lines:
+        frame = decoder.feed_line(line)
+        if frame is not None and frame.text is not None:
             yield frame.text
+    for text in _rest(decoder):
+        yield text
+
+
+def _rest(decoder: SSEDecoder) -> list[str]:
+    """The data of the frames the body's end completes, its unterminated last frame included."""
+    ended = decoder.close()
+    return [frame.text for frame in [*ended, *filter(None, [decoder.partial])] if frame.text is not None]
