@@ -1,4 +1,5 @@
-"""The PostgreSQL server the `postgres` tests use: AGUI_TEST_POSTGRES_DSN, one fresh schema per caller.
+"""The PostgreSQL server the `postgres` tests use: AGUI_TEST_POSTGRES_DSN, one fresh schema per caller,
+and `every_store` for the tests that run on each shipped store.
 
 In CI (`CI` set, as `.ci/run` does) a missing server fails those tests with the command that fixes it;
 a plain local run skips them with the same command.
@@ -8,10 +9,13 @@ from __future__ import annotations
 
 import os
 import uuid
+from typing import Any
 from urllib.parse import quote
 
 import pytest
 from externals import in_ci
+
+from adapter.stores import MemoryStore, PostgresStore, SQLiteStore
 
 FIX = ". .ci/postgres.sh && postgres_start  # then run pytest in that shell (it exports AGUI_TEST_POSTGRES_DSN)"
 
@@ -37,3 +41,16 @@ def fresh_schema_dsn() -> str:
         connection.execute(f"CREATE SCHEMA {schema}")
     separator = "&" if "?" in dsn else "?"
     return f"{dsn}{separator}options={quote(f'-csearch_path={schema}')}"
+
+
+def every_store(**postgres_options: Any) -> list[Any]:
+    """Parameters that make each shipped store from `tmp_path`: memory, a SQLite file, a fresh Postgres schema."""
+    return [
+        pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
+        pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
+        pytest.param(
+            lambda tmp_path: PostgresStore(fresh_schema_dsn(), **postgres_options),
+            id="postgres",
+            marks=pytest.mark.postgres,
+        ),
+    ]

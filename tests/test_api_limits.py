@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
-from pg import fresh_schema_dsn
+from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
 from adapter import Adapter, AdapterError, LimitExceeded
@@ -31,16 +31,12 @@ from adapter.backends import (
     ToolCall,
     ToolCallChunk,
 )
-from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredThread, ThreadChange, TurnStore
+from adapter.stores import MemoryStore, StoredThread, ThreadChange, TurnStore
 
 if TYPE_CHECKING:
     from conftest import Serve
 
-STORES: list[Any] = [
-    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
-    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
-    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
-]
+STORES = every_store()
 BAD_IDS = ["t\x00", "t\x1b", "t\ud800", "t" * (MAX_ID_CHARS + 1)]
 
 

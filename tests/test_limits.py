@@ -18,7 +18,7 @@ from ag_ui.core import RunAgentInput, ToolMessage
 from agui import Client, Reply, new_id, resolved, run_input, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg import fresh_schema_dsn
+from pg import every_store, fresh_schema_dsn
 
 import adapter._schema_cache  # private on purpose: a spy counts the schema checks the cache saves
 from adapter import Adapter, LimitExceeded
@@ -42,11 +42,7 @@ from schema_tools import SchemaPolicy
 if TYPE_CHECKING:
     from conftest import Serve
 
-STORES: list[Any] = [
-    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
-    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
-    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
-]
+STORES = every_store()
 RULES = [Rule(r"navigate", steps=[[Call("navigate", {"path": "/cart"})]])]
 
 

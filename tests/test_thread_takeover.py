@@ -12,19 +12,15 @@ import httpx
 import pytest
 from agui import Client, Reply
 from offices import by_header
-from pg import fresh_schema_dsn
+from pg import every_store
 
 from adapter.backends import ModelRequest, ScriptedBackend, TextDelta, ToolCall
-from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
+from adapter.stores import TurnStore
 
 if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve, Served
 
-STORES: list[Any] = [
-    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
-    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
-    pytest.param(lambda tmp_path: PostgresStore(fresh_schema_dsn()), id="postgres", marks=pytest.mark.postgres),
-]
+STORES = every_store()
 _BOUND = 60.0
 
 

@@ -12,13 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pg import fresh_schema_dsn
+from pg import every_store
 
 from adapter.stores import (
     KEEP,
-    MemoryStore,
-    PostgresStore,
-    SQLiteStore,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -26,15 +23,9 @@ from adapter.stores import (
     TurnStore,
 )
 
-STORES: list[Any] = [
-    pytest.param(lambda tmp_path: MemoryStore(), id="memory"),
-    pytest.param(lambda tmp_path: SQLiteStore(tmp_path / "turns.db"), id="sqlite"),
-    # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
-    # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
-    pytest.param(
-        lambda tmp_path: PostgresStore(fresh_schema_dsn(), min_size=8), id="postgres", marks=pytest.mark.postgres
-    ),
-]
+# Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
+# (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
+STORES = every_store(min_size=8)
 
 
 @pytest.fixture(params=STORES)
