@@ -75,21 +75,55 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
     return view
 
 
-def refuse_second_answers(history: Sequence[Message], stored: Collection[str]) -> None:
-    """A stored answer stays the only one: a message the store does not hold may not answer that call again.
+def refuse_second_answers(
+    history: Sequence[Message], stored: Collection[str], older: Mapping[str, str] | None = None
+) -> None:
+    """One call, one answer: a message the store does not hold may not answer a call that has one.
 
-    A stored answer says what happened (a tool's result, a refusal); a second one from a client would
-    contradict it for every later reader, though the model sees only the first. A client's own history
-    that answers a call twice, with nothing stored, is repaired for the model instead (`model_view`).
+    `stored` holds the ids of the stored messages the history was built from, `older` the stored answers
+    outside them (by call id): the check is against the whole thread, never a loaded slice. A stored
+    answer says what happened (a tool's result, a refusal); a second one would contradict it for every
+    later reader. Two new answers to one call would store two.
 
     Raises:
         ResumeError: `RESUME_DUPLICATE`, naming the call.
     """
     answers = [m for m in history if isinstance(m, ToolMessage)]
-    settled = {m.tool_call_id for m in answers if m.id in stored}
+    answered = dict(older or {}) | {m.tool_call_id: m.id for m in answers if m.id in stored}
     for message in answers:
-        if message.tool_call_id in settled and message.id not in stored:
+        if message.id in stored:
+            continue
+        if message.tool_call_id in answered:
             raise ResumeError(f"tool call {message.tool_call_id} already has an answer", code=codes.RESUME_DUPLICATE)
+        answered[message.tool_call_id] = message.id
+
+
+def server_said(branch: Sequence[Message], stored: Sequence[Message]) -> list[Message]:
+    """A client's branch with what the server said as stored: its messages by id, and each kept call's answer.
+
+    The client may leave messages out, or edit what it said (user, system and developer messages); an
+    assistant, tool, reasoning or activity message the store holds is the stored one, and a call the
+    branch keeps without its stored answer gets it back, right after the call.
+    """
+    by_id = {message.id: message for message in stored}
+    stored_answers = {m.tool_call_id: m for m in stored if isinstance(m, ToolMessage)}
+    present = {message.id for message in branch}
+    result: list[Message] = []
+    for message in branch:
+        kept = by_id.get(message.id)
+        said = kept if kept is not None and kept.role not in _CLIENT_ROLES else message
+        result.append(said)
+        if isinstance(said, AssistantMessage):
+            for call in said.tool_calls or []:
+                answer = stored_answers.get(call.id)
+                if answer is not None and answer.id not in present:
+                    present.add(answer.id)
+                    result.append(answer)
+    return result
+
+
+_CLIENT_ROLES = frozenset({"user", "system", "developer"})
+"""What a client says: a branch may edit these; everything else the server said stays as stored."""
 
 
 def _answers_for(

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_jsonable_python
 
 from adapter import _errors as codes
-from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, checked_at_edge
+from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, checked_at_edge, repeated_message_id
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -121,16 +121,21 @@ def check_depth(body: bytes) -> None:
 
 
 def check_limits(run_input: RunAgentInput) -> None:
-    """Refuse an input that carries an id no store can keep (`adapter._limits`).
+    """Refuse an input that carries an id no store can keep, or two messages under one id (`adapter._limits`).
 
     Raises:
-        InputRejected: 422 `INVALID_ID` with the id's pointer in `details`.
+        InputRejected: 422 `INVALID_ID` or `DUPLICATE_MESSAGE_ID`, with the id's pointer in `details`.
     """
     bad = bad_input_id(run_input)
     if bad is not None:
         pointer, problem = bad
         detail: JSON = {"pointer": pointer, "msg": f"the id {problem}"}
         raise InputRejected(422, codes.INVALID_ID, f"The id at {pointer} {problem}.", [detail])
+    repeated = repeated_message_id(run_input)
+    if repeated is not None:
+        pointer, problem = repeated
+        detail = {"pointer": pointer, "msg": f"the id {problem}"}
+        raise InputRejected(422, codes.DUPLICATE_MESSAGE_ID, f"The message at {pointer} {problem}.", [detail])
 
 
 def _too_deep() -> InputRejected:

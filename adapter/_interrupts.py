@@ -84,6 +84,27 @@ def suspend(
     return Suspension(pending, "interrupt")
 
 
+def open_call_suspension(call: ToolCall, policy: InterruptPolicy, now: datetime) -> Suspension:
+    """A call the backend deferred and left open without an interrupt: the client answers it, as a client tool's call.
+
+    The engine never answers a call it did not run (AG-UI FE-1). The run ends as a frontend call's
+    does (`frontend_outcome`); the answer, a resume entry or a ToolMessage, goes back to the backend.
+    """
+    pending = PendingCall(
+        interrupt_id=new_id("int"),
+        tool_call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        expires_at=now + policy.interrupt_ttl if policy.interrupt_ttl else None,
+        kind="frontend",
+        reason="tool_call",
+        message=f"The agent left its call to {call.name} open: send back its result.",
+        response_schema={},
+    )
+    outcome = policy.frontend_outcome_overrides.get(call.name) or policy.frontend_outcome
+    return Suspension(pending, outcome)
+
+
 def _input_request(waiting: Callable[..., PendingCall], tool: BaseTool, signal: InputRequired) -> PendingCall:
     """The pending call of a tool that asked for input, or of the `request_user_input` control tool."""
     form_key = signal.form.form_key if isinstance(signal, FormRequired) else None

@@ -141,6 +141,19 @@ def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
     return None  # pragma: no cover - the joined search found what one of the values holds
 
 
+def repeated_message_id(run_input: RunAgentInput) -> tuple[str, str] | None:
+    """The pointer of the first message whose id an earlier message of `run_input` has, and that id; None if none.
+
+    Message ids are unique in a thread: two messages under one id cannot both be stored, answered or paged to.
+    """
+    seen: dict[str, int] = {}
+    for index, message in enumerate(run_input.messages):
+        first = seen.setdefault(message.id, index)
+        if first != index:
+            return f"/messages/{index}/id", f"repeats the id of /messages/{first}"
+    return None
+
+
 def _id_sites(run_input: RunAgentInput) -> Iterator[tuple[tuple[str | int, ...], str]]:
     """Every id a run input carries that a store may keep or look up, with where it is (the pointer's parts)."""
     yield ("threadId",), run_input.thread_id
@@ -170,13 +183,18 @@ def check_run_input(run_input: RunAgentInput) -> None:
     An input the edge built (`checked_at_edge`) passed them already and is not walked again.
 
     Raises:
-        LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), or 422 `INPUT_TOO_DEEP`.
+        LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), 422 `DUPLICATE_MESSAGE_ID`, or 422
+            `INPUT_TOO_DEEP`.
     """
     if _EDGE_CHECKED.get(id(run_input)) is run_input:
         return
     bad = bad_input_id(run_input)
     if bad is not None:
         raise LimitExceeded(f"The id at {bad[0]} {bad[1]}.", code=codes.INVALID_ID, status_code=422)
+    repeated = repeated_message_id(run_input)
+    if repeated is not None:
+        message = f"The message at {repeated[0]} {repeated[1]}."
+        raise LimitExceeded(message, code=codes.DUPLICATE_MESSAGE_ID, status_code=422)
     if model_depth_exceeds(run_input, MAX_DEPTH):
         message = f"The input nests more than {MAX_DEPTH} levels deep."
         raise LimitExceeded(message, code=codes.INPUT_TOO_DEEP, status_code=422)

@@ -10,20 +10,28 @@ import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ag_ui.core import BaseEvent, Message, ResumeEntry, RunFinishedCancelledOutcome, RunFinishedSuccessOutcome
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    Message,
+    ResumeEntry,
+    RunFinishedCancelledOutcome,
+    RunFinishedSuccessOutcome,
+    ToolMessage,
+)
 
 from adapter import _telemetry as telemetry
 from adapter._calls import StepCalls, run_calls
 from adapter._events import result_event
 from adapter._ids import new_id
-from adapter._interrupts import Suspension, backend_suspension
+from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._predict import Predictor
 from adapter._run_end import RunEnd
 from adapter._state import commit
 from adapter._step import Step
 from adapter._toolset import Toolset
 from adapter._translate import model_request, stream_step
-from adapter._types import ModelRequest
+from adapter._types import ModelRequest, ToolCall
 
 log = logging.getLogger("adapter.runner")
 
@@ -44,10 +52,10 @@ class ModelLoop(RunEnd):
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = step.state
             await self._close_step(step, history)
-            if not step.calls and not step.interrupts:
+            if not step.calls and not step.interrupts and not step.left_open:
                 yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
-            done, suspensions = await self._dispatch(step, toolset, state)
+            done, suspensions = await self._dispatch(step, toolset, state, history)
             for message in done.results:
                 history.append(message)
                 yield result_event(message)
@@ -62,13 +70,20 @@ class ModelLoop(RunEnd):
         yield await self._complete(RunFinishedCancelledOutcome(), history)
 
     def _open_step(self, history: list[Message], state: Any) -> Step:
-        """A new model step, with its own copies of what the turn's earlier steps left."""
+        """A new model step, with its own copies of what the turn's earlier steps left.
+
+        A deferred call the history answers (the client answered a call the backend left open) waits no more.
+        """
+        called = {call.id for m in history if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
+        answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
         self.open_step = Step(
             new_id("msg"),
-            deferred=set(self.deferred),
+            deferred=set(self.deferred - answered),
             provisional=dict(self.provisional),
+            decided=dict(self.decided),
             predictor=Predictor(self.config.predictions, state),
             taken={m.id for m in history},
+            called=called | answered,
             state=state,
             max_state_bytes=self.config.max_state_bytes,
         )
@@ -110,11 +125,32 @@ class ModelLoop(RunEnd):
             self.held = None
             await self.handle.close_turn(history)  # the backend took its answers: they are spent
 
-    async def _dispatch(self, step: Step, toolset: Toolset, state: Any) -> tuple[StepCalls, list[Suspension]]:
-        """Run the step's calls that can run now; the calls that wait, the backend's interrupts among them."""
+    async def _dispatch(
+        self, step: Step, toolset: Toolset, state: Any, history: list[Message]
+    ) -> tuple[StepCalls, list[Suspension]]:
+        """Run the step's calls that can run now; the calls that wait: the backend's interrupts and open calls too."""
         self.budget, over_limit = self.budget.spend(step.calls)
         predicted = step.predictor.operations()
         done = await run_calls(
             step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted
         )
-        return done, done.suspensions + [backend_suspension(interrupt) for interrupt in step.interrupts]
+        left_open = _calls_named(history, step.left_open)
+        now = self.config.now()
+        return done, [
+            *done.suspensions,
+            *(backend_suspension(interrupt) for interrupt in step.interrupts),
+            *(open_call_suspension(call, self.config.policy, now) for call in left_open),
+        ]
+
+
+def _calls_named(history: list[Message], call_ids: list[str]) -> list[ToolCall]:
+    """The calls with these ids, in the order given, as the history holds them."""
+    wanted = set(call_ids)
+    found = {
+        call.id: ToolCall(call.id, call.function.name, call.function.arguments)
+        for message in history
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls or []
+        if call.id in wanted
+    }
+    return [found[call_id] for call_id in call_ids if call_id in found]

@@ -16,7 +16,6 @@ from ag_ui.core import Message
 from adapter import _errors as codes
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Resume
-from adapter._parsed import KnownThread
 from adapter._record import AppliedResume, OpenTurn, PendingCall, stored_message
 from adapter._record_read import RecordReader
 from adapter.stores import StaleClaim, StoreConflict, ThreadChange
@@ -28,8 +27,10 @@ class RecordHandle(RecordReader):
     """The thread as this run last read or wrote it.
 
     The run's history and the store agree on `history[:synced]`, position for position; a save
-    appends the rest, replaces the form cards that moved, and sets the records that changed.
-    After a claim every save carries the claim number as its fence.
+    appends the rest that the store does not hold (a client's branch may hold stored messages in
+    another order: the record keeps them where they are, and never drops one), replaces the form
+    cards that moved, and sets the records that changed. After a claim every save carries the
+    claim number as its fence.
     """
 
     async def claim(self, gate: Resume, run_id: str, now: datetime) -> None:
@@ -209,7 +210,7 @@ class RecordHandle(RecordReader):
         Raises:
             AdapterError: THREAD_CONFLICT when the policy refuses, or when the messages this run built on changed.
         """
-        created, known, synced, keep = self._head is None, self._known, self.synced, self._keep
+        created, known, synced = self._head is None, self._known, self.synced
         await self.load(messages=history is not None)
         if created and self._access is not None:
             if not await self._access.allows(self._principal, self.record.owner, "run"):
@@ -217,9 +218,9 @@ class RecordHandle(RecordReader):
         if history is None:
             return None
         if self._known == known:  # only the records changed
-            self.synced, self._keep = synced, keep
+            self.synced = synced
             return history
-        if self._known[: len(known)] != known or keep is not None:
+        if self._known[: len(known)] != known:
             raise AdapterError("the thread changed while this run was in progress", code=codes.THREAD_CONFLICT)
         held = set(self._known)
         return [*self.conversation(), *(message for message in history[synced:] if message.id not in held)]
@@ -228,23 +229,22 @@ class RecordHandle(RecordReader):
         moved_ids = {message.id for message in moved}
         kept = history[: self.synced] if moved_ids else ()
         replace = {self.base + i: stored_message(m) for i, m in enumerate(kept) if m.id in moved_ids}
-        append = [stored_message(message) for message in history[self.synced :]]
-        keep = None if self._keep is None else self.base + self._keep
-        return ThreadChange(append=append, replace=replace, keep=keep, **records)
+        held = set(self._known) if len(history) > self.synced and self.synced < len(self._known) else ()
+        append = [stored_message(message) for message in history[self.synced :] if message.id not in held]
+        return ThreadChange(append=append, replace=replace, **records)
 
     async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
         if self.version == 0 and self.record.owner is not None:
             # The save that creates the thread names its owner.
             change = dataclasses.replace(change, owner=self.record.owner)
         self.version = await self.store.save(self.thread_id, change, expected_version=self.version, fence=self._fence)
-        self._keep = None
-        known = KnownThread() if change.keep == 0 else self._parsed_thread
+        known = self._parsed_thread
         self._parsed_thread = known.changed(change, history, self.synced) if known is not None else None
         if self._parsed_thread is not None and self._parsed_thread is not known and self.parsed is not None:
             self.parsed.keep(self.thread_id, self._parsed_thread)
         if history is not None:
             self.synced = len(history)
-            self._known = [message.id for message in history]
+            self._known = [*self._known, *(message.id for message in change.append)]
 
 
 def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:

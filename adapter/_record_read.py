@@ -9,11 +9,11 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from ag_ui.core import Message
+from ag_ui.core import AssistantMessage, Message, ToolMessage
 
 from adapter import _errors as codes
 from adapter._access import Access
-from adapter._conversation import keep_server_activity, refuse_second_answers
+from adapter._conversation import keep_server_activity, refuse_second_answers, server_said
 from adapter._errors import AdapterError
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import ThreadRecord, stored_cards, stored_conversation
@@ -55,7 +55,6 @@ class RecordReader:
         """The position of `stored[0]` in the thread: above 0 when only its tail was read (`load_tail`)."""
         self.stored: Sequence[StoredMessage] = ()
         self.synced = 0
-        self._keep: int | None = None
         self._head: ThreadHead | None = None
         self._fence: int | None = None
         self._conversation: list[Message] | None = None
@@ -193,30 +192,52 @@ class RecordReader:
                 parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)
 
-    def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
-        """The history a new run starts from.
+    async def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
+        """The history a new run starts from; no request deletes what the record holds.
 
-        Server-kept: the stored conversation, plus the client's messages the store does not hold.
-        Client-kept: the client's messages, with the server's form cards as stored; the store keeps
-        the part it already holds and, if the client rewrote its history, drops the rest.
+        Continued: with a server-kept history, or when the client sent only messages the record does not
+        hold, the stored conversation, then the client's new messages: the model sees the whole thread.
+        A branch: a client-kept history that holds stored messages is what the model sees, even where it
+        leaves some out or edits what the client said (it regenerates or edits an earlier message). What
+        the server said stays as stored (the stored copy of each assistant, tool, reasoning and activity
+        message it names; a call it keeps keeps its stored answer), and the record keeps what the branch
+        left out: only the messages it does not hold are appended.
+
+        Raises:
+            ResumeError: RESUME_DUPLICATE when the input gives an answered call a second answer
+                (`adapter._conversation.refuse_second_answers`, against the whole thread).
         """
         stored = {message.id for message in self.stored} | self._held_before
-        if server_kept:
+        if server_kept or (self.stored and not any(message.id in stored for message in client)):
             history, known = self.conversation(client), set(stored)
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
                     history.append(message)
-            refuse_second_answers(history, stored)
-            return history
-        history = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
-        refuse_second_answers(history, stored)
-        self.synced = next(
-            (i for i, (ours, theirs) in enumerate(zip(history, self.stored, strict=False)) if ours.id != theirs.id),
-            min(len(history), len(self.stored)),
-        )
-        self._keep = self.synced if self.synced < len(self.stored) else None
+        else:
+            ours = self.conversation(client)
+            branch = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
+            history = server_said(branch, ours)
+            self.synced = next(
+                (i for i, (mine, theirs) in enumerate(zip(history, self.stored, strict=False)) if mine.id != theirs.id),
+                min(len(history), len(self.stored)),
+            )
+        refuse_second_answers(history, stored, await self._answers_before(history))
         return history
+
+    async def _answers_before(self, history: Sequence[Message]) -> dict[str, str]:
+        """The answers the thread stores before `base`, by call id; read only when a new answer's call is older.
+
+        A call in the tail has its stored answer (if any) after it, in the tail too.
+        """
+        if self.base == 0:
+            return {}
+        stored = {message.id for message in self.stored} | self._held_before
+        called = {c.id for m in history if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
+        if all(m.tool_call_id in called for m in history if isinstance(m, ToolMessage) and m.id not in stored):
+            return {}
+        older = await self.older_conversation()
+        return {m.tool_call_id: m.id for m in older if isinstance(m, ToolMessage)}
 
     def resumed_history(self, client: Sequence[Message]) -> tuple[list[Message], bool]:
         """The history a resume continues, and whether the client's messages already hold all of it.

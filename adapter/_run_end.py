@@ -63,6 +63,7 @@ class RunEnd:
     budget: CallBudget
     deferred: frozenset[str]
     provisional: dict[str, ToolMessage]
+    decided: dict[str, ToolMessage]
     held: OpenTurn | None
     reopened: bool
 
@@ -71,8 +72,9 @@ class RunEnd:
     ) -> AsyncIterator[BaseEvent]:
         if all(s.outcome == "pending" for s in suspensions):
             # AG-UI's ordinary frontend-tool path: the run succeeds and the client answers in `messages`.
-            waiting = {s.pending.tool_call_id for s in suspensions}
-            success = RunFinishedSuccessOutcome(pending_tool_call_ids=[c.id for c in calls if c.id in waiting])
+            waiting = [s.pending.call_id for s in suspensions]
+            made = [c.id for c in calls if c.id in waiting]
+            success = RunFinishedSuccessOutcome(pending_tool_call_ids=[*made, *(c for c in waiting if c not in made)])
             yield await self._complete(success, history)
             return
         pending = [s.pending for s in suspensions]

@@ -39,7 +39,7 @@ from adapter._ids import new_id
 from adapter._lifecycle import TurnEventType
 from adapter._limits import check_run_input
 from adapter._model_loop import ModelLoop
-from adapter._provisional import resumed_provisional
+from adapter._provisional import decided_answers, resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import resumed_state
@@ -82,6 +82,8 @@ class Run(ModelLoop):
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
         self.provisional: dict[str, ToolMessage] = {}
         """What stands for some of those calls unless the backend answers them (`adapter._provisional`)."""
+        self.decided: dict[str, ToolMessage] = {}
+        """The person's answers to the interrupts that named those calls: each stands if the backend leaves it open."""
         self.held: OpenTurn | None = None
         """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
         self.reopened = False
@@ -193,7 +195,7 @@ class Run(ModelLoop):
         if isinstance(gate, Resume):
             stream = self._resume(gate, toolset)
         else:
-            history = self.handle.history(self.input.messages, server_kept=self.config.history == "server")
+            history = await self.handle.history(self.input.messages, server_kept=self.config.history == "server")
             await self._notify(TurnEventType.TURN_STARTED)
             stream = self._model_loop(history, self.input.state, toolset)
         async for event in stream:
@@ -212,6 +214,7 @@ class Run(ModelLoop):
         self.budget = CallBudget(self.config.max_tool_calls, frozenset(gate.turn.counted_calls))
         self.deferred = frozenset(gate.turn.deferred_calls)
         self.provisional = resumed_provisional(gate.turn, gate.answers)
+        self.decided = decided_answers(gate.turn, gate.answers)
         history, held = self.handle.resumed_history(self.input.messages)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it

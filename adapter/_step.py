@@ -67,8 +67,14 @@ class Step:
     """The backend's answers to calls it deferred in an earlier step."""
     provisional: dict[str, ToolMessage] = field(default_factory=dict)
     """Results the backend reported for deferred calls before its interrupt: each stands unless it gives another."""
+    decided: dict[str, ToolMessage] = field(default_factory=dict)
+    """The person's answers to interrupts that named deferred calls: each stands if the backend leaves its call open."""
     taken: set[str] = field(default_factory=set)
     """Message ids the thread already uses: a backend's name for a new message must be a new one (EVT-3)."""
+    called: set[str] = field(default_factory=set)
+    """Tool-call ids the thread and this step already use: one id is one call, so a new call's id must be new."""
+    left_open: list[str] = field(default_factory=list)
+    """Deferred calls the backend ended its step without answering, and without an interrupt: the client's to answer."""
     state: JSON = None
     """The run's state, moved by the backend's STATE_SNAPSHOT and STATE_DELTA events as they stream."""
     max_state_bytes: int = MAX_PATCHED_BYTES

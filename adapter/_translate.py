@@ -22,7 +22,7 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
-from adapter._conversation import MISSING_RESULT, HistoryView, chosen_view
+from adapter._conversation import HistoryView, chosen_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
@@ -100,6 +100,7 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
 def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
     _check_ids(item)
+    _check_new_call(item, step)
     if isinstance(item, TextDelta):
         return _text(item, step)
     if isinstance(item, ToolCallChunk):
@@ -134,6 +135,27 @@ def _check_ids(item: BackendItem) -> None:
         if problem is not None:
             shown = ascii(value[:40]) + ("..." if len(value) > 40 else "")
             raise BackendError(f"The agent backend gave a {field} that {problem}: {shown}.")
+
+
+def _check_new_call(item: BackendItem, step: Step) -> None:
+    """Refuse a call that opens under an id the thread or the step already uses, before anything of it is recorded.
+
+    A tool-call id is unique in a thread: a second call under it would let the backend answer the first
+    (its result would be taken as the answer to a call a person decides), or run a tool again under the
+    first call's idempotency key. The pieces of one streamed call (`ToolCallChunk`, then its whole
+    item) open it once.
+
+    Raises:
+        BackendError: BACKEND_ERROR, naming the id.
+    """
+    if not isinstance(item, ToolCall | ToolCallChunk | ExecutedToolCall | DeferredToolCall):
+        return
+    if item.id in step.streaming:
+        return
+    if item.id in step.called:
+        shown = ascii(item.id[:40]) + ("..." if len(item.id) > 40 else "")
+        raise BackendError(f"The agent backend opened a tool call under an id the thread already uses: {shown}.")
+    step.called.add(item.id)
 
 
 def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:
@@ -259,19 +281,28 @@ def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
 
 
 def settle_deferred(step: Step) -> list[BaseEvent]:
-    """After a step that ends without the backend's interrupt, no deferred call waits any more: answer each.
+    """After a step that ends without the backend's interrupt, its provisional results stand; the rest stay open.
 
-    A call keeps the last provisional result the backend reported for it, or is stated as missing, so
-    every call is answered exactly once in what is streamed, stored and sent.
+    A call keeps the last provisional result the backend reported for it, or else the person's answer
+    to the interrupt that named it. A call with none was left open
+    by its owner, and only its owner may answer it (AG-UI FE-1): the engine never invents a result. It
+    goes to the client, as a frontend call does (`Step.left_open`), and the client's answer goes back.
     """
     if step.interrupts:
         return []
-    waiting = [*(c for c in step.provisional if c in step.deferred), *sorted(step.deferred - step.provisional.keys())]
     events: list[BaseEvent] = []
-    for call_id in waiting:
-        missing = ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=MISSING_RESULT, error="missing")
-        events += _answer_deferred(step, step.provisional.get(call_id, missing))
+    for call_id in [c for c in step.provisional if c in step.deferred]:
+        events += _answer_deferred(step, step.provisional[call_id])
+    for call_id in [c for c in step.decided if c in step.deferred]:
+        events += _answer_deferred(step, step.decided[call_id])
+    step.left_open = [call_id for call_id in _call_order(step) if call_id in step.deferred]
     return events
+
+
+def _call_order(step: Step) -> list[str]:
+    """The deferred calls in the order they were made: earlier turns' first (by id), then this step's."""
+    made_here = [call.id for segment in step.segments for call in segment.calls]
+    return [*sorted(step.deferred - set(made_here)), *made_here]
 
 
 def _answer_deferred(step: Step, answer: ToolMessage) -> list[BaseEvent]:

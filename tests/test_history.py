@@ -70,21 +70,23 @@ async def test_server_kept_history_adds_each_resent_message_once(serve: Serve, m
     assert len(ids) == len(set(ids)) == len(thread.messages)
 
 
-async def test_client_kept_history_is_the_truth_for_a_new_run(
+async def test_a_client_branch_is_what_the_model_sees_and_the_record_keeps_what_it_left_out(
     serve: Serve, make_adapter: MakeAdapter, backend: ScriptedBackend
 ) -> None:
     served = await serve(make_adapter())
     thread = served.client.thread()
     await thread.say("where is order A17")
     first_user = thread.messages[0]
+    before = await stored_ids(served, thread.id)
 
-    rewritten = [first_user, user("hello")]  # the client dropped the rest of the first turn
-    reply = await served.client.post(run_input(thread.id, rewritten))
+    branch = [first_user, user("hello")]  # the client dropped the rest of the first turn: it regenerates
+    reply = await served.client.post(run_input(thread.id, branch))
 
     assert reply.outcome == {"type": "success"}
-    assert seen_by_model(backend)[:2] == [m["id"] for m in rewritten]
+    assert seen_by_model(backend)[:2] == [m["id"] for m in branch]
     ids = await stored_ids(served, thread.id)
-    assert ids[:2] == [m["id"] for m in rewritten] and len(ids) == 3
+    assert ids[: len(before)] == before  # nothing the record held is dropped
+    assert ids[len(before)] == branch[1]["id"] and len(ids) == len(before) + 2  # the new message and the reply
 
 
 async def test_a_new_run_stores_only_the_messages_it_adds(serve: Serve, make_adapter: MakeAdapter) -> None:

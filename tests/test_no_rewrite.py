@@ -39,10 +39,10 @@ async def race(existing: int, first: str, second: str, kept: int, new: int) -> t
     for run in runs:
         await run.load()
     slow, fast = runs
-    await fast.finish([*fast.history([], server_kept=True), *said("fast", 2)], "r2", None)
+    await fast.finish([*(await fast.history([], server_kept=True)), *said("fast", 2)], "r2", None)
     between = await store.load("t1")
     assert between is not None
-    mine = slow.history(slow.conversation()[:kept], server_kept=False) + said("slow", new)
+    mine = await slow.history(slow.conversation()[:kept], server_kept=False) + said("slow", new)
     try:
         await slow.finish(mine, "r1", None)
         refused = False

@@ -9,7 +9,8 @@ from typing import Any, Protocol
 import httpx
 import pytest
 import respx
-from ag_ui.core import Context, ResumeEntry, Tool, UserMessage
+from ag_ui.core import AssistantMessage, Context, FunctionCall, Message, ResumeEntry, Tool, ToolMessage, UserMessage
+from ag_ui.core import ToolCall as WireToolCall
 from agui import NAVIGATE, nulls_in, resolved, run_events, run_input, user
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -353,16 +354,38 @@ async def test_the_upstreams_own_call_and_result_join_the_conversation(
     assert json.loads(second[3]["content"]) == {"order": "A17", "status": "shipped"}
 
 
-async def test_an_own_call_without_a_result_is_recorded_as_failed(
-    router: respx.MockRouter, make_upstream: MakeUpstream
-) -> None:
+async def test_an_own_call_without_a_result_stays_open(router: respx.MockRouter, make_upstream: MakeUpstream) -> None:
     upstream_runs(router, ok(STARTED, call("up-own-1", "search_docs", '{"q": 1}'), text("Done."), finished()))
 
-    assert await items(make_upstream()) == [
-        DeferredToolCall("up-own-1", "search_docs", '{"q": 1}'),
-        TextDelta("Done."),
-        LateToolResult("up-own-1", "The upstream agent returned no result for this call.", "no result"),
-    ]
+    assert await items(make_upstream()) == [DeferredToolCall("up-own-1", "search_docs", '{"q": 1}'), TextDelta("Done.")]
+
+
+def refund_called(*after: Message) -> ModelRequest:
+    """A request whose thread holds the call r1 to `refund`, then `after`."""
+    called = AssistantMessage(
+        id="a1", tool_calls=[WireToolCall(id="r1", function=FunctionCall(name="refund", arguments="{}"))]
+    )
+    messages = [UserMessage(id="u1", content="refund"), called, *after]
+    return ModelRequest(messages=messages, tools=[], thread_id="t1", run_id="r")
+
+
+async def test_a_call_of_the_current_turn_streamed_again_is_a_restatement_and_its_result_counts(
+    router: respx.MockRouter, make_upstream: MakeUpstream
+) -> None:
+    upstream_runs(router, ok(STARTED, call("r1", "refund", "{}"), result("r1", "refunded"), finished()))
+    model_request = refund_called(ToolMessage(id="t1", tool_call_id="r1", content="yes"))
+
+    assert await items(make_upstream(), model_request) == [LateToolResult("r1", "refunded")]
+
+
+async def test_a_call_of_an_earlier_turn_under_the_same_id_is_a_new_call_for_the_engine_to_refuse(
+    router: respx.MockRouter, make_upstream: MakeUpstream
+) -> None:
+    upstream_runs(router, ok(STARTED, call("r1", "refund", "{}"), finished()))
+    answered = ToolMessage(id="t1", tool_call_id="r1", content="yes")
+    model_request = refund_called(answered, UserMessage(id="u2", content="again"))
+
+    assert await items(make_upstream(), model_request) == [DeferredToolCall("r1", "refund", "{}")]
 
 
 async def test_a_result_before_its_calls_end_is_kept(router: respx.MockRouter, make_upstream: MakeUpstream) -> None:

@@ -86,9 +86,14 @@ class PydanticAgent:
                     index: DeltaToolCall(name="delete_file", json_args=arguments, tool_call_id=f"pai-delete-{index}")
                 }
             return
+        # A call id is unique in a thread, as a real model's are: a later turn's call gets the turn's number.
+        turn = sum(
+            isinstance(part, UserPromptPart) for m in messages if isinstance(m, ModelRequest) for part in m.parts
+        )
         for phrase, name, arguments in _CALLS:
             if phrase in str(prompt):
-                yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=f"pai-{name}")}
+                call_id = f"pai-{name}" if turn == 1 else f"pai-{name}-{turn}"
+                yield {0: DeltaToolCall(name=name, json_args=json.dumps(arguments), tool_call_id=call_id)}
                 return
         yield "Hello from Pydantic AI."
 
@@ -274,7 +279,7 @@ async def test_over_real_http_the_whole_round_trip_streams_clean(
 
     assert looked_up.outcome == {"type": "success"}
     assert looked_up.text == f"Done: lookup_order said {json.dumps(ORDER)}"
-    assert interrupt["toolCallId"] == "pai-navigate"
+    assert interrupt["toolCallId"] == "pai-navigate-2"  # the second turn's call
     assert answered.outcome == {"type": "success"}
     assert answered.text == 'Done: navigate said {"opened": "/orders"}'
     assert pydantic_agent.returns == [("lookup_order", ORDER), ("navigate", {"opened": "/orders"})]

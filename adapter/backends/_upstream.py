@@ -20,7 +20,7 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 
 import httpx
-from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInput, ToolMessage
+from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInput, ToolMessage, UserMessage
 
 from adapter._errors import BackendError, ConfigurationError
 from adapter._ids import new_id
@@ -86,7 +86,9 @@ class AGUIUpstream(ClientOwner):
         """Run the upstream agent once and stream its step: text, calls, passthrough events, interrupts."""
         body = self.run_input(request).model_dump_json(by_alias=True, exclude_none=True)
         tools = frozenset(t.name for t in request.tools)
-        reader = EventReader(tools, self._redact, _unanswered(request.messages), _sent(request.messages))
+        reader = EventReader(
+            tools, self._redact, _unanswered(request.messages), _sent(request.messages), _calls(request.messages)
+        )
         started = asyncio.get_running_loop().time()
         try:
             async with self._client.stream(
@@ -147,6 +149,17 @@ def _unanswered(messages: Sequence[Message]) -> set[str]:
     """The calls in `messages` without an answer: the ones the upstream deferred and may answer now."""
     called = {call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
     return called - {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+
+
+def _calls(messages: Sequence[Message]) -> dict[str, str]:
+    """The tool name of each call of the current turn (after the last user message) in `messages`, by call id.
+
+    An upstream that continues a paused call may stream it again; a call of an earlier turn is no
+    continuation, and an upstream that opens a call under its id is refused by the engine.
+    """
+    start = next((i + 1 for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], UserMessage)), 0)
+    turn = messages[start:]
+    return {call.id: call.function.name for m in turn if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
 
 
 def _sent(messages: Sequence[Message]) -> dict[str, set[str]]:

@@ -6,6 +6,8 @@
         a tool named in the request           -> ToolCall: the engine runs it or suspends on it
         any other tool (the upstream's own)    -> DeferredToolCall at once; its result comes at RUN_FINISHED
                                               (each keeps its parentMessageId, and a result its messageId)
+        a call the request's messages hold,   dropped: a restatement (an upstream that continues a paused
+        under the same id and name            call streams it again) is not a new call; its result counts
     STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
     REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
     TOOL_CALL_RESULT                          kept until RUN_FINISHED, the last word per call winning (the
@@ -17,9 +19,9 @@
                                               (the engine's conversation is the truth)
     SUBAGENT_*, any event a subagent made     dropped
     RUN_FINISHED                              the end: each kept result -> LateToolResult, provisional when the
-                                              outcome is an interrupt (a call left open then stays open, however
-                                              the interrupt names it); without one, an own call still without a
-                                              result gets a "no result" error; interrupts -> BackendInterrupt;
+                                              outcome is an interrupt; a call without a result stays open, with
+                                              or without an interrupt: only its owner may answer it (the engine
+                                              asks the client, AG-UI FE-1); interrupts -> BackendInterrupt;
                                               usage -> Usage
     RUN_ERROR, a cancelled outcome            BackendError
 
@@ -33,7 +35,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any
 
 from ag_ui.core import (
     BaseEvent,
@@ -69,8 +71,6 @@ from adapter._types import (
 from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
-
-NO_RESULT: Final = "The upstream agent returned no result for this call."
 
 _PASSTHROUGH = frozenset(
     {
@@ -121,6 +121,10 @@ class EventReader:
     """Calls the request left unanswered (the upstream deferred them): their results may come late."""
     sent: dict[str, set[str]] = field(default_factory=dict)
     """The answers the request gave each call (a provisional one among them): a snapshot repeating one says nothing."""
+    known: dict[str, str] = field(default_factory=dict)
+    """The calls the request's messages hold, by id, with their tool names: restating one opens no new call."""
+    restated: set[str] = field(default_factory=set)
+    """Calls of the request the upstream streamed again in this run: every piece of them is dropped."""
     finished: bool = False
     open_calls: dict[str, _Call] = field(default_factory=dict)
     """Calls started and not yet ended."""
@@ -161,7 +165,8 @@ class EventReader:
         return []
 
     def handle_call_args(self, event: ToolCallArgsEvent) -> list[BackendItem]:
-        self._open(event.tool_call_id).arguments.append(event.delta)
+        if event.tool_call_id not in self.restated:
+            self._open(event.tool_call_id).arguments.append(event.delta)
         return []
 
     def handle_call_end(self, event: ToolCallEndEvent) -> list[BackendItem]:
@@ -174,12 +179,13 @@ class EventReader:
             raise upstream_error("The upstream agent sent a tool-call chunk that names no call.")
         if self.chunked is not None and call_id != self.chunked:
             items += self._end(self.chunked)
-        if call_id not in self.open_calls:
+        if call_id not in self.open_calls and call_id not in self.restated:
             if not event.tool_call_name:
                 raise upstream_error("The upstream agent started a tool call without a name.")
             self._start(_Call(call_id, event.tool_call_name, event.parent_message_id))
         self.chunked = call_id
-        self.open_calls[call_id].arguments.append(event.delta or "")
+        if call_id not in self.restated:
+            self.open_calls[call_id].arguments.append(event.delta or "")
         return items
 
     def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
@@ -205,11 +211,10 @@ class EventReader:
         if outcome.type == "cancelled":
             raise upstream_error("The upstream agent cancelled its run.")
         interrupts = list(outcome.interrupts) if isinstance(outcome, RunFinishedInterruptOutcome) else []
-        # Before an interrupt every result is provisional and every call without one stays open: the
-        # upstream may answer any of them after the resume, however its interrupt refers to them.
+        # Before an interrupt every result is provisional: the upstream may answer any call after the resume,
+        # however its interrupt refers to them. A call without a result stays open, interrupt or not: the
+        # engine never answers on the upstream's behalf (FE-1), it asks the client.
         items: list[BackendItem] = [replace(r, provisional=bool(interrupts)) for r in self.results.values()]
-        if not interrupts:
-            items += [LateToolResult(c, NO_RESULT, "no result") for c in self.own if c not in self.results]
         if interrupts:
             items.append(BackendInterrupt(interrupts))
         for usage in event.usage or []:
@@ -235,6 +240,8 @@ class EventReader:
     def _end(self, call_id: str) -> list[BackendItem]:
         if self.chunked == call_id:
             self.chunked = None
+        if call_id in self.restated:
+            return []
         call = self.open_calls.pop(call_id, None)
         if call is None:
             raise upstream_error("The upstream agent ended a tool call it never started.")
@@ -248,6 +255,9 @@ class EventReader:
         self.results[result.tool_call_id] = result
 
     def _start(self, call: _Call) -> None:
+        if self.known.get(call.id) == call.name and call.id not in self.open_calls:
+            self.restated.add(call.id)  # the same call again, not a new one: one call id is one call
+            return
         self.open_calls[call.id] = call
         if call.name not in self.engine_tools:
             self.own[call.id] = None
