@@ -11,8 +11,18 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     approval-is-client the approval message calls the client tool instead of the refund
     no-message-ids     a TOOL_CALL_RESULT carries no messageId (TOOL-4 says it must)
     first-run-fails    the first run of all ends in RUN_ERROR (a server still warming up)
+    every-run-fails    every run ends in RUN_ERROR
+    refuses-everything every run is refused with HTTP 400
+    runs-unasked       the refund runs at once, with no approval asked
+    refuses-approvals  a message about a refund ends in RUN_ERROR; everything else works
+    invents-answers    a new user message answers every call left open ("No result was recorded ...") with a
+                       TOOL_CALL_RESULT, and drops the open approval
+    invents-in-record  the same, but the invented answer is only stored: the thread read shows it
+    keeps-history      the client's history replaces the record: a second answer, a rewrite or a replacement is kept
+    echoes-answers     the reply to a tool message quotes it, as a model that was sent it does
 
-`GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread.
+`GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread. `GET
+/threads/ID` answers `{"messages": [...]}`: the record, which keeps the first answer of each call and rewrites nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ from starlette.routing import Route
 
 Event = dict[str, Any]
 APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
+MISSING = "No result was recorded for this tool call."
 
 
 def _id(prefix: str) -> str:
@@ -48,17 +59,31 @@ class FaultyTarget:
     executions: Counter[str] = field(default_factory=Counter)
     open: dict[str, dict[str, str]] = field(default_factory=dict)
     """Per thread: open interrupt id -> the refund call it gates."""
+    record: dict[str, list[Event]] = field(default_factory=dict)
+    """Per thread: the messages as the server keeps them (`GET /threads/ID`)."""
 
     @property
     def app(self) -> Starlette:
         return Starlette(
-            routes=[Route("/", self.run, methods=["POST"]), Route("/executions", self.count, methods=["GET"])]
+            routes=[
+                Route("/", self.run, methods=["POST"]),
+                Route("/executions", self.count, methods=["GET"]),
+                Route("/threads/{thread}", self.read, methods=["GET"]),
+            ]
         )
 
     async def count(self, request: Request) -> Response:
         return JSONResponse({"executions": self.executions[request.query_params["thread"]]})
 
+    async def read(self, request: Request) -> Response:
+        record = self.record.get(request.path_params["thread"])
+        if record is None:
+            return JSONResponse({"error": {"code": "THREAD_NOT_FOUND"}}, status_code=404)
+        return JSONResponse({"messages": record, "next": None})
+
     async def run(self, request: Request) -> Response:
+        if "refuses-everything" in self.faults:
+            return JSONResponse({"error": {"code": "REFUSED", "message": "not today"}}, status_code=400)
         body = json.loads(await request.body())
         thread, run = body["threadId"], body["runId"]
         events = [
@@ -66,11 +91,26 @@ class FaultyTarget:
             *self._turn(thread, body),
         ]
         if events[-1]["type"] != "RUN_ERROR":
+            self._remember(thread, body["messages"])
             events.append({"type": "RUN_FINISHED", "threadId": thread, "runId": run, **self._outcome(thread, events)})
         return Response("".join(f"data: {json.dumps(e)}\n\n" for e in events), media_type="text/event-stream")
 
+    def _remember(self, thread: str, messages: list[Event]) -> None:
+        """Keep the client's new messages: a message already kept, or a second answer to a call, is left out."""
+        record = self.record.setdefault(thread, [])
+        if "keeps-history" in self.faults:
+            record[:] = [dict(m) for m in messages] + [m for m in record if m["id"] not in {n["id"] for n in messages}]
+            return
+        for message in messages:
+            answered = {m.get("toolCallId") for m in record if m.get("role") == "tool"}
+            if message["id"] in {m["id"] for m in record}:
+                continue
+            if message.get("role") == "tool" and message.get("toolCallId") in answered:
+                continue
+            record.append(dict(message))
+
     def _turn(self, thread: str, body: dict[str, Any]) -> Iterator[Event]:
-        if "first-run-fails" in self.faults and not self.started:
+        if "every-run-fails" in self.faults or ("first-run-fails" in self.faults and not self.started):
             self.started = True
             yield {"type": "RUN_ERROR", "code": "WARMING_UP", "message": "try again"}
             return
@@ -78,10 +118,14 @@ class FaultyTarget:
             yield from self._resume(thread, body["resume"])
             return
         last = body["messages"][-1]
+        if last["role"] == "user" and self.faults & {"invents-answers", "invents-in-record"}:
+            yield from self._invent(thread, body["messages"])
         if last["role"] == "tool":
-            yield from _text("Thanks.")
+            yield from _text(f"Thanks: {last['content']}" if "echoes-answers" in self.faults else "Thanks.")
         elif self.open.get(thread):
             yield {"type": "RUN_ERROR", "code": "RESUME_REQUIRED", "message": "answer the open interrupt first"}
+        elif "refund" in str(last.get("content")) and "refuses-approvals" in self.faults:
+            yield {"type": "RUN_ERROR", "code": "NO_REFUNDS", "message": "refunds are off"}
         elif "refund" in str(last.get("content")):
             yield from self._refund(thread, "navigate" if "approval-is-client" in self.faults else "refund_order")
         elif "go to" in str(last.get("content")):
@@ -89,9 +133,26 @@ class FaultyTarget:
         else:
             yield from _text("Hello.")
 
+    def _invent(self, thread: str, messages: list[Event]) -> Iterator[Event]:
+        """Answer every call the history leaves open, as a server that repairs history for its model and keeps it."""
+        self.open.pop(thread, None)
+        answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+        calls = [c["id"] for m in messages if m.get("role") == "assistant" for c in m.get("toolCalls") or []]
+        for call_id in (c for c in calls if c not in answered):
+            if "invents-answers" in self.faults:
+                yield from self._result(thread, call_id, MISSING)
+            else:
+                self.record.setdefault(thread, []).append(
+                    {"id": _id("missing"), "role": "tool", "toolCallId": call_id, "content": MISSING}
+                )
+
     def _refund(self, thread: str, tool: str) -> Iterator[Event]:
         call_id = _id("call")
         yield from self._call(tool, '{"order_id": "A1"}', call_id)
+        if "runs-unasked" in self.faults:
+            self.executions[thread] += 1
+            yield from self._result(thread, call_id, "refunded A1")
+            return
         interrupt: Event = {"id": _id("int"), "reason": "tool_call", "toolCallId": call_id, "responseSchema": APPROVAL}
         if "names-no-call" in self.faults:
             del interrupt["toolCallId"]
@@ -119,11 +180,12 @@ class FaultyTarget:
                 opened.pop(entry["interruptId"], None)
             ran = entry.get("status") == "resolved" and payload.get("approved") is True
             self.executions[thread] += ran
-            yield from self._result(call_id, "refunded A1" if ran else "The user denied this call.")
+            yield from self._result(thread, call_id, "refunded A1" if ran else "The user denied this call.")
         yield from _text("Done.")
 
-    def _result(self, call_id: str, content: str) -> Iterator[Event]:
+    def _result(self, thread: str, call_id: str, content: str) -> Iterator[Event]:
         message = {"id": _id("result"), "role": "tool", "toolCallId": call_id, "content": content}
+        self.record.setdefault(thread, []).append(message)
         if "snapshot-only" in self.faults:
             yield {"type": "MESSAGES_SNAPSHOT", "messages": [message]}
         elif "silent" not in self.faults:
@@ -148,7 +210,8 @@ class FaultyTarget:
         if interrupt is not None:
             return {"outcome": {"type": "interrupt", "interrupts": [interrupt]}}
         kinds = ("TOOL_CALL_START", "TOOL_CALL_CHUNK")
-        calls = [e["toolCallId"] for e in events if e["type"] in kinds and "toolCallId" in e]
+        answered = {e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"}
+        calls = [e["toolCallId"] for e in events if e["type"] in kinds and e.get("toolCallId") not in answered | {None}]
         return {"outcome": {"type": "success", "pendingToolCallIds": calls}} if calls else {}
 
 

@@ -19,6 +19,7 @@ from conformance_targets import TWO_REFUNDS, PydanticTarget, parallel_approval_a
 from restartable import ROOT
 from served_demo import serve_demo
 
+from adapter import HistoryMode
 from adapter.conformance import ConformanceFailure, Report, assert_conformant, case_catalogue, check
 from examples.demo import FrontendOutcome, build_app
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 DEMO = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A100"}
 PARALLEL = {**DEMO, "approval_message": "refund order A1", "parallel_approval_message": TWO_REFUNDS}
 RESTARTABLE = Path(__file__).parent / "restartable.py"
-CLI_TIMEOUT = 300  # seconds for one CLI run: ~30 requests
+CLI_TIMEOUT = 300  # seconds for one CLI run: ~50 requests
 
 
 def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
@@ -36,9 +37,9 @@ def statuses(report: Report | dict[str, Any]) -> dict[str, str]:
     return {case["id"]: case["status"] for case in cases}
 
 
-def demo_agui(tmp_path: Path, frontend_outcome: FrontendOutcome = "interrupt") -> Any:
+def demo_agui(tmp_path: Path, frontend_outcome: FrontendOutcome = "interrupt", history: HistoryMode = "client") -> Any:
     """The demo's AG-UI sub-app, in-process."""
-    app = build_app(str(tmp_path / "demo.db"), frontend_outcome=frontend_outcome)
+    app = build_app(str(tmp_path / "demo.db"), frontend_outcome=frontend_outcome, history=history)
     return next(route.app for route in app.routes if getattr(route, "path", "") == "/agui")
 
 
@@ -46,7 +47,7 @@ def demo_agui(tmp_path: Path, frontend_outcome: FrontendOutcome = "interrupt") -
 async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path, frontend_outcome: FrontendOutcome) -> None:
     report = await check(demo_agui(tmp_path, frontend_outcome), **DEMO)
 
-    assert report.ok, report.table()
+    assert report.failures == [], report.table()
     assert [case.id for case in report.cases] == [case_id for case_id, _, _ in case_catalogue()]
     expected = {case_id: "pass" for case_id, _, _ in case_catalogue()}
     expected |= {"partial-resume": "skip", "restart-resume": "skip"}
@@ -60,12 +61,38 @@ async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path, frontend_ou
     report.raise_for_failures()
 
 
+@pytest.mark.parametrize("history", ["client", "server"])
+@pytest.mark.parametrize("frontend_outcome", ["interrupt", "pending"])
+async def test_the_adapter_never_invents_an_answer(
+    tmp_path: Path, frontend_outcome: FrontendOutcome, history: HistoryMode
+) -> None:
+    report = await check(demo_agui(tmp_path, frontend_outcome, history), **DEMO)
+
+    assert report["invented-answer"].status == "pass", report.table()
+    evidence = report["invented-answer"].evidence
+    assert evidence.count("events and thread read") == 3, "the client's call, the approval's, and one in history"
+    assert report["runs-accepted"].status == "pass"
+
+
+@pytest.mark.parametrize("history", ["client", "server"])
+@pytest.mark.parametrize("frontend_outcome", ["interrupt", "pending"])
+async def test_the_adapter_keeps_one_answer_per_call(
+    tmp_path: Path, frontend_outcome: FrontendOutcome, history: HistoryMode
+) -> None:
+    report = await check(demo_agui(tmp_path, frontend_outcome, history), **DEMO)
+
+    assert report["one-answer-per-call"].status == "pass", report.table()
+    evidence = report["one-answer-per-call"].evidence
+    assert "a second answer: refused (RUN_ERROR RESUME_DUPLICATE)" in evidence
+    assert "a result for it: refused (RUN_ERROR RESUME_DUPLICATE)" in evidence, "the denied call keeps its denial"
+
+
 async def test_an_adapter_with_two_parallel_approvals_passes_the_partial_resume_case() -> None:
     report = await assert_conformant(parallel_approval_app(), **PARALLEL)
 
     assert report["partial-resume"].status == "pass"
     assert "RESUME_INCOMPLETE" in report["partial-resume"].evidence
-    assert {case.id: case.status for case in report.cases if case.status != "pass"} == {
+    assert {c.id: c.status for c in report.cases if c.status != "pass"} == {
         "frontend-call": "warn",
         "restart-resume": "skip",
     }
@@ -86,6 +113,9 @@ async def test_pydantic_ai_fails_replay_partial_resume_and_the_open_approval_cas
     assert found["lifecycle"] == found["approval-denied-approved"] == "pass"
     assert found["foreign-interrupt"] == "warn", "the FunctionModel's call ids repeat across threads"
     assert target.refunds.count("A1") > 2, "the kit's findings are real refunds"
+    assert found["one-answer-per-call"] == "fail", "stateless: the history's second answer reaches the model"
+    assert "the reply quotes it (inferred)" in report["one-answer-per-call"].evidence
+    assert found["invented-answer"] == "pass" and "no thread read" in report["invented-answer"].evidence
     with pytest.raises(ConformanceFailure, match="replay"):
         report.raise_for_failures()
     failing = [case.id for case in report.failures]
@@ -100,7 +130,7 @@ def test_the_case_catalogue_names_rules_from_the_rules_document() -> None:
     assert len({case_id for case_id, _, _ in catalogue}) == len(catalogue) >= 15
     assert all(rules and summary for _, rules, summary in catalogue)
     assert all(
-        rule.split("-")[0] in {"LIFE", "VER", "FE", "INT", "RES", "EVT", "TXT", "TOOL", "TRANS"}
+        rule.split("-")[0] in {"LIFE", "VER", "FE", "INT", "RES", "EVT", "TXT", "TOOL", "TRANS", "IN"}
         for _, rules, _ in catalogue
         for rule in rules
     )
@@ -117,8 +147,10 @@ def test_the_cli_passes_the_demo_over_real_http(tmp_path: Path) -> None:
     with serve_demo(tmp_path / "demo.db") as base:
         result = run_cli(base + "/agui/", tmp_path / "report.json", **DEMO)
 
-    assert result.returncode == 0, result.stdout + result.stderr
     written = json.loads((tmp_path / "report.json").read_text())
+    failing = {case_id for case_id, status in statuses(written).items() if status == "fail"}
+    assert failing == set(), result.stdout + result.stderr
+    assert result.returncode == 0, result.stdout + result.stderr
     assert written["target"] == base + "/agui/"
     assert set(statuses(written).values()) == {"pass", "skip", "warn"}
     assert [c["id"] for c in written["cases"] if c["status"] == "warn"] == ["frontend-call"]  # FE-2
@@ -167,10 +199,11 @@ def test_the_cli_resumes_after_a_restart_on_sqlite(restartable: tuple[str, Path]
 
     result = run_cli(url, tmp_path / "report.json", **DEMO, restart_cmd=command)
 
+    cases = json.loads((tmp_path / "report.json").read_text())["cases"]
+    failing = {c["id"] for c in cases if c["status"] == "fail"}
+    assert failing == set(), result.stdout + result.stderr
     assert result.returncode == 0, result.stdout + result.stderr
-    restart = next(
-        c for c in json.loads((tmp_path / "report.json").read_text())["cases"] if c["id"] == "restart-resume"
-    )
+    restart = next(c for c in cases if c["id"] == "restart-resume")
     assert restart["status"] == "pass", restart
     assert (state / "server.log").read_text().count("Demo page:") == 2, "the server really restarted"
 

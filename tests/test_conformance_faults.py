@@ -33,9 +33,9 @@ APPROVAL_CASES = (
 )
 
 
-async def run_kit(*faults: str, exact: bool = False) -> tuple[Report, FaultyTarget]:
+async def run_kit(*faults: str, exact: bool = False, **options: Any) -> tuple[Report, FaultyTarget]:
     target = FaultyTarget(frozenset(faults))
-    report = await check(target.app, **KIT, executions_url=EXACT if exact else None)
+    report = await check(target.app, **KIT, executions_url=EXACT if exact else None, **options)
     return report, target
 
 
@@ -53,6 +53,9 @@ async def test_a_well_behaved_target_passes_and_says_how_it_knows(exact: bool) -
     assert ("--executions-url, exact" in evidence) == exact
     assert ("TOOL_CALL_RESULT" in evidence) == (not exact)
     assert sum(target.executions.values()) >= 4, "the refunds the kit caused are real"
+    assert "events and thread read" in report["invented-answer"].evidence
+    assert "the thread read keeps the one answer" in report["one-answer-per-call"].evidence
+    assert report["runs-accepted"].status == "pass"
 
 
 @pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
@@ -177,3 +180,81 @@ async def test_a_refused_setup_message_is_tried_again_by_the_next_case() -> None
 
     assert report["frontend-call"].status == "skip" and "RUN_ERROR" in report["frontend-call"].evidence
     assert report["frontend-resolved"].status == "pass", report.table()
+
+
+@pytest.mark.parametrize(
+    ("fault", "seen"), [("invents-answers", "TOOL_CALL_RESULT"), ("invents-in-record", "thread read")]
+)
+async def test_an_answer_invented_for_a_call_nobody_answered_fails(fault: str, seen: str) -> None:
+    report, _ = await run_kit(fault)
+
+    assert report["invented-answer"].status == "fail", report.table()
+    evidence = report["invented-answer"].evidence
+    assert seen in evidence and "which nobody answered" in evidence
+    assert "No result was recorded for this tool call." in evidence
+
+
+async def test_an_answer_invented_only_in_the_record_needs_the_thread_read() -> None:
+    report, _ = await run_kit("invents-in-record", thread_url="http://agui.invalid/nowhere/{thread}")
+
+    assert report["invented-answer"].status == "pass", report.table()
+    assert "no thread read" in report["invented-answer"].evidence
+
+
+@pytest.mark.parametrize(
+    ("fault", "seen"),
+    [("keeps-history", "was stored: the thread read now holds"), ("echoes-answers", "the reply quotes it (inferred)")],
+)
+async def test_a_second_answer_that_is_kept_or_sent_to_the_model_fails(fault: str, seen: str) -> None:
+    report, _ = await run_kit(fault)
+
+    assert report["one-answer-per-call"].status == "fail", report.table()
+    assert seen in report["one-answer-per-call"].evidence
+    assert "a second answer for the answered navigate call" in report["one-answer-per-call"].evidence
+
+
+@pytest.mark.parametrize("fault", ["refuses-everything", "every-run-fails"])
+async def test_a_target_that_refuses_every_request_fails_the_report(fault: str) -> None:
+    report, _ = await run_kit(fault)
+
+    assert not report.ok
+    assert [case.id for case in report.failures] == ["runs-accepted"], report.table()
+    assert "every one of the" in report["runs-accepted"].evidence
+    assert ("HTTP 400" if fault == "refuses-everything" else "RUN_ERROR WARMING_UP") in report["runs-accepted"].evidence
+    assert {report[case_id].status for case_id in APPROVAL_CASES} == {"skip"}
+
+
+async def test_a_setup_message_refused_every_time_is_a_warning() -> None:
+    report, _ = await run_kit("refuses-approvals")
+
+    assert report.ok, report.table()
+    assert report["runs-accepted"].status == "warn"
+    assert "refused --approval-message" in report["runs-accepted"].evidence
+    assert report["frontend-resolved"].status == "pass"
+
+
+@pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
+async def test_a_gated_tool_that_runs_with_no_approval_fails_every_approval_case(exact: bool) -> None:
+    report, target = await run_kit("runs-unasked", exact=exact)
+
+    for case_id in (*APPROVAL_CASES, "invented-answer", "one-answer-per-call"):
+        assert report[case_id].status == "fail", (case_id, report.table())
+        assert "--approval-message ran " in report[case_id].evidence
+        assert "with no approval at all" in report[case_id].evidence
+    evidence = report["new-message-while-open"].evidence
+    assert ("--executions-url, exact" if exact else "refund_order (call") in evidence
+    assert ("inferred" in evidence) == (not exact)
+    assert sum(target.executions.values()) == 1, "later cases fail without sending the message again"
+    assert report["frontend-resolved"].status == "pass"
+
+
+@pytest.mark.slow
+async def test_the_cli_exits_1_when_every_request_is_refused(serve: Serve, tmp_path: Path) -> None:
+    served = await serve(FaultyTarget(frozenset({"refuses-everything"})).app)
+    flags = [f"--{name.replace('_', '-')}={value}" for name, value in KIT.items()]
+    command = [sys.executable, "-m", "adapter.conformance", "check", served.url + "/", *flags]
+
+    result = await asyncio.to_thread(subprocess.run, command, capture_output=True, text=True, timeout=300, cwd=ROOT)
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "FAIL    runs-accepted" in result.stdout

@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--parallel-approval-message", metavar="TEXT", help="opens two interrupts at once")
     run.add_argument("--restart-cmd", metavar="CMD", help="a shell command that restarts the server")
     run.add_argument("--executions-url", metavar="URL", help='GET URL?thread=ID -> {"executions": N}: exact verdicts')
+    run.add_argument(
+        "--thread-url", metavar="URL", help='GET URL ({thread} replaced by a thread id) -> {"messages": [...]}'
+    )
     run.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     run.add_argument("--junit", metavar="PATH", help="also write the report as JUnit XML, one test case per case")
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
@@ -56,6 +59,7 @@ def _check(args: argparse.Namespace) -> int:
             restart=restart,
             timeout=args.timeout,
             executions_url=args.executions_url,
+            thread_url=args.thread_url,
         )
     )
     if args.json:

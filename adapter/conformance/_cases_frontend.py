@@ -35,7 +35,7 @@ async def frontend_resolved(probe: Probe) -> Verdict:
     """A resolved answer becomes the ToolMessage for the original call, which is not streamed again."""
     call = await probe.frontend()
     nonce = new_id("answer")
-    reply = await _answer(call, payload={"conformance": nonce})
+    reply = await answer_call(call, payload={"conformance": nonce})
     if refused(reply):
         return "fail", f"the answer was refused: {reply.ending()}"
     restreamed = [
@@ -56,14 +56,14 @@ async def frontend_resolved(probe: Probe) -> Verdict:
 async def frontend_cancelled(probe: Probe) -> Verdict:
     """A cancelled answer is an answer: the run goes on, without RUN_ERROR."""
     call = await probe.frontend()
-    reply = await _answer(call, payload=None)
+    reply = await answer_call(call, payload=None)
     how = "status cancelled" if call.interrupt is not None else "a ToolMessage with error"
     if refused(reply):
         return "fail", f"a cancellation ({how}) was refused: {reply.ending()}"
     return "pass", f"cancelled with {how}; {reply.ending()}"
 
 
-async def _answer(call: Frontend, *, payload: object) -> Reply:
+async def answer_call(call: Frontend, *, payload: object) -> Reply:
     """Answer the call the way the run asked: a resume entry, or a ToolMessage; None cancels."""
     if call.interrupt is not None:
         interrupt_id = str(call.interrupt.get("id"))

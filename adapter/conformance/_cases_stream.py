@@ -6,7 +6,26 @@ from collections import Counter
 from collections.abc import Iterator
 
 from adapter.conformance._client import Exchange
-from adapter.conformance._probe import Probe, Skip, Verdict, case
+from adapter.conformance._probe import Probe, Skip, Verdict, case, refused
+
+
+@case("runs-accepted", "TRANS-1", "TRANS-2", "IN-3")
+async def runs_accepted(probe: Probe) -> Verdict:
+    """The target ran the kit's inputs: a check where every request was refused fails, it does not pass."""
+    exchanges = probe.client.exchanges
+    if not exchanges:
+        raise Skip("no case sent a run")
+    ran = [exchange for exchange in exchanges if not refused(exchange.reply)]
+    if not ran:
+        endings = _counts(Counter(exchange.reply.ending() for exchange in exchanges))
+        return "fail", f"every one of the {len(exchanges)} request(s) was refused ({endings}): nothing could be checked"
+    never = [f"{flag} ({n}×)" for flag, n in probe.tries.items() if n and probe.refusals[flag] == n]
+    if never:
+        return "warn", (
+            f"{len(ran)} of {len(exchanges)} request(s) ran, but the target refused {', '.join(never)} every time:"
+            " the cases that need it were skipped"
+        )
+    return "pass", f"{len(ran)} of {len(exchanges)} request(s) ran (the rest were refused on purpose)"
 
 
 @case("lifecycle", "LIFE-1", "LIFE-2", "LIFE-3", "LIFE-4", "VER-1", "TRANS-3", "TRANS-4")

@@ -6,13 +6,13 @@ from collections.abc import Collection
 
 import httpx
 
-from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_stream
+from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_record, _cases_stream
 from adapter.conformance._client import Client, Target
 from adapter.conformance._evidence import ExecutionsUnavailable
-from adapter.conformance._probe import CASES, Case, Options, Probe, Restart, Skip
+from adapter.conformance._probe import CASES, Case, Fail, Options, Probe, Restart, Skip
 from adapter.conformance._report import CaseResult, Report
 
-_MODULES = [module.__name__ for module in (_cases_frontend, _cases_gate, _cases_apply, _cases_stream)]
+_MODULES = [module.__name__ for module in (_cases_frontend, _cases_gate, _cases_apply, _cases_record, _cases_stream)]
 CASE_ORDER = sorted(CASES, key=lambda each: _MODULES.index(each.module))
 """Every case in the order it runs; the stream-wide cases come last, over what the others captured."""
 
@@ -27,6 +27,7 @@ async def check(
     restart: Restart | None = None,
     timeout: float = 60.0,
     executions_url: str | None = None,
+    thread_url: str | None = None,
 ) -> Report:
     """Run the black-box cases against an AG-UI endpoint and report each one.
 
@@ -43,9 +44,17 @@ async def check(
         timeout: Seconds one request may take.
         executions_url: The target's test hook, `GET URL?thread=ID` -> `{"executions": N}`: with it, every
             "ran" and "did not run" verdict is exact instead of read from the events.
+        thread_url: The target's thread read, `GET` with `{thread}` replaced by a thread id -> `{"messages": [...]}`;
+            without it the kit tries this adapter's own `<target>/threads/{thread}`.
     """
     options = Options(
-        frontend_tool, frontend_message, approval_message, parallel_approval_message, restart, executions_url
+        frontend_tool,
+        frontend_message,
+        approval_message,
+        parallel_approval_message,
+        restart,
+        executions_url,
+        thread_url,
     )
     client = Client(target, timeout=timeout)
     probe = Probe(client, options)
@@ -63,6 +72,8 @@ async def _run(probe: Probe, case: Case) -> CaseResult:
         status, evidence = await case.run(probe)
     except Skip as skip:
         status, evidence = "skip", str(skip)
+    except Fail as fail:
+        status, evidence = "fail", str(fail)
     except ExecutionsUnavailable as error:
         status, evidence = "skip", str(error)
     except httpx.HTTPError as error:
@@ -80,6 +91,7 @@ async def assert_conformant(
     restart: Restart | None = None,
     allow: Collection[str] = (),
     executions_url: str | None = None,
+    thread_url: str | None = None,
 ) -> Report:
     """The pytest entry point: `check()`, then `ConformanceFailure` (an AssertionError) on any failure.
 
@@ -92,6 +104,7 @@ async def assert_conformant(
         restart: As for `check()`.
         allow: Case ids whose failure the caller accepts (a known limitation); they still show in the report.
         executions_url: As for `check()`.
+        thread_url: As for `check()`.
 
     Returns:
         The report, when no case outside `allow` failed.
@@ -104,6 +117,7 @@ async def assert_conformant(
         parallel_approval_message=parallel_approval_message,
         restart=restart,
         executions_url=executions_url,
+        thread_url=thread_url,
     )
     report.raise_for_failures(allow=allow)
     return report

@@ -135,6 +135,25 @@ class Watch:
         return _id(message, key) not in self.known and message.get("toolCallId") not in self.client_calls
 
 
+def tool_answers(reply: Run, call_id: str) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every answer the reply reports for one call, with where.
+
+    Its TOOL_CALL_RESULTs first, then the tool messages for it in any MESSAGES_SNAPSHOT.
+    """
+    found: list[tuple[str, Mapping[str, Any]]] = [("TOOL_CALL_RESULT", r) for r in reply.results(call_id)]
+    for snapshot in reply.of("MESSAGES_SNAPSHOT"):
+        for message in snapshot.get("messages") or []:
+            if isinstance(message, Mapping) and message.get("role") == "tool" and message.get("toolCallId") == call_id:
+                found.append(("a tool message in MESSAGES_SNAPSHOT", message))
+    return found
+
+
+def content_of(message: Mapping[str, Any]) -> str:
+    """A tool message's content as text, for evidence and for finding a nonce in it."""
+    content = message.get("content")
+    return content if isinstance(content, str) else json.dumps(content)
+
+
 def _id(message: Mapping[str, Any], key: str) -> str | None:
     """A message's id, or None when it has none: a message without an id is never taken for one seen before."""
     value = message.get(key)

@@ -6,17 +6,21 @@ the exact channel (`--executions-url`). How the kit tells that a tool ran is in 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NoReturn, TypeAlias
 
+import httpx
+
 from adapter.client import GatedCall, gated_call
 from adapter.conformance._client import Client, Reply, Thread
-from adapter.conformance._evidence import ExecutionCounter, Watch
+from adapter.conformance._evidence import ExecutionCounter, Watch, executed, tool_answers
 from adapter.conformance._report import Status
 
 Verdict: TypeAlias = tuple[Status, str]
 Restart: TypeAlias = Callable[[], Awaitable[None]]
+_MAX_PAGES = 20  # pages of a thread read the kit follows; its threads are a few messages long
 
 APPROVE = {"approved": True}
 DENY = {"approved": False}
@@ -26,6 +30,10 @@ PERMISSIVE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
 class Skip(Exception):
     """The target lacks what a case needs; the message says what."""
+
+
+class Fail(Exception):
+    """What a case needed to set up already broke a rule (a gated tool ran with no approval); the message says how."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +46,9 @@ class Options:
     parallel_approval_message: str | None = None
     restart: Restart | None = None
     executions_url: str | None = None
+    thread_url: str | None = None
+    """`GET` it with `{thread}` replaced by a thread id: `{"messages": [...]}`, the thread as the server keeps it.
+    None: the kit tries this adapter's own route, `<url>/threads/{thread}`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +124,14 @@ class Probe:
         self.counter = ExecutionCounter(options.executions_url, client.http) if options.executions_url else None
         self._setup: dict[str, str] = {}
         """Messages found not to do what they are for, with what came back instead."""
+        self._broken: dict[str, str] = {}
+        """Messages found to break a rule as they are sent (a gated tool that ran unasked), with how."""
+        self.tries: Counter[str] = Counter()
+        """How many times each setup message was sent."""
+        self.refusals: Counter[str] = Counter()
+        """How many of those sends the target refused."""
+        self._gated_names: set[str] = set()
+        """The tools seen waiting for approval: a result for one of them, unasked, is the gated tool running."""
 
     @property
     def tools(self) -> list[dict[str, Any]]:
@@ -129,11 +148,37 @@ class Probe:
         client_calls = {c.id for run in thread.runs for c in run.calls if c.name == self.options.frontend_tool}
         return await Watch.start(thread, call, self.counter, client_calls)
 
+    async def read_thread(self, thread_id: str) -> list[dict[str, Any]] | None:
+        """The thread's messages as the server keeps them (its thread read), or None when it has none.
+
+        `--thread-url` names the read; without it the kit tries this adapter's `GET <url>/threads/{thread}`. Only a
+        200 answer `{"messages": [...]}` counts; its pages (`next`, `?after=`) are followed.
+        """
+        template = self.options.thread_url or self.client.url.rstrip("/") + "/threads/{thread}"
+        url = template.replace("{thread}", thread_id)
+        messages: list[dict[str, Any]] = []
+        params: dict[str, str] = {}
+        for _ in range(_MAX_PAGES):
+            try:
+                response = await self.client.http.get(url, params=params)
+                body = response.json() if response.status_code == 200 else None
+            except (httpx.HTTPError, ValueError):
+                return None
+            if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
+                return None
+            page = body["messages"]
+            messages += [m for m in page if isinstance(m, dict)]
+            after = body.get("next")
+            if not isinstance(after, str) or not after:
+                break
+            params = {"after": after}
+        return messages
+
     async def frontend(self) -> Frontend:
         """Send the frontend message on a fresh thread; Skip unless the agent called the client tool."""
         self._refuse("--frontend-message")
         thread = self.thread()
-        reply = await thread.say(self.options.frontend_message)
+        reply = await self._send(thread, "--frontend-message", self.options.frontend_message)
         calls = [call for call in reply.calls if call.name == self.options.frontend_tool]
         if not calls:
             self._fail("--frontend-message", f"did not call {self.options.frontend_tool} ({reply.ending()})", reply)
@@ -146,9 +191,13 @@ class Probe:
         flag = "--parallel-approval-message" if message else "--approval-message"
         self._refuse(flag)
         thread = self.thread()
-        reply = await thread.say(message or self.options.approval_message)
+        before = await self.counter.count(thread.id) if self.counter is not None else 0
+        reply = await self._send(thread, flag, message or self.options.approval_message)
         interrupts = reply.wire_interrupts
         if not interrupts:
+            unasked = await self._ran_unasked(thread, reply, before)
+            if unasked:
+                self._broke(flag, f"ran {unasked} with no approval at all ({reply.ending()})")
             self._fail(flag, f"ended with {reply.ending()}, not an interrupt", reply)
         ids = [call.id for call in reply.calls]
         answered = {str(result.get("toolCallId")) for result in reply.of("TOOL_CALL_RESULT")}
@@ -157,14 +206,58 @@ class Probe:
         client = [g.id for g in gates.values() if g and names.get(g.id) == self.options.frontend_tool]
         if client:
             self._fail(flag, f"opened a client-tool interrupt ({self.options.frontend_tool} call {client[0]})", reply)
+        early = [f"{names.get(g.id, 'a gated tool')} (call {g.id})" for g in gates.values() if g and _ran(reply, g.id)]
+        if early:
+            self._broke(flag, f"ran {early[0]} before anyone approved it: its result came with the approval request")
         if len(interrupts) < at_least:
             self._fail(flag, f"opened {len(interrupts)} approval(s); the case needs {at_least}", reply)
+        self._gated_names |= {names[g.id] for g in gates.values() if g and g.id in names}
         return Approval(thread, reply, interrupts, gates)
 
+    async def _send(self, thread: Thread, flag: str, message: str) -> Reply:
+        """Send a setup message, counting the tries and the refusals (the `runs-accepted` case reads them)."""
+        reply = await thread.say(message)
+        self.tries[flag] += 1
+        self.refusals[flag] += refused(reply)
+        return reply
+
+    async def _ran_unasked(self, thread: Thread, reply: Reply, before: int) -> str:
+        """What ran in a run that asked for no approval: exact with the counter, else from the results; "" for nothing.
+
+        Without the counter, a result that reads as a run of a tool seen waiting for approval in an earlier case is
+        the gated tool; when no approval has been seen yet, a run of any server tool is taken for it (inferred).
+        """
+        if self.counter is not None:
+            count = await self.counter.count(thread.id) - before
+            return f"a tool {count} time(s) (--executions-url, exact)" if count else ""
+        names = {call.id: call.name for call in reply.calls}
+        server = [
+            (name, call_id, where)
+            for call_id, name in names.items()
+            if name != self.options.frontend_tool
+            for where, result in tool_answers(reply, call_id)
+            if executed(result)
+        ]
+        gated = [each for each in server if each[0] in self._gated_names]
+        if gated:
+            name, call_id, where = gated[0]
+            return f"{name}, a tool it asks approval for (call {call_id}: {where})"
+        if server and not self._gated_names:
+            name, call_id, where = server[0]
+            return f"{name} (call {call_id}: {where}; inferred to be the gated tool)"
+        return ""
+
     def _refuse(self, flag: str) -> None:
-        """Skip at once when an earlier case found that `flag`'s message does not do what it is for."""
+        """Skip (or fail) at once when an earlier case found that `flag`'s message does not do what it is for."""
+        if flag in self._broken:
+            raise Fail(self._broken[flag])
         if flag in self._setup:
             raise Skip(self._setup[flag])
+
+    def _broke(self, flag: str, what: str) -> NoReturn:
+        """Fail: sending the message already broke a rule. Later cases fail at once, without sending it again."""
+        self._broken[flag] = f"setup: {flag} {what}; a gated tool must wait for its answer"
+        raise Fail(self._broken[flag])
 
     def _fail(self, flag: str, what: str, reply: Reply) -> NoReturn:
         """Skip: the message did not do what it is for.
@@ -176,6 +269,11 @@ class Probe:
         if not refused(reply):
             self._setup[flag] = detail
         raise Skip(detail)
+
+
+def _ran(reply: Reply, call_id: str) -> bool:
+    """Whether the reply reports a run of `call_id` (a result that reads as one)."""
+    return any(executed(result) for _, result in tool_answers(reply, call_id))
 
 
 def _gates(interrupt: dict[str, Any], reply: Reply, call_id: str) -> bool:
