@@ -1,7 +1,7 @@
 """What some tests need beyond pip: the TypeScript clients and the CopilotKit example (`npm ci`), Chromium.
 
 A test that needs one is marked (`needs_node`, `needs_copilotkit`, `needs_chromium`, `needs_strands`,
-`needs_adk`, `needs_crewai`, `needs_llamaindex`). Where a
+`needs_adk`, `needs_crewai`, `needs_llamaindex`, `needs_agno`, `needs_maf`). Where a
 dependency is missing, a local run skips the test and says which command installs it. Under CI
 (`CI` set, as `.ci/run` sets it) nothing is skipped: the test runs and fails with the same message,
 so a missing dependency can never pass there.
@@ -59,8 +59,16 @@ def missing_chromium() -> str | None:
 
 
 STRANDS_REQUIREMENTS = TESTS / "upstreams" / "strands-requirements.txt"
-FRAMEWORK_VENVS = {"strands": "strands", "adk": "agents", "llamaindex": "agents", "crewai": "crewai"}
-"""Each wrapped framework's virtualenv suffix: ADK and LlamaIndex share one, CrewAI's pins conflict with ADK's."""
+FRAMEWORK_VENVS = {
+    "strands": "strands",
+    "adk": "agents",
+    "llamaindex": "agents",
+    "crewai": "crewai",
+    "agno": "agno",
+    "maf": "maf",
+}
+"""Each wrapped framework's virtualenv suffix: ADK and LlamaIndex share one, CrewAI's pins conflict with ADK's,
+Microsoft Agent Framework pins ag-ui-protocol<0.2, whose RunAgentInput Agno's route would hold our input to."""
 
 
 def requirements(name: str) -> Path:
