@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ag_ui.core import ActivityMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
+from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter._calls import execute, parse_arguments, starting_state, tool_context, tool_message, with_prediction
 from adapter._config import EngineConfig
@@ -25,6 +25,9 @@ log = logging.getLogger("adapter.answers")
 INPUT_REQUIRED_AGAIN = "INPUT_REQUIRED_AGAIN"
 """The `ToolMessage.error` of a tool that asked for input again after receiving it."""
 
+APPROVAL_ACTIVITY = "agent_approval"
+"""The activity type of the record of a person's decision on an approval (`Settled.apply_to`)."""
+
 
 @dataclass(slots=True)
 class Settled:
@@ -41,16 +44,71 @@ class Settled:
     """Form cards that moved to SUBMITTED or CANCELLED."""
     kept: list[Kept] = field(default_factory=list)
     """The state changes of the answered calls that succeeded: predictions and what approved tools changed."""
+    decisions: list[ActivityMessage] = field(default_factory=list)
+    """The record of each approval decided: who decided, when, what was proposed and what ran."""
+    edited: list[AssistantMessage] = field(default_factory=list)
+    """Assistant messages whose call ran with a person's edits: they now show the arguments that ran."""
 
-    def apply_to(self, history: list[Message], turn_id: str, now: datetime) -> None:
-        """Add the answers to the conversation, and move each answered form's card on."""
+    @property
+    def moved(self) -> list[Message]:
+        """The stored messages this settling changed in place: form cards, and calls that ran as edited."""
+        return [*self.activities, *self.edited]
+
+    def apply_to(self, history: list[Message], turn_id: str, now: datetime, principal: str | None = None) -> None:
+        """Add the answers to the conversation, move each answered form's card on, and record each approval.
+
+        An approval that ran with edits changes its call's arguments in the conversation: the model and
+        every reader see what ran; the record of the decision keeps the proposal.
+        """
         for answer in self.answers:
+            if answer.call.kind == "approval":
+                self._decided(history, answer, turn_id, now, principal)
             if answer.call.form_key is None:
                 continue
             moved = _move_form(history, activity_id(turn_id, answer.call.call_id), answer, now)
             if moved is not None:
                 self.activities.append(moved)
         history.extend(self.messages)
+        history.extend(self.decisions)
+
+    def _decided(
+        self, history: list[Message], answer: Answer, turn_id: str, now: datetime, principal: str | None
+    ) -> None:
+        call = answer.call
+        ran = _executed_arguments(answer) if answer.approved else None
+        decision = "approved" if answer.approved else "cancelled" if answer.status == "cancelled" else "declined"
+        content = {
+            "toolCallId": call.call_id,
+            "toolName": call.tool_name,
+            "decision": decision,
+            "decidedBy": principal,
+            "decidedAt": now.isoformat(),
+            "proposedArguments": call.arguments,
+            "arguments": ran,
+            "editedBy": principal if answer.edits is not None else None,
+        }
+        record_id = f"{turn_id}:approval:{call.call_id}"
+        self.decisions.append(ActivityMessage(id=record_id, activity_type=APPROVAL_ACTIVITY, content=content))
+        if answer.edits is not None and ran is not None:
+            edited = _with_arguments(history, call.call_id, ran)
+            if edited is not None:
+                self.edited.append(edited)
+
+
+def _with_arguments(history: list[Message], call_id: str, arguments: str) -> AssistantMessage | None:
+    """Give the call `call_id` these arguments in the assistant message that made it; that message, changed."""
+    for position, message in enumerate(history):
+        if isinstance(message, AssistantMessage) and any(c.id == call_id for c in message.tool_calls or []):
+            calls = [
+                c.model_copy(update={"function": c.function.model_copy(update={"arguments": arguments})})
+                if c.id == call_id
+                else c
+                for c in message.tool_calls or []
+            ]
+            changed = message.model_copy(update={"tool_calls": calls})
+            history[position] = changed
+            return changed
+    return None
 
 
 def _move_form(history: list[Message], message_id: str, answer: Answer, now: datetime) -> ActivityMessage | None:

@@ -226,6 +226,10 @@ class Run(ModelLoop):
         for message in settled.messages:
             if message.id not in settled.client_message_ids:
                 yield result_event(message)
+        for decision in settled.decisions:  # after the results, as they are stored
+            yield activity_event(decision)
+        if settled.edited:
+            yield MessagesSnapshotEvent(messages=history)  # the calls now show the arguments that ran
         state, changes = resumed_state(gate.turn, settled.kept, self.config.max_state_bytes)
         for change in changes:
             yield change
@@ -266,8 +270,8 @@ class Run(ModelLoop):
         """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
         settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
-        settled.apply_to(history, self.turn_id, self.config.now())
-        await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.activities)
+        settled.apply_to(history, self.turn_id, self.config.now(), self.principal)
+        await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.moved)
         await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
         return settled
 
@@ -277,13 +281,13 @@ class Run(ModelLoop):
         except BaseException:
             await self.handle.release()
             raise
-        settled.apply_to(history, self.turn_id, self.config.now())
+        settled.apply_to(history, self.turn_id, self.config.now(), self.principal)
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
             backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
-            self.held = await self.handle.hold_turn(backend_calls, history, settled.activities)
+            self.held = await self.handle.hold_turn(backend_calls, history, settled.moved)
         else:
-            await self.handle.close_turn(history, settled.activities)
+            await self.handle.close_turn(history, settled.moved)
         return settled
 
     def _close_open(self) -> list[BaseEvent]:

@@ -1,3 +1,5 @@
+"""JSON pointers (RFC 6901): escaping a reference token, and joining tokens into a pointer."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable

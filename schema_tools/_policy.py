@@ -1,3 +1,5 @@
+"""`SchemaPolicy`: the limits and switches `check_schema` applies to a schema from outside."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -55,7 +55,9 @@ async def test_a_four_eyes_approver_sees_no_message_and_its_input_is_not_used(
     seen = seen_by_model(backend)
     assert "bob" not in seen and "SECRET" not in seen
     stored = await place.stored(alice.id)
-    assert "bob" not in stored_texts(stored) and stored.head.owner == "alice"
+    (decision,) = [json.loads(m.json) for m in stored.messages if m.role == "activity"]
+    assert decision["content"]["decidedBy"] == "bob"  # the record says who approved, and nothing else of bob's
+    assert "bob" not in stored_texts(stored).replace('"decidedBy":"bob"', "") and stored.head.owner == "alice"
     assert (await place.client("bob").get(f"/threads/{alice.id}")).status_code == 404
 
 

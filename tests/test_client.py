@@ -240,8 +240,13 @@ async def test_the_client_drives_the_demo_through_an_approval_with_edits(tmp_pat
     (result,) = done.results(str(interrupt.tool_call_id))
     assert json.loads(result["content"])["refunded"] == 3.5
     assert thread.interrupts == [] and thread.runs == [opened, done]
-    assert [m["role"] for m in thread.messages][-2:] == ["tool", "assistant"]
+    assert [m["role"] for m in thread.messages][-3:] == ["tool", "activity", "assistant"]
     assert "refunded" in thread.messages[-1]["content"]
+    (call,) = [c for m in thread.messages for c in m.get("toolCalls") or [] if c["id"] == interrupt.tool_call_id]
+    assert json.loads(call["function"]["arguments"]) == {"order_id": "A100", "amount": 3.5}  # what ran
+    decision = thread.messages[-2]["content"]
+    assert (decision["decision"], json.loads(decision["arguments"])["amount"]) == ("approved", 3.5)
+    assert json.loads(decision["proposedArguments"]) != json.loads(decision["arguments"])
 
 
 @pytest.mark.parametrize("outcome", ["interrupt", "pending"])

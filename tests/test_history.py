@@ -118,7 +118,7 @@ async def test_a_resume_appends_the_answers_without_rewriting_the_thread(
     assert reply.outcome == {"type": "success"} and kit.count("send_email") == 1
     claim, closed, finished = store.changes
     assert claim.claim and claim.append == () and claim.keep is None
-    assert [m.role for m in closed.append] == ["tool"] and closed.keep is None
+    assert [m.role for m in closed.append] == ["tool", "activity"] and closed.keep is None  # the answer, its record
     assert [m.role for m in finished.append] == ["assistant"] and finished.keep is None
 
 

@@ -89,7 +89,7 @@ async def test_an_approved_tool_runs_only_after_its_claim_is_stored(tmp_path: Pa
 
     assert events[-1].type == "RUN_FINISHED"
     assert seen == [[(True, "r1", [])]]
-    assert store.saves == [(True, "r1", []), (False, None, ["tool"]), (False, "kept", ["assistant"])]
+    assert store.saves == [(True, "r1", []), (False, None, ["tool", "activity"]), (False, "kept", ["assistant"])]
 
 
 async def test_racing_client_results_are_applied_once(tmp_path: Path) -> None:

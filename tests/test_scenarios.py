@@ -282,7 +282,6 @@ async def test_history_is_repaired_before_the_model_sees_it(connect: Connect, ba
         {"id": "a1", "role": "assistant", "toolCalls": calls},
         {"id": "act1", "role": "activity", "activityType": "progress", "content": {"done": 1}},
         tool_answer("call_answered", "found"),
-        tool_answer("call_answered", "found twice"),
         tool_answer("call_nowhere", "stray"),
         user("hello"),
     ]

@@ -128,7 +128,7 @@ def expected(plan: Plan, index: int) -> list[str]:
         return [f"final {index}.{finals[-1]}"]
     if plan.before[index]:
         return [f"provisional {index}"]
-    if index == 0 and plan.naming in ("tool_call_id", "metadata"):
+    if index == 0 and plan.naming in ("tool_call_id", "metadata", "confirmation"):
         return ['{"approved": true}']  # the interrupt named it: the person's answer is its answer
     return []
 

@@ -46,6 +46,24 @@ class MessageFolder:
             self._content(event)
         elif kind == "TOOL_CALL_RESULT" and not any(m.get("id") == event.get("messageId") for m in self.messages):
             self.messages.append(_tool_message(event))
+        elif kind == "ACTIVITY_SNAPSHOT" and "activity" not in self.drop_roles:
+            self._activity(event)
+
+    def _activity(self, event: Mapping[str, Any]) -> None:
+        """An activity message, new or replacing the one of its id (unless `replace` is false)."""
+        message_id = str(event.get("messageId"))
+        kept = next((m for m in self.messages if m.get("id") == message_id), None)
+        if kept is None:
+            self.messages.append(
+                {
+                    "id": message_id,
+                    "role": "activity",
+                    "activityType": event.get("activityType"),
+                    "content": event.get("content"),
+                }
+            )
+        elif event.get("replace", True) is not False:
+            kept["content"] = event.get("content")
 
     def _content(self, event: Mapping[str, Any]) -> None:
         message_id = event.get("messageId") or self._text or _new_id("message")

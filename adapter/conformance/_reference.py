@@ -21,8 +21,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapter import Adapter, create_app
+from adapter._adapter import Adapter
 from adapter._errors import CONTENT_TOO_LARGE
+from adapter._http import create_app
 from adapter.client import parse_sse
 from adapter.conformance._grader import Received, grade
 from adapter.conformance._scenarios import (

@@ -16,7 +16,8 @@ from typing import Any
 
 from ag_ui.core import AssistantMessage, StateDeltaEvent, StateSnapshotEvent, UserMessage
 
-from adapter import FormDefinition, tool
+from adapter._forms import FormDefinition
+from adapter._tools import tool
 from adapter.backends import BackendError, ModelRequest, Passthrough, TextDelta, ToolCall
 
 EXPIRES_AFTER = 3.0

@@ -1,3 +1,5 @@
+"""`MemoryStore`: the turn store in one process's memory, for tests and a single replica that may forget."""
+
 from __future__ import annotations
 
 import asyncio
