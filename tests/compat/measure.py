@@ -4,8 +4,12 @@
 
 prints one Markdown table per framework (docs/compatibility.md holds the last run's) and, with `--json`, every
 report. Pydantic AI and LangGraph run in this process, each with a scripted model; the others run in virtualenvs
-of their own (tests/upstreams/*-requirements.txt: Strands, and Google ADK, CrewAI and LlamaIndex once the
-upstream matrix has them) and are left out, with the reason, when theirs is missing.
+of their own (tests/upstreams/*-requirements.txt: Strands, Google ADK, CrewAI, LlamaIndex, Agno and Microsoft
+Agent Framework) and are left out, with the reason, when theirs is missing.
+
+Agno's and Microsoft Agent Framework's scripted models know one request, "refund 5 euros" (a `refund` tool that
+needs approval), so they get it as the approval message, no parallel approval message, and the same client-tool
+message as the others, which their models answer with text (the client-tool cases skip, and say so).
 
 Every framework gets the exact channel, `GET /executions?thread=ID` -> `{"executions": N}`, so every "ran" /
 "did not run" verdict is a count. In this process a middleware notes each run's thread and the gated tool counts
@@ -43,7 +47,7 @@ from adapter import Adapter, create_app  # noqa: E402
 from adapter.backends import AGUIUpstream  # noqa: E402
 from adapter.conformance import Report, check  # noqa: E402
 
-KIT = {
+KIT: dict[str, Any] = {
     "frontend_tool": "navigate",
     "frontend_message": "go to orders",
     "approval_message": "delete the draft",
@@ -51,7 +55,14 @@ KIT = {
 }
 EXECUTIONS: str | None = "http://agui.invalid/executions"
 THREAD: contextvars.ContextVar[str] = contextvars.ContextVar("thread", default="?")
-OUT_OF_PROCESS = ("strands", "adk", "crewai", "llamaindex")
+OUT_OF_PROCESS = ("strands", "adk", "crewai", "llamaindex", "agno", "maf")
+MESSAGES: dict[str, dict[str, Any]] = {
+    "agno": {"approval_message": "refund 5 euros", "parallel_approval_message": None},
+    "maf": {"approval_message": "refund 5 euros", "parallel_approval_message": None},
+}
+"""The messages a framework's scripted model knows, where they are not the kit's (KIT)."""
+ROUTES = {"agno": "agui"}
+"""A framework's AG-UI route under its server's URL, where it is not the root (its journal, `/deleted`, is)."""
 PACKAGES = {
     "pydantic_ai": ["pydantic-ai-slim"],
     "langgraph": ["ag-ui-langgraph", "langgraph"],
@@ -59,6 +70,8 @@ PACKAGES = {
     "adk": ["ag-ui-adk", "google-adk"],
     "crewai": ["ag-ui-crewai", "crewai"],
     "llamaindex": ["llama-index-protocols-ag-ui"],
+    "agno": ["agno", "ag-ui-protocol"],
+    "maf": ["agent-framework-ag-ui", "agent-framework-core", "ag-ui-protocol"],
 }
 
 
@@ -125,7 +138,6 @@ def with_hook(app: ASGIApp, upstream: Starlette) -> Starlette:
 class Measured:
     framework: str
     where: str
-    exact: bool
     report: Report
 
 
@@ -136,7 +148,7 @@ async def in_process(name: str, make: Callable[[Executions], ASGIApp]) -> list[M
         upstream = counted(make(executions), executions)
         target = upstream if where == "alone" else with_hook(behind(upstream), upstream)
         report = await check(target, **KIT, executions_url=EXECUTIONS)
-        measured.append(Measured(name, where, EXECUTIONS is not None, report))
+        measured.append(Measured(name, where, report))
     return measured
 
 
@@ -152,13 +164,16 @@ def langgraph(executions: Executions) -> ASGIApp:
     return LangGraphUpstream(deleted=executions).app
 
 
-def remote(url: str) -> Starlette:
-    """A framework served at `url`, in front of it `GET /executions` from its total (see the module docstring)."""
+def remote(url: str, route: str = "") -> Starlette:
+    """A framework served at `url` (its run route `route` under it), in front `GET /executions` from its total.
+
+    See the module docstring for why the total is exact per thread.
+    """
 
     async def forward(request: Request) -> Response:
         headers = {"content-type": "application/json", "accept": "text/event-stream"}
         async with httpx.AsyncClient(timeout=120) as http:
-            answer = await http.post(url, content=await request.body(), headers=headers)
+            answer = await http.post(url + route, content=await request.body(), headers=headers)
         return Response(answer.content, answer.status_code, media_type=answer.headers.get("content-type"))
 
     async def hook(request: Request) -> Response:
@@ -175,12 +190,12 @@ async def out_of_process(name: str) -> list[Measured]:
     for where in ("alone", "behind the adapter"):
         server = _start(name)
         try:
-            upstream = remote(server.url)
+            upstream = remote(server.url, ROUTES.get(name, ""))
             target = upstream if where == "alone" else with_hook(behind(upstream), upstream)
-            report = await check(target, **KIT, executions_url=EXECUTIONS)
+            report = await check(target, **(KIT | MESSAGES.get(name, {})), executions_url=EXECUTIONS)
         finally:
             server.stop()
-        measured.append(Measured(name, where, EXECUTIONS is not None, report))
+        measured.append(Measured(name, where, report))
     return measured
 
 
@@ -221,17 +236,19 @@ def versions(name: str) -> str:
     return ", ".join(found)
 
 
+def cell(measured: Measured, case_id: str) -> str:
+    """A case's status in the table, marked when the kit inferred it: without the hook, or from the events and the
+    model's reply where the hook has nothing to count (the record cases: what a server kept as a call's answer)."""
+    case = measured.report[case_id]
+    return f"{case.status} (inferred)" if "inferred" in case.evidence else case.status
+
+
 def table(measured: list[Measured]) -> str:
     cases = [case.id for case in measured[0].report.cases]
     head = "| case | " + " | ".join(f"{m.framework} {m.where}" for m in measured) + " |"
     rows = [head, "|---" * (len(measured) + 1) + "|"]
     for case_id in cases:
-        cells = []
-        for m in measured:
-            case = m.report[case_id]
-            inferred = " (inferred)" if "inferred" in case.evidence and not m.exact else ""
-            cells.append(f"{case.status}{inferred}")
-        rows.append(f"| `{case_id}` | " + " | ".join(cells) + " |")
+        rows.append(f"| `{case_id}` | " + " | ".join(cell(m, case_id) for m in measured) + " |")
     return "\n".join(rows)
 
 
