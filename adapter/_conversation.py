@@ -42,13 +42,14 @@ def chosen_view(
 ) -> list[Message]:
     """The model's view of `history`, from the messages the app's `choose` picked (all of them without one).
 
-    Whatever it picks, the view keeps the pairing rule of `model_view`: a call it kept is answered by
+    The app's view is given copies, which it may edit. Whatever it picks, the view keeps the pairing rule of `model_view`: a call it kept is answered by
     the answer it picked (it may shorten one), else by the recorded one, else stated as missing; an
     answer whose call it dropped is dropped.
     """
     if choose is None:
         return model_view(history, unanswered)
-    chosen = list(choose(list(history)))
+    # The view works on copies: whatever it edits, the stored, cached and streamed messages stay as they are.
+    chosen = list(choose([message.model_copy(deep=True) for message in history]))
     present = {message.id for message in chosen}
     calls = {call.id for m in chosen if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
     answers = [m for m in history if isinstance(m, ToolMessage) and m.tool_call_id in calls and m.id not in present]

@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from adapter import Adapter
 from adapter._conversation import MISSING_RESULT, chosen_view  # private on purpose: the view rule, for any selection
 from adapter.backends import Rule, ScriptedBackend
+from adapter.stores import SQLiteStore
 
 
 def last_turns(count: int) -> Any:
@@ -124,6 +125,31 @@ def test_a_view_cannot_change_the_history_it_is_given() -> None:
 
     assert chosen_view(history, clear) == []
     assert [m.id for m in history] == ["u"]
+
+
+async def test_a_view_that_edits_messages_in_place_changes_nothing_stored_cached_or_streamed(tmp_path: Any) -> None:
+    def shout(history: list[Message]) -> list[Message]:
+        for message in history:
+            if isinstance(message.content, str):
+                message.content = message.content.upper()  # an app's view that edits what it is given
+        return history
+
+    backend = ScriptedBackend([Rule(r".*", reply="fine")])
+    agent = Adapter(backend, store=SQLiteStore(tmp_path / "t.db"), history="server", history_view=shout)
+    first = user("hello there")
+    await run_events(agent, run_input("thread-edit", [first]))
+    stored = await agent.thread("thread-edit")
+
+    events = await run_events(agent, run_input("thread-edit", [user("again")]))
+
+    assert stored is not None and stored["messages"][0]["content"] == "hello there"
+    assert (await agent.thread("thread-edit"))["messages"][:2] == stored["messages"]  # type: ignore[index]
+    assert backend.requests[-1].messages[0].content == "HELLO THERE"  # the model saw the view
+    snapshots = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]
+    assert all(m.get("content") != "HELLO THERE" for e in snapshots for m in e["messages"])
+    again = await run_events(agent, run_input("thread-edit", [user("third")]))
+    assert again[-1]["type"] == "RUN_FINISHED"
+    assert backend.requests[-1].messages[0].content == "HELLO THERE"  # upper-cased once, from the stored text
 
 
 @pytest.mark.parametrize("count", [1, 2])
