@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -23,10 +24,11 @@ from adapter._config import EngineConfig, HistoryMode, check_options, checked_pr
 from adapter._conversation import HistoryView
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
+from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._lifecycle import Listener
-from adapter._limits import check_id
+from adapter._limits import check_id, check_run_input
 from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
 from adapter._runner import Run
@@ -159,19 +161,40 @@ class Adapter:
         """The server and control tools, forms' `request_user_input` included."""
         return list(self.config.tools)
 
-    def run(self, run_input: RunAgentInput, *, principal: str | None = None) -> AsyncIterator[BaseEvent]:
+    async def run(self, run_input: RunAgentInput, *, principal: str | None = None) -> AsyncIterator[BaseEvent]:
         """Run the agent for one input: RUN_STARTED, the run's events, one terminal event.
 
         `principal` sent the input; the `authorize` policy is asked before RUN_STARTED. An input without
         `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade of `adapter._compat`.
+        `start` is the same run in two phases: its refusals come before any event is asked for.
 
         Raises:
             Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
             LimitExceeded: At the first iteration, when the input's client tools are over `max_client_tools`
-                or `max_client_tool_bytes` (413), or it breaks the nesting or id rule of `adapter._limits`
-                (422 `INPUT_TOO_DEEP`, `INVALID_ID`), as over HTTP; nothing was run or stored.
+                or `max_client_tool_bytes` (413), or it breaks the nesting or id rules of `adapter._limits`
+                (422 `INPUT_TOO_DEEP`, `INVALID_ID`, `DUPLICATE_MESSAGE_ID`), as over HTTP; nothing was run or stored.
         """
-        events = Run(self.config, run_input, principal).events()
+        async with aclosing(await self.start(run_input, principal=principal)) as events:
+            async for event in events:
+                yield event
+
+    async def start(
+        self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None
+    ) -> AsyncGenerator[BaseEvent, None]:
+        """Check, authorize and load one run; then its events, from RUN_STARTED to one terminal event.
+
+        An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there
+        and which no other code saw since; any other input is checked here.
+
+        Raises:
+            Forbidden: When the policy refuses; nothing was run or stored.
+            LimitExceeded: As for `run`; nothing was run or stored.
+        """
+        if isinstance(run_input, CheckedInput):
+            run_input = run_input.input
+        else:
+            check_run_input(run_input)
+        events = await Run(self.config, run_input, principal).start()
         return events if run_input.protocol_version is not None else for_unversioned_peer(events)
 
     def capabilities(self) -> AgentCapabilities:

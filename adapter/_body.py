@@ -5,11 +5,10 @@ from __future__ import annotations
 from contextlib import aclosing
 from typing import Final
 
-from ag_ui.core import RunAgentInput
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
-from adapter._input import parse_run_input
+from adapter._input import CheckedInput, parse_run_input
 
 _INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
 _UTF8: Final = frozenset({"utf-8", "utf8"})
@@ -42,8 +41,8 @@ async def read_body(request: Request, limit: int) -> bytes | None:
     return bytes(body)
 
 
-async def parse_body(body: bytes) -> RunAgentInput:
-    """The run input in `body`; a large body is parsed on a worker thread, off the event loop."""
+async def parse_body(body: bytes) -> CheckedInput:
+    """The run input in `body`, checked; a large body is parsed on a worker thread, off the event loop."""
     if len(body) <= _INLINE_PARSE_BYTES:
         return parse_run_input(body)
     return await run_in_threadpool(parse_run_input, body)

@@ -42,9 +42,9 @@ def chosen_view(
 ) -> list[Message]:
     """The model's view of `history`, from the messages the app's `choose` picked (all of them without one).
 
-    The app's view is given copies, which it may edit. Whatever it picks, the view keeps the pairing rule of `model_view`: a call it kept is answered by
-    the answer it picked (it may shorten one), else by the recorded one, else stated as missing; an
-    answer whose call it dropped is dropped.
+    The app's view is given copies, which it may edit. Whatever it picks, the view keeps the pairing rule
+    of `model_view`: a call it kept is answered by the answer it picked (it may shorten one), else by the
+    recorded one, else stated as missing; an answer whose call it dropped is dropped.
     """
     if choose is None:
         return model_view(history, unanswered)

@@ -35,7 +35,7 @@ from starlette.routing import Route
 from adapter import _errors as codes
 from adapter._body import is_json, parse_body, read_body
 from adapter._errors import AdapterError, Forbidden, LimitExceeded
-from adapter._input import InputRejected
+from adapter._input import CheckedInput, InputRejected
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
 from adapter._mount import OneSlashForm
@@ -56,7 +56,10 @@ PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
 class RunHandler(Protocol):
     """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`).
 
-    A request with a principal calls `run` and `thread` with `principal=`; an anonymous one without it.
+    A request with a principal calls `run` (or `start`) and `thread` with `principal=`; an anonymous one
+    without it. A handler with a `start` (`Adapter.start`) is started in two phases: the edge awaits it
+    with the `CheckedInput` it parsed, so refusals come before the stream opens and the input is not
+    checked twice. Any other handler's `run` gets the plain input, and its first event is awaited first.
     """
 
     def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
@@ -172,10 +175,10 @@ async def _run(
     if body is None:
         return _refuse(InputRejected(413, codes.CONTENT_TOO_LARGE, f"The body exceeds {max_body_bytes} bytes."))
     try:
-        run_input = await parse_body(body)
+        checked = await parse_body(body)
     except InputRejected as rejected:
         return _refuse(rejected)
-    started = await _start(handler, run_input, await _principal(request, principal_of))
+    started = await _start(handler, checked, await _principal(request, principal_of))
     if isinstance(started, Forbidden):
         return _refuse(InputRejected(403, started.code, started.message))
     if isinstance(started, LimitExceeded):
@@ -219,11 +222,16 @@ async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
 
 
 async def _start(
-    handler: RunHandler, run_input: RunAgentInput, who: str | None
+    handler: RunHandler, checked: CheckedInput, who: str | None
 ) -> Callable[[], AsyncIterator[BaseEvent]] | Forbidden | LimitExceeded:
-    """Start the run and await its first event, or its refusal; the stream continues from there."""
+    """Start the run: in two phases with the handler's `start`, else by awaiting its first event; or its refusal."""
+    options = {} if who is None else {"principal": who}
+    start = getattr(handler, "start", None)
     try:
-        events = handler.run(run_input) if who is None else handler.run(run_input, principal=who)  # type: ignore[call-arg]  # see RunHandler
+        if start is not None:
+            stream: AsyncIterator[BaseEvent] = await start(checked, **options)
+            return lambda: stream
+        events = handler.run(checked.input, **options)
         first = await anext(events)
     except (Forbidden, LimitExceeded) as refused:
         return refused

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from dataclasses import dataclass
 from typing import Any, Final, get_args
 
 from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAgentInput
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_jsonable_python
 
 from adapter import _errors as codes
-from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, checked_at_edge, repeated_message_id
+from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, repeated_message_id
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -50,14 +51,25 @@ class InputRejected(Exception):
         return {"error": error}
 
 
-def parse_run_input(body: bytes) -> RunAgentInput:
+@dataclass(frozen=True, slots=True)
+class CheckedInput:
+    """A run input the HTTP edge parsed from a body and checked: the nesting and id rules of `adapter._limits` hold.
+
+    Only `parse_run_input` makes one, and the edge hands it to `Adapter.start` with no other code in between, so
+    its run does not walk it again; an input that reaches the Python API any other way is checked there.
+    """
+
+    input: RunAgentInput
+
+
+def parse_run_input(body: bytes) -> CheckedInput:
     """Turn a request body into a `RunAgentInput`, or refuse it.
 
     Args:
         body: The raw request body, UTF-8 JSON.
 
     Returns:
-        The validated input, with unrecognised messages and content parts removed.
+        The validated input, with unrecognised messages and content parts removed, marked as checked.
 
     Raises:
         InputRejected: 422 `INVALID_INPUT` for bad JSON or a malformed known field; 422 `INPUT_TOO_DEEP`
@@ -68,7 +80,7 @@ def parse_run_input(body: bytes) -> RunAgentInput:
     run_input = _validate_json(body) or _validate_checked(body)
     check_protocol_version(run_input.protocol_version)
     check_limits(run_input)
-    return checked_at_edge(run_input)
+    return CheckedInput(run_input)
 
 
 def _validate_checked(body: bytes) -> RunAgentInput:

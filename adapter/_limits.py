@@ -6,8 +6,8 @@
     loads         `json.loads` for JSON text inside an input (a tool message, a model's arguments), under the rule
     id_problem    why a string cannot be an id that every store keeps, or None
     bad_input_id  the first id of a run input that breaks that rule (all checked at once), or None
-    check_run_input / check_id   both rules on what the Python API is given, as `LimitExceeded`
-    checked_at_edge   an input the HTTP edge has checked, so that its run does not check it again
+    repeated_message_id   the first message of a run input whose id an earlier one has, or None
+    check_run_input / check_id   the rules on what the Python API is given, as `LimitExceeded`
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
 255 levels (an input 254 levels deep used to pass the edge and end as `INTERNAL_ERROR`), PostgreSQL
@@ -19,7 +19,6 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import weakref
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -43,8 +42,6 @@ _NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
 _AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
 _DIP_PASSES: Final = 3
-_EDGE_CHECKED: Final[weakref.WeakValueDictionary[int, RunAgentInput]] = weakref.WeakValueDictionary()
-"""Inputs the HTTP edge built and checked, by identity (a model is not hashable): their runs skip the checks."""
 
 
 def body_depth_exceeds(body: bytes, limit: int) -> bool:
@@ -171,23 +168,15 @@ def _id_sites(run_input: RunAgentInput) -> Iterator[tuple[tuple[str | int, ...],
         yield ("resume", index, "interruptId"), entry.interrupt_id
 
 
-def checked_at_edge(run_input: RunAgentInput) -> RunAgentInput:
-    """Remember that the HTTP edge checked `run_input` (its body's depth and its ids): its run need not again."""
-    _EDGE_CHECKED[id(run_input)] = run_input
-    return run_input
-
-
 def check_run_input(run_input: RunAgentInput) -> None:
     """Refuse an input the Python API was given under the rules the HTTP edge applies to a body.
 
-    An input the edge built (`checked_at_edge`) passed them already and is not walked again.
+    An input the edge parsed comes to `Adapter.start` as a `CheckedInput` (`adapter._input`) and is not walked again.
 
     Raises:
         LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), 422 `DUPLICATE_MESSAGE_ID`, or 422
             `INPUT_TOO_DEEP`.
     """
-    if _EDGE_CHECKED.get(id(run_input)) is run_input:
-        return
     bad = bad_input_id(run_input)
     if bad is not None:
         raise LimitExceeded(f"The id at {bad[0]} {bad[1]}.", code=codes.INVALID_ID, status_code=422)

@@ -37,7 +37,6 @@ from adapter._events import activity_event, result_event
 from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._lifecycle import TurnEventType
-from adapter._limits import check_run_input
 from adapter._model_loop import ModelLoop
 from adapter._provisional import decided_answers, resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
@@ -91,15 +90,16 @@ class Run(ModelLoop):
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
 
-    async def events(self) -> AsyncGenerator[BaseEvent, None]:
-        """The run's events, from RUN_STARTED to exactly one terminal event.
+    async def start(self) -> AsyncGenerator[BaseEvent, None]:
+        """Authorize the input, read the thread and build the run's tools; then the run's events, not yet started.
+
+        The events go from RUN_STARTED to exactly one terminal event. A failure to read the store, or a
+        client tool the run cannot use, is reported in them as the run's RUN_ERROR.
 
         Raises:
-            Forbidden: Before RUN_STARTED, when the `authorize` policy refuses the input; nothing changed.
-            LimitExceeded: Before RUN_STARTED, when the input breaks the nesting or id rule (`adapter._limits`;
-                an input the HTTP edge built passed them there) or the client's tools are over the adapter's limits.
+            Forbidden: When the `authorize` policy refuses the input; nothing changed.
+            LimitExceeded: When the client's tools are over the adapter's limits; nothing changed.
         """
-        check_run_input(self.input)
         loaded = await self._load_checked()
         toolset = await client_toolset(
             self.config.tools,
@@ -107,6 +107,11 @@ class Run(ModelLoop):
             client_policy=self.config.client_tool_policy,
             limits=self.config.client_tool_limits,
         )
+        return self._events(loaded, toolset)
+
+    async def _events(
+        self, loaded: ThreadRecord | None | Exception, toolset: Toolset | AdapterError
+    ) -> AsyncGenerator[BaseEvent, None]:
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
             run_id=self.input.run_id,

@@ -7,6 +7,7 @@ asked; a backend or upstream item with such an id ends the run with `BACKEND_ERR
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ from agui import collect, resolved, run_input, user
 from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
-from adapter import Adapter, AdapterError, LimitExceeded
+from adapter import Adapter, AdapterError, LimitExceeded, create_app
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS  # private on purpose: the tests sit at the limits
 from adapter.backends import (
     BackendInterrupt,
@@ -190,6 +191,44 @@ async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monke
     await collect(direct.run(RunAgentInput.model_validate(run_input("t", [user("hi")]))))
 
     assert reply.status == 200 and len(walked) == 1  # the Python call alone
+
+
+class Rewriting:
+    """App code between the edge and the adapter: a handler that changes the input before it runs it."""
+
+    def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None]) -> None:
+        self.adapter, self.change = adapter, change
+
+    def run(self, run_input: RunAgentInput, **options: Any) -> AsyncIterator[Any]:
+        self.change(run_input)
+        return self.adapter.run(run_input, **options)
+
+    def capabilities(self) -> Any:
+        return self.adapter.capabilities()
+
+    async def thread(self, thread_id: str, **options: Any) -> Any:
+        return await self.adapter.thread(thread_id, **options)
+
+
+def bad_thread_id(run_input: RunAgentInput) -> None:
+    run_input.thread_id = "t" * 403 + "\x00"
+
+
+def deep_state(run_input: RunAgentInput) -> None:
+    run_input.state = nested(300)
+
+
+@pytest.mark.parametrize(("change", "code"), [(bad_thread_id, "INVALID_ID"), (deep_state, "INPUT_TOO_DEEP")])
+async def test_an_input_changed_after_the_edge_checked_it_is_checked_again(
+    serve: Serve, change: Callable[[RunAgentInput], None], code: str
+) -> None:
+    store = Spy()
+    served = await serve(create_app(Rewriting(Adapter(ScriptedBackend(fallback="ok"), store=store), change)))
+
+    reply = await served.client.post(run_input("t", [user("hi")]))
+
+    assert (reply.status, json.loads(reply.body)["error"]["code"]) == (422, code)
+    assert store.asked == []
 
 
 # Ids a backend makes: refused as the backend's failure before anything of the item is stored.

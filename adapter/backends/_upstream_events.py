@@ -165,7 +165,7 @@ class EventReader:
         return []
 
     def handle_call_args(self, event: ToolCallArgsEvent) -> list[BackendItem]:
-        if event.tool_call_id not in self.restated:
+        if not self._restating(event.tool_call_id):
             self._open(event.tool_call_id).arguments.append(event.delta)
         return []
 
@@ -179,12 +179,12 @@ class EventReader:
             raise upstream_error("The upstream agent sent a tool-call chunk that names no call.")
         if self.chunked is not None and call_id != self.chunked:
             items += self._end(self.chunked)
-        if call_id not in self.open_calls and call_id not in self.restated:
+        if call_id not in self.open_calls and (call_id not in self.restated or call_id != self.chunked):
             if not event.tool_call_name:
                 raise upstream_error("The upstream agent started a tool call without a name.")
             self._start(_Call(call_id, event.tool_call_name, event.parent_message_id))
         self.chunked = call_id
-        if call_id not in self.restated:
+        if not self._restating(call_id):
             self.open_calls[call_id].arguments.append(event.delta or "")
         return items
 
@@ -240,7 +240,7 @@ class EventReader:
     def _end(self, call_id: str) -> list[BackendItem]:
         if self.chunked == call_id:
             self.chunked = None
-        if call_id in self.restated:
+        if self._restating(call_id):
             return []
         call = self.open_calls.pop(call_id, None)
         if call is None:
@@ -253,6 +253,10 @@ class EventReader:
         """The upstream's latest word on a call: it replaces any earlier one of this run."""
         self.results.pop(result.tool_call_id, None)
         self.results[result.tool_call_id] = result
+
+    def _restating(self, call_id: str) -> bool:
+        """Whether the pieces of `call_id` restate a call of the request (dropped), not build a call of this run."""
+        return call_id in self.restated and call_id not in self.open_calls
 
     def _start(self, call: _Call) -> None:
         if self.known.get(call.id) == call.name and call.id not in self.open_calls:
