@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-from collections.abc import Iterable, Mapping
+import logging
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
@@ -21,7 +22,9 @@ from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._types import wire_json
-from adapter.stores import TurnStore
+from adapter.stores import StoredMessage, TurnStore
+
+log = logging.getLogger("adapter.thread_api")
 
 EntryLike = ResumeEntry | Mapping[str, Any]
 DEFAULT_PAGE: Final = 100
@@ -126,12 +129,29 @@ async def read_thread(
         return None  # deleted (and perhaps created again) in between
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
-    messages = [json.loads(message.json) for message in handle.stored]
     if page is None:
+        messages = [json.loads(message.json) for message in handle.stored]
         return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
-    end = start + len(handle.stored)
-    following = handle.stored[-1].id if handle.stored and end < handle.message_count else None
+    shown, following = await _page_end(handle, start)
+    messages = [json.loads(message.json) for message in shown]
     return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "next": following}
+
+
+async def _page_end(handle: RecordHandle, start: int) -> tuple[Sequence[StoredMessage], str | None]:
+    """The page's messages and its `next` cursor: the id of its last message that names its own position.
+
+    Ids are unique in a thread the engine wrote; a thread stored before that rule may repeat one, and a
+    cursor naming an id whose first position is earlier would page back: the page ends at the last
+    message whose id is its own, and the next page starts right after it.
+    """
+    stored = handle.stored
+    if not stored or start + len(stored) >= handle.message_count:
+        return stored, None
+    for index in range(len(stored) - 1, -1, -1):
+        if await handle.find(stored[index].id) == start + index:
+            return stored[: index + 1], stored[index].id
+    log.warning("thread %s: a page of repeated message ids; paging ends here", handle.thread_id)
+    return stored, None
 
 
 async def _page_start(handle: RecordHandle, page: Page) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ from agui import run_input, user
 
 from adapter import Adapter
 from adapter.backends import ScriptedBackend
-from adapter.stores import SQLiteStore, StoredThread
+from adapter.stores import SQLiteStore, StoredMessage, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Serve, Served
@@ -136,4 +137,35 @@ async def test_a_page_of_a_long_thread_reads_only_that_page_from_the_store(
     assert [m["content"] for m in middle["messages"][:2]] == ["note 701", "noted 701"]
     assert (len(first["messages"]), len(middle["messages"]), len(last["messages"])) == (10, 20, 1000)
     assert store.returned == 10 + 20 + 1000  # the head reads carry no message; nothing else is read
-    assert store.finds == 2
+    assert store.finds == 2 + 3  # each `after`, and each page's cursor checked to name its own position
+
+
+async def test_a_thread_stored_with_a_repeated_id_is_paged_through_once(tmp_path: Path, serve: Serve) -> None:
+    """A thread written before ids were unique in a thread may repeat one: paging still ends, each message once."""
+    store = SQLiteStore(tmp_path / "legacy.db")
+    said = [user("one"), {"id": "r-1", "role": "assistant", "content": "a"}, user("two")]
+    repeated = {"id": said[0]["id"], "role": "user", "content": "one, again"}
+    messages = [*said, repeated, {"id": "r-2", "role": "assistant", "content": "b"}]
+    stored = [StoredMessage(m["id"], m["role"], json.dumps(m, separators=(",", ":"))) for m in messages]
+    await store.save("legacy", ThreadChange(append=stored), expected_version=0)
+    served = await serve(Adapter(ScriptedBackend(), store=store))
+
+    for limit in (2, 3, 4):
+        pages = await read_pages_ending(served, "legacy", limit)
+        assert [m["content"] for page in pages for m in page] == [m["content"] for m in messages], limit
+    # A page of one repeated id has no cursor of its own: paging ends there, and never loops.
+    assert len(await read_pages_ending(served, "legacy", 1)) <= len(messages)
+
+
+async def read_pages_ending(served: Served, thread_id: str, limit: int) -> list[list[dict[str, Any]]]:
+    """Follow `next` until it ends (at most as many pages as messages, or the walk loops)."""
+    pages: list[list[dict[str, Any]]] = []
+    after = ""
+    for _ in range(20):
+        query = f"limit={limit}" + (f"&after={after}" if after else "")
+        body = (await served.client.get(f"/threads/{thread_id}?{query}")).json()
+        pages.append(body["messages"])
+        if body["next"] is None:
+            return pages
+        after = body["next"]
+    raise AssertionError(f"paging did not end: {pages}")
