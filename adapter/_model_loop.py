@@ -22,6 +22,7 @@ from ag_ui.core import (
 
 from adapter import _telemetry as telemetry
 from adapter._calls import StepCalls, run_calls
+from adapter._errors import BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
@@ -41,6 +42,7 @@ class ModelLoop(RunEnd):
 
     principal: str | None
     open_step: Step | None
+    older_calls: set[str] | None
 
     async def _model_loop(
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
@@ -117,6 +119,7 @@ class ModelLoop(RunEnd):
 
     async def _close_step(self, step: Step, history: list[Message]) -> None:
         """Take over what the step said and left: its messages, usage, deferred calls and provisional results."""
+        await self._check_older_calls(step)
         self.open_step = None
         self.usage.extend(step.usage)
         self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
@@ -124,6 +127,28 @@ class ModelLoop(RunEnd):
         if self.held is not None:
             self.held = None
             await self.handle.close_turn(history)  # the backend took its answers: they are spent
+
+    async def _check_older_calls(self, step: Step) -> None:
+        """A run that read only the thread's tail checks the step's new call ids against the older part too.
+
+        The step already refused an id of the tail or of itself as it streamed (`Step.called`); the older
+        messages are read once per run, and only when a step made calls.
+
+        Raises:
+            BackendError: BACKEND_ERROR, before anything of the step is stored.
+        """
+        if self.handle.base == 0:
+            return
+        made = {call.id for segment in step.segments for call in segment.calls}
+        if not made:
+            return
+        if self.older_calls is None:
+            older = await self.handle.older_conversation()
+            self.older_calls = {c.id for m in older if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
+        reused = sorted(made & self.older_calls)
+        if reused:
+            shown = ascii(reused[0][:40])
+            raise BackendError(f"The agent backend opened a tool call under an id the thread already uses: {shown}.")
 
     async def _dispatch(
         self, step: Step, toolset: Toolset, state: Any, history: list[Message]

@@ -70,6 +70,8 @@ class Run(ModelLoop):
         """What the principal may see of this run, and use of its input (`adapter._view`)."""
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
+        self.older_calls: set[str] | None = None
+        """The call ids of the thread before the tail this run read (`ModelLoop._check_older_calls`), once read."""
         self.resuming = False
         self.ended = False
         """True once the run's ending is stored: finished, failed or suspended again."""

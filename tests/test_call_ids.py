@@ -25,7 +25,7 @@ from starlette.routing import Route
 from upstreams.kit import tool_call_problems
 
 from adapter import Adapter, ToolContext, tool
-from adapter.backends import AGUIUpstream, Backend, BackendItem, ModelRequest, ToolCall
+from adapter.backends import AGUIUpstream, Backend, BackendItem, ModelRequest, TextDelta, ToolCall
 from adapter.stores import SQLiteStore
 
 Script = Callable[[dict[str, Any]], list[dict[str, Any]]]
@@ -287,3 +287,50 @@ async def test_with_interrupts_an_open_call_is_asked_for_and_the_resume_becomes_
     final = await stored_messages(adapter, thread)
     assert tool_call_problems(final) == []
     assert [json.loads(m["content"]) for m in final if m["role"] == "tool"] == [{"confirmed": True}]
+
+
+class OnCue(Backend):
+    """Calls `lookup` as `same-id` whenever the last message asks to look; otherwise says "ok"."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        if "look" in str(request.messages[-1].content):
+            yield ToolCall("same-id", "lookup", "{}")
+        else:
+            yield TextDelta("ok")
+
+
+class TailView:
+    """A history view that needs only the thread's last two stored messages."""
+
+    tail = 2
+
+    def __call__(self, history: list[Any]) -> list[Any]:
+        return history[-self.tail :]
+
+
+async def test_with_a_tail_view_a_call_id_older_than_the_tail_is_refused_too(tmp_path: Any) -> None:
+    looked: list[str] = []
+
+    @tool
+    def lookup(ctx: ToolContext) -> str:
+        """Look something up."""
+        looked.append(ctx.tool_call_id)
+        return "found"
+
+    backend = OnCue()
+    adapter = Adapter(
+        backend, tools=[lookup], store=SQLiteStore(tmp_path / "t.db"), history="server", history_view=TailView()
+    )
+    thread = new_id("thread")
+    assert (await run_events(adapter, run_input(thread, [user("look")])))[-1]["type"] == "RUN_FINISHED"
+    for turn in range(2):  # the call and its answer fall out of the tail
+        noted = await run_events(adapter, run_input(thread, [user(f"note {turn}")]))
+        assert noted[-1]["type"] == "RUN_FINISHED"
+    before = await stored_messages(adapter, thread)
+    assert [m["role"] for m in before[-2:]] == ["user", "assistant"] and len(before) == 8
+
+    again = await run_events(adapter, run_input(thread, [user("look again")]))
+
+    assert (again[-1]["type"], again[-1]["code"]) == ("RUN_ERROR", "BACKEND_ERROR")
+    assert looked == ["same-id"]
+    assert await stored_messages(adapter, thread) == before
