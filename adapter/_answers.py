@@ -9,6 +9,7 @@ from datetime import datetime
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
+from adapter import _telemetry as telemetry
 from adapter._calls import execute, parse_arguments, starting_state, tool_context, tool_message, with_prediction
 from adapter._config import EngineConfig
 from adapter._forms import ActivityConflict, activity_id, move_card
@@ -141,7 +142,12 @@ def runs_nothing(gate: Resume) -> bool:
 
 
 async def settle_answers(
-    gate: Resume, toolset: Toolset, run_input: RunAgentInput, config: EngineConfig, principal: str | None
+    gate: Resume,
+    toolset: Toolset,
+    run_input: RunAgentInput,
+    config: EngineConfig,
+    principal: str | None,
+    parent: telemetry.Span = telemetry.NULL_SPAN,
 ) -> Settled:
     """Turn each answer into the ToolMessage for its call, running the tools an answer allows as `principal`.
 
@@ -163,7 +169,7 @@ async def settle_answers(
         predicted = _predicted(answer, config)
         limit = config.max_state_bytes
         state = ToolState(starting_state(gate.turn.state, predicted, limit), limit)
-        outcome = await _settle_one(answer, toolset, run_input, state, principal)
+        outcome = await _settle_one(answer, toolset, run_input, state, principal, parent)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))
             tool = toolset.get(as_call.name)
@@ -200,7 +206,12 @@ def _executed_arguments(answer: Answer) -> str:
 
 
 async def _settle_one(
-    answer: Answer, toolset: Toolset, run_input: RunAgentInput, state: ToolState, principal: str | None
+    answer: Answer,
+    toolset: Toolset,
+    run_input: RunAgentInput,
+    state: ToolState,
+    principal: str | None,
+    parent: telemetry.Span,
 ) -> ToolResult | InputRequired:
     call = answer.call
     name = call.tool_name
@@ -215,9 +226,10 @@ async def _settle_one(
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
     as_call = ToolCall(call.call_id, name, call.arguments)
     if call.kind == "approval":
-        return await _approved(answer, as_call, tool, tool_context(run_input, call.call_id, state, principal=principal))
+        context = tool_context(run_input, call.call_id, state, principal=principal)
+        return await _approved(answer, as_call, tool, context, parent)
     context = tool_context(run_input, call.call_id, state, principal=principal, answer=answer.payload, answered=True)
-    outcome = await execute(as_call, tool, context)
+    outcome = await execute(as_call, tool, context, None, parent)
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)
         return ToolResult(
@@ -234,11 +246,11 @@ def _form_result(answer: Answer) -> ToolResult:
 
 
 async def _approved(
-    answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext
+    answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext, parent: telemetry.Span
 ) -> ToolResult | InputRequired:
     if not answer.approved:
         return ToolResult(f"The user declined {call.name}; it was not executed.", error="declined")
     arguments = answer.edits if answer.edits is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
-    return await execute(call, tool, context, arguments)
+    return await execute(call, tool, context, arguments, parent)

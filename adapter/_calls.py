@@ -114,13 +114,17 @@ def parse_arguments(text: str) -> dict[str, Any] | ToolResult:
 
 
 async def execute(
-    call: ToolCall, tool: FunctionTool, context: ToolContext, arguments: Mapping[str, Any] | None = None
+    call: ToolCall,
+    tool: FunctionTool,
+    context: ToolContext,
+    arguments: Mapping[str, Any] | None = None,
+    parent: telemetry.Span = telemetry.NULL_SPAN,
 ) -> ToolResult | InputRequired:
-    """Run a server tool; an `InputRequired` it raises is returned, as the signal it is."""
+    """Run a server tool (its span a child of the run's, `parent`); an `InputRequired` it raises is returned."""
     parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
     if isinstance(parsed, ToolResult):
         return parsed
-    span = telemetry.start("agui.tool", context.thread_id, context.run_id, **{"agui.tool": tool.name})
+    span = telemetry.start("agui.tool", context.thread_id, context.run_id, parent, **{"agui.tool": tool.name})
     outcome, code = "error", None
     try:
         result = await tool.invoke(parsed, context)
@@ -142,6 +146,7 @@ async def run_calls(
     principal: str | None,
     state: JSON = None,
     predicted: Mapping[str, list[Operation]] | None = None,
+    parent: telemetry.Span = telemetry.NULL_SPAN,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
 
@@ -169,7 +174,7 @@ async def run_calls(
         )
         for call, _ in runnable
     }
-    outcomes = await asyncio.gather(*(execute(call, tool, contexts[call.id]) for call, tool in runnable))
+    outcomes = await asyncio.gather(*(execute(call, tool, contexts[call.id], None, parent) for call, tool in runnable))
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
             waiting = suspend(call, tool, config.policy, config.now(), signal=outcome)

@@ -43,6 +43,7 @@ class ModelLoop(RunEnd):
     principal: str | None
     open_step: Step | None
     older_calls: set[str] | None
+    span: telemetry.Span
 
     async def _model_loop(
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
@@ -107,7 +108,7 @@ class ModelLoop(RunEnd):
 
     async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
         """The step's events; a held turn is given back if the backend fails."""
-        span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id)
+        span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
         try:
             async for event in stream_step(self.config.backend, request, step):
                 yield event
@@ -157,7 +158,7 @@ class ModelLoop(RunEnd):
         self.budget, over_limit = self.budget.spend(step.calls)
         predicted = step.predictor.operations()
         done = await run_calls(
-            step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted
+            step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted, self.span
         )
         left_open = _calls_named(history, step.left_open)
         now = self.config.now()

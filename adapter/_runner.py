@@ -70,6 +70,8 @@ class Run(ModelLoop):
         """What the principal may see of this run, and use of its input (`adapter._view`)."""
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
+        self.span = telemetry.NULL_SPAN
+        """The run's span (`agui.run`), the parent of every span the run starts."""
         self.older_calls: set[str] | None = None
         """The call ids of the thread before the tail this run read (`ModelLoop._check_older_calls`), once read."""
         self.resuming = False
@@ -121,7 +123,7 @@ class Run(ModelLoop):
             protocol_version=PROTOCOL_VERSION,
         )
         thread_id, run_id = self.input.thread_id, self.input.run_id
-        span = telemetry.start("agui.run", thread_id, run_id)
+        self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # the client went away before the end, unless said otherwise below
         try:
             if isinstance(loaded, Exception):
@@ -143,7 +145,7 @@ class Run(ModelLoop):
             async for event in self._error_events(error):
                 yield event
         finally:
-            telemetry.end_run(span, thread_id, run_id, outcome, code)
+            telemetry.finish(span, outcome, code)
 
     def _reported(self, exc: Exception) -> AdapterError:
         """What the client is told of a failure: an `AdapterError` as is, anything else without its internals."""
@@ -180,7 +182,7 @@ class Run(ModelLoop):
         return record
 
     async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
-        span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id)
+        span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)
         try:
             gate = await check_resume(
                 record,
@@ -275,7 +277,7 @@ class Run(ModelLoop):
 
     async def _settle_pure(self, gate: Resume, toolset: Toolset, history: list[Message], held: bool) -> Settled:
         """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
-        settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
+        settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn_id, self.config.now(), self.principal)
         await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.moved)
@@ -284,7 +286,7 @@ class Run(ModelLoop):
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
-            settled = await settle_answers(gate, toolset, self.input, self.config, self.principal)
+            settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
         except BaseException:
             await self.handle.release()
             raise

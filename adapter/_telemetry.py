@@ -13,8 +13,9 @@ and no SDK configured, the API's own no-op tracer and meter answer. An applicati
   `agui.resume.duplicates` (identical resumes answered from the stored outcome) and
   `agui.lease.takeovers` (a resume that took over a claim whose lease ran out).
 
-Spans are not made current (the run is an async generator, resumed from different places): a run's
-span is found by its thread and run id, and the spans inside it are its children.
+Spans are not made current (the run is an async generator, resumed from different places): the run
+passes its span to what it starts as `parent`, so each span inside a run is its child, and two runs
+that share a run id never share a parent.
 """
 
 from __future__ import annotations
@@ -51,9 +52,8 @@ class _NullSpan:
         pass
 
 
-_NULL_SPAN: Final = _NullSpan()
-_runs: dict[tuple[str, str], Span] = {}
-"""The open run spans, by (thread id, run id): the parents of the spans started inside a run."""
+NULL_SPAN: Final[Span] = _NullSpan()
+"""The span of nothing: what `start` returns while telemetry is off, and the parent of a run's span."""
 _api: list[tuple[ModuleType, Any, ModuleType]] = []
 """The API's trace module, this scope's tracer and the metrics module, once telemetry is on (issue 22:
 until then the API stays unimported, its modules out of memory)."""
@@ -97,27 +97,17 @@ duplicates: Final = _Counter("agui.resume.duplicates", "Identical resumes absorb
 takeovers: Final = _Counter("agui.lease.takeovers", "Claims taken over after the lease")
 
 
-def start(name: str, thread_id: str, run_id: str, **attributes: str) -> Span:
-    """Start a span inside the run's span (or the run's own, for `agui.run`); end it with `.end()`."""
+def start(name: str, thread_id: str, run_id: str, parent: Span = NULL_SPAN, **attributes: str) -> Span:
+    """Start a span, a child of `parent` (a run's span; none for the run's own); end it with `finish`."""
     api = _on()
     if api is None:
-        return _NULL_SPAN
+        return NULL_SPAN
     trace, tracer, _ = api
-    parent = _runs.get((thread_id, run_id))
-    context = trace.set_span_in_context(parent) if parent is not None else None
+    context = trace.set_span_in_context(parent) if parent is not NULL_SPAN else None
     span: Span = tracer.start_span(
         name, context=context, attributes={"agui.thread_id": thread_id, "agui.run_id": run_id, **attributes}
     )
-    if name == "agui.run":
-        _runs[(thread_id, run_id)] = span
     return span
-
-
-def end_run(span: Span, thread_id: str, run_id: str, outcome: str, code: str | None = None) -> None:
-    """End a run's span with its outcome (and error code)."""
-    finish(span, outcome, code)
-    if _runs.get((thread_id, run_id)) is span:
-        del _runs[(thread_id, run_id)]
 
 
 def finish(span: Span, outcome: str, code: str | None = None) -> None:

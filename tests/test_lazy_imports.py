@@ -65,7 +65,7 @@ def test_telemetry_turns_on_once_the_app_imports_the_api() -> None:
         "import sys; from adapter import _telemetry as t; t.opened.add(1);"
         "assert 'opentelemetry' not in sys.modules;"
         "import opentelemetry.trace; t.opened.add(1);"
-        "span = t.start('agui.run', 't', 'r'); t.end_run(span, 't', 'r', 'ok');"
+        "span = t.start('agui.run', 't', 'r'); t.finish(span, 'ok');"
         "print(type(span).__name__ != '_NullSpan', bool(t._api))"
     )
     assert run(code) == "True True"

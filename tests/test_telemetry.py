@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -89,3 +90,32 @@ async def test_the_spans_and_counters_of_one_suspend_and_resume() -> None:
     assert found["agui.interrupts.answered"] == [({}, 1)]
     assert found["agui.resume.duplicates"] == [({}, 1)]
     assert found["agui.resume.refusals"] == [({"agui.error_code": refused[-1].code}, 1)]
+
+
+async def test_two_runs_under_one_run_id_each_parent_their_own_spans() -> None:
+    """The parent is passed, not looked up by the run id a client chose: interleaved runs never share one."""
+
+    @tool
+    def lookup(ctx: ToolContext) -> str:
+        """Look something up."""
+        return "found"
+
+    rules = [Rule(r"look", steps=[[Call("lookup", {})]], reply="Done.")]
+    here, there = (Adapter(ScriptedBackend(rules), tools=[lookup], store=MemoryStore()) for _ in range(2))
+
+    def one(thread: str) -> RunAgentInput:
+        said = UserMessage(id=f"u-{thread}", content="look")
+        return RunAgentInput(thread_id=thread, run_id="same", messages=[said], tools=[], context=[])
+
+    _EXPORTER.clear()
+    first = here.run(one("t1"))
+    while (await anext(first)).type != "TOOL_CALL_START":  # the first run's span is open, its tool not yet run
+        pass
+    assert [event async for event in there.run(one("t1"))][-1].type == "RUN_FINISHED"  # another, on one thread
+    rest = [event async for event in first]
+
+    assert rest[-1].type == "RUN_FINISHED"
+    spans = _EXPORTER.get_finished_spans()
+    runs = [s.context.span_id for s in spans if s.name == "agui.run"]
+    parents = Counter(s.parent.span_id if s.parent else None for s in spans if s.name != "agui.run")
+    assert len(runs) == 2 and parents == {runs[0]: 4, runs[1]: 4}  # the gate, two steps and a tool, under their run
