@@ -1,50 +1,64 @@
 """The turn engine: one run, from the resume gate to the terminal event.
 
     gate (_gate) -> replay, or apply answers (_answers) -> model loop: translate the backend's
-    stream (_translate), run or suspend its calls (_calls, _interrupts) -> suspend or finish (_run_end)
+    stream (_translate), run or suspend its calls (_calls, _interrupts) -> suspend or finish
 
 Every run is a fresh `Run` over the adapter's frozen `EngineConfig`: nothing about a request lives
-on the adapter. The stored record is read and written through one `RecordHandle`. `Run` takes its
-model loop from `ModelLoop` (`adapter._model_loop`) and its endings from `RunEnd` (`adapter._run_end`).
+on the adapter. The stored record is read and written through one `RecordHandle`. `Run` is one class:
+its start (`start`: the policy, the load, the tools), its gate and resume, its model loop (model steps,
+each streamed and its calls run or suspended, until the model answers without calls, a call waits, or
+`max_steps` runs out) and its endings (finished, suspended again, failed, left by its client, or
+replayed: each stored once and told to the listeners).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    AssistantMessage,
     BaseEvent,
     Message,
     MessagesSnapshotEvent,
+    ResumeEntry,
     RunAgentInput,
     RunErrorEvent,
+    RunFinishedCancelledOutcome,
     RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    RunFinishedSuccessOutcome,
     RunStartedEvent,
+    StateSnapshotEvent,
     ToolMessage,
 )
+from pydantic import TypeAdapter
 
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
 from adapter._answers import Settled, runs_nothing, settle_answers
-from adapter._calls import CallBudget
+from adapter._calls import CallBudget, StepCalls, run_calls
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail
-from adapter._errors import AdapterError, ResumeError
-from adapter._events import activity_event, result_event
+from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter._events import activity_event, result_event, token_usage
+from adapter._forms import pending_form
 from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
-from adapter._lifecycle import TurnEventType
-from adapter._model_loop import ModelLoop
+from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
+from adapter._lifecycle import TurnEvent, TurnEventType, notify
+from adapter._predict import Predictor
 from adapter._provisional import decided_answers, resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
-from adapter._state import resumed_state
+from adapter._state import commit, resumed_state, shown_state
 from adapter._step import Step
 from adapter._toolset import Toolset, client_toolset
-from adapter._types import Usage
+from adapter._translate import model_request, stream_step
+from adapter._types import ModelRequest, ToolCall, Usage, wire_json
 from adapter._view import View
 from adapter.stores import StoreUnavailable
 
@@ -54,8 +68,11 @@ _STORE_DOWN = (
     "The store could not be reached; what this run changed may not be stored. Read the thread before retrying."
 )
 
+Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
+_outcome = TypeAdapter[Outcome](Outcome)
 
-class Run(ModelLoop):
+
+class Run:
     """One run of the agent for one `RunAgentInput`."""
 
     def __init__(self, config: EngineConfig, run_input: RunAgentInput, principal: str | None = None) -> None:
@@ -302,3 +319,252 @@ class Run(ModelLoop):
     def _close_open(self) -> list[BaseEvent]:
         step, self.open_step = self.open_step, None
         return step.close_all() if step else []
+
+    # The model loop: model steps, each streamed and its calls run or suspended.
+
+    async def _model_loop(
+        self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
+    ) -> AsyncIterator[BaseEvent]:
+        for _ in range(self.config.max_steps):
+            step = self._open_step(history, state)
+            async for event in self._stream(step, self._request(history, state, toolset, resume)):
+                yield event
+            resume = ()  # answers for the backend's own interrupts go with the first request only
+            state = step.state
+            await self._close_step(step, history)
+            if not step.calls and not step.interrupts and not step.left_open:
+                yield await self._complete(RunFinishedSuccessOutcome(), history)
+                return
+            done, suspensions = await self._dispatch(step, toolset, state, history)
+            for message in done.results:
+                history.append(message)
+                yield result_event(message)
+            state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
+            for change in changes:
+                yield change
+            if suspensions:
+                async for event in self._suspend(history, state, suspensions, step.calls):
+                    yield event
+                return
+        log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
+        yield await self._complete(RunFinishedCancelledOutcome(), history)
+
+    def _open_step(self, history: list[Message], state: Any) -> Step:
+        """A new model step, with its own copies of what the turn's earlier steps left.
+
+        A deferred call the history answers (the client answered a call the backend left open) waits no more.
+        """
+        called = {call.id for m in history if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
+        answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
+        self.open_step = Step(
+            new_id("msg"),
+            deferred=set(self.deferred - answered),
+            provisional=dict(self.provisional),
+            decided=dict(self.decided),
+            predictor=Predictor(self.config.predictions, state),
+            taken={m.id for m in history},
+            called=called | answered,
+            state=state,
+            max_state_bytes=self.config.max_state_bytes,
+        )
+        return self.open_step
+
+    def _request(
+        self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry]
+    ) -> ModelRequest:
+        return model_request(
+            self.input,
+            history,
+            state,
+            toolset.specs(),
+            resume,
+            unanswered=self.deferred,
+            provisional=list(self.provisional.values()),
+            view=self.config.history_view,
+        )
+
+    async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
+        """The step's events; a held turn is given back if the backend fails."""
+        span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
+        try:
+            async for event in stream_step(self.config.backend, request, step):
+                yield event
+        except Exception:
+            await self._reopen()
+            raise
+        finally:
+            telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
+
+    async def _close_step(self, step: Step, history: list[Message]) -> None:
+        """Take over what the step said and left: its messages, usage, deferred calls and provisional results."""
+        await self._check_older_calls(step)
+        self.open_step = None
+        self.usage.extend(step.usage)
+        self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
+        history.extend(step.messages())
+        if self.held is not None:
+            self.held = None
+            await self.handle.close_turn(history)  # the backend took its answers: they are spent
+
+    async def _check_older_calls(self, step: Step) -> None:
+        """A run that read only the thread's tail checks the step's new call ids against the older part too.
+
+        The step already refused an id of the tail or of itself as it streamed (`Step.called`); the older
+        messages are read once per run, and only when a step made calls.
+
+        Raises:
+            BackendError: BACKEND_ERROR, before anything of the step is stored.
+        """
+        if self.handle.base == 0:
+            return
+        made = {call.id for segment in step.segments for call in segment.calls}
+        if not made:
+            return
+        if self.older_calls is None:
+            older = await self.handle.older_conversation()
+            self.older_calls = {c.id for m in older if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
+        reused = sorted(made & self.older_calls)
+        if reused:
+            shown = ascii(reused[0][:40])
+            raise BackendError(f"The agent backend opened a tool call under an id the thread already uses: {shown}.")
+
+    async def _dispatch(
+        self, step: Step, toolset: Toolset, state: Any, history: list[Message]
+    ) -> tuple[StepCalls, list[Suspension]]:
+        """Run the step's calls that can run now; the calls that wait: the backend's interrupts and open calls too."""
+        self.budget, over_limit = self.budget.spend(step.calls)
+        predicted = step.predictor.operations()
+        done = await run_calls(
+            step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted, self.span
+        )
+        left_open = _calls_named(history, step.left_open)
+        now = self.config.now()
+        return done, [
+            *done.suspensions,
+            *(backend_suspension(interrupt) for interrupt in step.interrupts),
+            *(open_call_suspension(call, self.config.policy, now) for call in left_open),
+        ]
+
+    # The endings: each stored once and told to the listeners.
+
+    async def _suspend(
+        self, history: list[Message], state: Any, suspensions: list[Suspension], calls: list[ToolCall]
+    ) -> AsyncIterator[BaseEvent]:
+        if all(s.outcome == "pending" for s in suspensions):
+            # AG-UI's ordinary frontend-tool path: the run succeeds and the client answers in `messages`.
+            waiting = [s.pending.call_id for s in suspensions]
+            made = [c.id for c in calls if c.id in waiting]
+            success = RunFinishedSuccessOutcome(pending_tool_call_ids=[*made, *(c for c in waiting if c not in made)])
+            yield await self._complete(success, history)
+            return
+        pending = [s.pending for s in suspensions]
+        turn = OpenTurn(
+            turn_id=self.turn_id,
+            run_id=self.input.run_id,
+            pending=pending,
+            state=state,
+            counted_calls=sorted(self.budget.counted),
+            deferred_calls=sorted(self.deferred),
+            provisional_results=list(self.provisional.values()),
+        )
+        forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
+        history.extend(forms)
+        outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
+        await self.handle.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
+        telemetry.opened.add(len(pending))
+        self.ended = True
+        await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
+        for form in forms:
+            yield activity_event(form)
+        # SNAP-1a: the whole history before an interrupt's RUN_FINISHED (SNAP-2: a snapshot is complete, so a
+        # run that read only the tail reads the older messages for it).
+        older = await self.handle.older_conversation()
+        yield MessagesSnapshotEvent(messages=[*older, *history])
+        # What the client shows, predictions of waiting calls included.
+        shown = shown_state(state, pending, self.config.max_state_bytes)
+        if shown is not None:
+            yield StateSnapshotEvent(snapshot=shown)
+        yield self._finished_event(outcome)
+
+    async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
+        stored = replay.applied.outcome or {}
+        if stored.get("type") == "error":
+            yield RunErrorEvent(message=str(stored.get("message", "")), code=str(stored.get("code", "")))
+            return
+        yield self._finished_event(_outcome.validate_python(stored))
+
+    async def _complete(self, outcome: Outcome, history: list[Message]) -> RunFinishedEvent:
+        """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run."""
+        resumed = wire_json(outcome) if self.resuming else None
+        await self.handle.finish(history, self.input.run_id, resumed)
+        self.ended = True
+        done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
+        await self._notify(done)
+        return self._finished_event(outcome)
+
+    async def _failed(self, exc: AdapterError) -> None:
+        if isinstance(exc, ResumeError) or self.reopened:
+            return  # the turn was refused, not failed: it still waits exactly as before
+        if self.resuming:
+            outcome = {"type": "error", "code": exc.code, "message": exc.message}
+            try:
+                await self.handle.record_outcome(self.input.run_id, outcome)
+            except Exception:
+                log.exception("could not record the failed outcome of run %s", self.input.run_id)
+        self.ended = True
+        await self._notify(TurnEventType.TURN_FAILED, code=exc.code)
+
+    def _left_unfinished(self) -> None:
+        """The client went away mid-run: a resume records that, once its answers are applied.
+
+        Replaying that resume then says what happened, instead of waiting for an outcome that will never come.
+        """
+        if self.held is not None:
+            self.config.background.keep(asyncio.ensure_future(self._reopen()))
+            return
+        if not self.resuming or self.ended:
+            return
+        outcome = {
+            "type": "error",
+            "code": codes.RUN_INTERRUPTED,
+            "message": "The answers were applied, but the client left before the run finished. Send a new message.",
+        }
+
+        async def record_once_settled() -> None:
+            if self.settling is not None:
+                await asyncio.wait({self.settling})  # one writer at a time on this run's record
+            await self.handle.record_outcome(self.input.run_id, outcome)
+
+        self.config.background.keep(asyncio.ensure_future(record_once_settled()))
+
+    async def _reopen(self) -> None:
+        """Give the held turn back: the same interrupts wait, and the same or a corrected resume may come."""
+        held, self.held = self.held, None
+        if held is not None:
+            await self.handle.reopen_turn(held)
+            self.reopened = True
+
+    async def _notify(
+        self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
+    ) -> None:
+        event = TurnEvent(kind, self.input.thread_id, self.turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
+        await notify(self.config.listeners, event)
+
+    def _finished_event(self, outcome: Outcome) -> RunFinishedEvent:
+        """The RUN_FINISHED event for `outcome`, with the run's token usage."""
+        return RunFinishedEvent(
+            thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=token_usage(self.usage)
+        )
+
+
+def _calls_named(history: list[Message], call_ids: list[str]) -> list[ToolCall]:
+    """The calls with these ids, in the order given, as the history holds them."""
+    wanted = set(call_ids)
+    found = {
+        call.id: ToolCall(call.id, call.function.name, call.function.arguments)
+        for message in history
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls or []
+        if call.id in wanted
+    }
+    return [found[call_id] for call_id in call_ids if call_id in found]
