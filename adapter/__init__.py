@@ -9,10 +9,9 @@ from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
 from adapter._config import HistoryMode
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitExceeded, ResumeError
+from adapter._events import TurnEvent, TurnEventType
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
-from adapter._http import create_app
-from adapter._lifecycle import TurnEvent, TurnEventType
-from adapter._mount import mount
+from adapter._http import create_app, mount
 from adapter._predict import PredictState
 from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
 

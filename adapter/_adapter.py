@@ -22,12 +22,12 @@ from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
 from adapter._config import EngineConfig, HistoryMode, check_options, checked_predictions
 from adapter._conversation import HistoryView
+from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._ids import new_id
 from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
-from adapter._lifecycle import Listener
 from adapter._limits import check_id, check_run_input
 from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
@@ -48,9 +48,11 @@ class Adapter:
         tools: Server tools (`@tool` functions) and control tools such as `UserInputTool`.
         forms: Shorthand for adding `UserInputTool(forms)`.
         store: Where suspended turns wait; an in-memory store when None.
-        frontend_outcome: How a call to a client tool ends the run: "interrupt" (an interrupt outcome,
-            answered by a resume entry) or "pending" (a success outcome with `pendingToolCallIds`,
-            answered by a ToolMessage in the next input).
+        frontend_outcome: How a call to a client tool ends the run: "pending" (the default, AG-UI 1.0
+            FE-2: a success outcome with `pendingToolCallIds`, answered by a ToolMessage in the next
+            input) or "interrupt" (an interrupt outcome, answered by a resume entry, for clients that
+            answer client tools with `resume`). Approvals, forms and a backend's interrupts are
+            interrupts either way.
         frontend_outcome_overrides: The same choice for single tools, by name.
         approve_with_edits: Offer `editedArgs` in approval interrupts.
         interrupt_ttl: How long an interrupt stays answerable; None means forever.
@@ -97,7 +99,7 @@ class Adapter:
         tools: Iterable[BaseTool] = (),
         forms: Iterable[FormDefinition] = (),
         store: TurnStore | None = None,
-        frontend_outcome: FrontendOutcome = "interrupt",
+        frontend_outcome: FrontendOutcome = "pending",
         frontend_outcome_overrides: Mapping[str, FrontendOutcome] | None = None,
         approve_with_edits: bool = True,
         interrupt_ttl: timedelta | None = None,

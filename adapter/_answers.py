@@ -1,9 +1,18 @@
-"""Applying answers: each answer to a suspended call becomes its ToolMessage, or suspends the call again."""
+"""Applying answers: each answer to a suspended call becomes its ToolMessage, or suspends the call again.
+
+Also the answers a resumed turn starts with for the calls the backend deferred (`resumed_provisional`,
+`decided_answers`): the results the backend reported before its interrupt (kept in the open turn), the
+person's answer for a confirmation call the upstream opened only to ask (`_gated.confirmation_call_id`),
+and, for a call an interrupt named, the person's answer, which stands if the backend ends its step without
+a word of its own on it (never sent to the backend as a result: it would take it for the tool's). A result
+the backend sends after the resume replaces any of them (`_translate.settle_deferred`).
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -14,8 +23,11 @@ from adapter._calls import execute, parse_arguments, starting_state, tool_contex
 from adapter._config import EngineConfig
 from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Answer, Resume
+from adapter._gated import confirmation_call_id, gated_call_ids
+from adapter._ids import new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._predict import predicted_operations
+from adapter._record import OpenTurn
 from adapter._state import Kept, Operation, ToolState
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._toolset import Toolset
@@ -254,3 +266,30 @@ async def _approved(
     if isinstance(arguments, ToolResult):
         return arguments
     return await execute(call, tool, context, arguments, parent)
+
+
+def resumed_provisional(turn: OpenTurn, answers: Sequence[Answer]) -> dict[str, ToolMessage]:
+    """The held turn's provisional results, by call id, with the answers to its confirmation calls."""
+    provisional = {message.tool_call_id: message for message in turn.provisional_results}
+    for answer in answers:
+        if answer.call.kind != "backend":
+            continue
+        call_id = confirmation_call_id(answer.call.interrupt())
+        if call_id is not None and call_id in turn.deferred_calls and call_id not in provisional:
+            said = answer.payload if answer.status == "resolved" else {"cancelled": True}
+            provisional[call_id] = ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=json.dumps(said))
+    return provisional
+
+
+def decided_answers(turn: OpenTurn, answers: Sequence[Answer]) -> dict[str, ToolMessage]:
+    """The person's answer to each backend interrupt, for each deferred call it names, by that call's id."""
+    decided: dict[str, ToolMessage] = {}
+    for answer in answers:
+        if answer.call.kind != "backend":
+            continue
+        interrupt = answer.call.interrupt()
+        named = {*gated_call_ids(interrupt), *([interrupt.tool_call_id] if interrupt.tool_call_id else [])}
+        said = json.dumps(answer.payload if answer.status == "resolved" else {"cancelled": True})
+        for call_id in sorted(named & set(turn.deferred_calls)):
+            decided[call_id] = ToolMessage(id=new_id("msg"), tool_call_id=call_id, content=said)
+    return decided

@@ -11,9 +11,9 @@ from typing import Any, Literal, get_args
 from adapter._access import Access
 from adapter._conversation import HistoryView, declared_tail
 from adapter._errors import ConfigurationError
+from adapter._events import Listener
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
-from adapter._lifecycle import Listener
 from adapter._parsed import ParsedThreads
 from adapter._predict import PredictState
 from adapter._tools import BaseTool

@@ -72,9 +72,15 @@ class Answer:
 
     @property
     def decision(self) -> JSON:
-        """The payload as checked against the response schema: an approval's ignored `editedArgs` left out."""
-        if self.call.kind != "approval" or self.approved or not isinstance(self.payload, dict):
+        """The payload as checked against the response schema.
+
+        An approval's `editedArgs` are left out when ignored (a denial's) or checked on their own (an
+        approval's object, against the tool's schema; see `edits`).
+        """
+        if self.call.kind != "approval" or not isinstance(self.payload, dict):
             return self.payload
+        if self.approved and not isinstance(self.payload.get("editedArgs", {}), dict):
+            return self.payload  # not an object: the response schema refuses it
         return {key: value for key, value in self.payload.items() if key != "editedArgs"}
 
 

@@ -1,4 +1,6 @@
-"""The HTTP edge: routes, request limits and refusals. No agent logic lives here.
+"""The HTTP edge: routes, request limits and refusals, and `mount`. No agent logic lives here.
+
+`mount` serves the mount point itself, with or without its trailing slash, without a redirect.
 
 Refusals happen before any stream opens and are JSON bodies `{"error": {"code", "message",
 "details"?}}` with a 4xx status (TRANS-8):
@@ -22,7 +24,7 @@ import functools
 import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
 from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
@@ -30,15 +32,14 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Mount, Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter import _errors as codes
-from adapter._body import is_json, parse_body, read_body
 from adapter._errors import AdapterError, Forbidden, LimitExceeded
-from adapter._input import CheckedInput, InputRejected
+from adapter._input import CheckedInput, InputRejected, is_json, parse_body, read_body
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
-from adapter._mount import OneSlashForm
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable, TurnStore
@@ -292,3 +293,55 @@ async def _store_answers(handler: RunHandler) -> bool:
         logger.warning("GET /health: the store did not answer", exc_info=True)
         return False
     return True
+
+
+def mount(path: str, app: ASGIApp, *, name: str | None = None) -> Mount:
+    """A `Mount` that also serves its bare path: `mount("/agui", create_app(adapter))` answers `POST /agui`.
+
+    Use it wherever Starlette's `Mount` goes: in `Starlette(routes=[...])`, or, under FastAPI,
+    `app.routes.append(mount("/agui", create_app(adapter)))`. A plain `Mount` serves `/agui/` but
+    leaves `/agui` to the parent app, which redirects it.
+    """
+    return _BareMount(path, app=app, name=name)
+
+
+class _BareMount(Mount):
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child_scope = super().matches(scope)
+        if match is Match.NONE and scope["type"] == "http" and self.path and get_route_path(scope) == self.path:
+            # Matched as `path/`; the child keeps `path`, which the sub-app's OneSlashForm reads as `/`.
+            return super().matches({**scope, "path": scope["path"] + "/"})
+        return match, child_scope
+
+
+class OneSlashForm:
+    """ASGI middleware: a path no route matches is served as its other form (slash added or dropped) if that matches."""
+
+    def __init__(self, app: ASGIApp, routes: Sequence[BaseRoute]) -> None:
+        self.app = app
+        self.routes = routes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not self._matched(scope):
+            other = _other_form(scope)
+            if self._matched(other):
+                scope = other
+        await self.app(scope, receive, send)
+
+    def _matched(self, scope: Scope) -> bool:
+        return any(route.matches(scope)[0] is not Match.NONE for route in self.routes)
+
+
+def get_route_path(scope: Scope) -> str:
+    """The path below the mount point (`root_path`), as the routes see it; "" for the mount point itself."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
+
+
+def _other_form(scope: Scope) -> Scope:
+    path: str = scope["path"]
+    route_path = get_route_path(scope)
+    if route_path.endswith("/") and route_path != "/":
+        return {**scope, "path": path.rstrip("/")}
+    return {**scope, "path": path + "/"}

@@ -1,4 +1,7 @@
-"""The run input at the edge: decode, drop unrecognised material, validate, check the version.
+"""The run input at the edge: read the body, decode, drop unrecognised material, validate, check the version.
+
+The body is read under its size limit as it arrives (parsed off the event loop when large), and what
+passes is marked checked (`CheckedInput`).
 
 Everything here happens before a stream opens, so a refusal is an `InputRejected` that the HTTP
 layer turns into a 4xx with a JSON body (TRANS-8). What counts as malformed and what is only
@@ -10,12 +13,15 @@ from __future__ import annotations
 import json
 import logging
 import re
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import Any, Final, get_args
 
 from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAgentInput
 from pydantic import BaseModel, ValidationError
 from pydantic_core import from_json, to_jsonable_python
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
 
 from adapter import _errors as codes
 from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, repeated_message_id
@@ -301,3 +307,41 @@ def _is_known_part(part: JSON, message_id: JSON) -> bool:
 
 def _label(value: JSON) -> str:
     return value[:_LOGGED_CHARS] if isinstance(value, str) else "?"
+
+
+_INLINE_PARSE_BYTES: Final = 64 * 1024  # larger bodies are parsed off the event loop
+_UTF8: Final = frozenset({"utf-8", "utf8"})
+
+
+def is_json(content_type: str) -> bool:
+    """Whether `content_type` is `application/json`, with no charset other than UTF-8."""
+    media_type, *parameters = content_type.split(";")
+    if media_type.strip().lower() != "application/json":
+        return False
+    for parameter in parameters:
+        name, _, value = parameter.partition("=")
+        if name.strip().lower() == "charset" and value.strip().strip('"').lower() not in _UTF8:
+            return False
+    return True
+
+
+async def read_body(request: Request, limit: int) -> bytes | None:
+    """The body, or None as soon as it is known to exceed `limit` bytes."""
+    declared = request.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        return None
+    # Counted as it arrives: Content-Length may be absent (chunked) or wrong.
+    body = bytearray()
+    async with aclosing(request.stream()) as chunks:
+        async for chunk in chunks:
+            body += chunk
+            if len(body) > limit:
+                return None
+    return bytes(body)
+
+
+async def parse_body(body: bytes) -> CheckedInput:
+    """The run input in `body`, checked; a large body is parsed on a worker thread, off the event loop."""
+    if len(body) <= _INLINE_PARSE_BYTES:
+        return parse_run_input(body)
+    return await run_in_threadpool(parse_run_input, body)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -39,12 +40,21 @@ class Suspension:
     outcome: FrontendOutcome
 
 
-def approval_schema(*, with_edits: bool = True) -> dict[str, Any]:
-    """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7)."""
+def approval_schema(parameters: Mapping[str, Any] | None = None, *, with_edits: bool = True) -> dict[str, Any]:
+    """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7).
+
+    `editedArgs` is the tool's own parameter schema (as the model sees it, and as the resume gate checks
+    edits against), so a client can draw an edit form from it. Its `$defs` move to the root, where its
+    `#/$defs/...` references resolve.
+    """
     properties: dict[str, Any] = {"approved": {"type": "boolean"}}
+    schema: dict[str, Any] = {"type": "object", "properties": properties, "required": ["approved"]}
     if with_edits:
-        properties["editedArgs"] = {"type": "object", "description": "Replaces the proposed arguments."}
-    return {"type": "object", "properties": properties, "required": ["approved"]}
+        edited = copy.deepcopy(dict(parameters)) if parameters else {"type": "object"}
+        if "$defs" in edited:
+            schema["$defs"] = edited.pop("$defs")
+        properties["editedArgs"] = edited
+    return schema
 
 
 def suspend(
@@ -78,7 +88,7 @@ def suspend(
         kind="approval",
         reason="tool_call",
         message=f"Approve the call to {call.name}?",
-        response_schema=approval_schema(with_edits=policy.approve_with_edits),
+        response_schema=approval_schema(tool.parameters, with_edits=policy.approve_with_edits),
         metadata={"toolName": call.name},
     )
     return Suspension(pending, "interrupt")

@@ -222,8 +222,20 @@ class RecordReader:
                 (i for i, (mine, theirs) in enumerate(zip(history, self.stored, strict=False)) if mine.id != theirs.id),
                 min(len(history), len(self.stored)),
             )
-        refuse_second_answers(history, stored, await self._answers_before(history))
+        recorded = {m.tool_call_id: m.id for m in self.conversation(client) if isinstance(m, ToolMessage)}
+        refuse_second_answers(history, stored, recorded | await self._answers_before(history))
         return history
+
+    def held_ids(self) -> tuple[set[str], set[str], set[str]]:
+        """The ids of the messages, the tool calls (made or answered) and the answered calls the loaded record holds.
+
+        A branch may leave stored messages out of a run's history; a backend's new message or call may
+        still not take their ids (a thread read from its tail checks the older part by other means).
+        """
+        messages = self.conversation()
+        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+        calls = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
+        return {m.id for m in messages}, calls | answered, answered
 
     async def _answers_before(self, history: Sequence[Message]) -> dict[str, str]:
         """The answers the thread stores before `base`, by call id; read only when a new answer's call is older.

@@ -39,19 +39,18 @@ from pydantic import TypeAdapter
 
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
-from adapter._answers import Settled, runs_nothing, settle_answers
+from adapter._access import View
+from adapter._answers import Settled, decided_answers, resumed_provisional, runs_nothing, settle_answers
 from adapter._calls import CallBudget, StepCalls, run_calls
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail
 from adapter._errors import AdapterError, BackendError, ResumeError
-from adapter._events import activity_event, result_event, token_usage
+from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._forms import pending_form
 from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
-from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._predict import Predictor
-from adapter._provisional import decided_answers, resumed_provisional
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
@@ -59,7 +58,6 @@ from adapter._step import Step
 from adapter._toolset import Toolset, client_toolset
 from adapter._translate import model_request, stream_step
 from adapter._types import ModelRequest, ToolCall, Usage, wire_json
-from adapter._view import View
 from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
@@ -84,7 +82,7 @@ class Run:
             config.store, run_input.thread_id, principal=principal, access=config.access, parsed=config.parsed
         )
         self.view = View(config.access, principal, None)
-        """What the principal may see of this run, and use of its input (`adapter._view`)."""
+        """What the principal may see of this run, and use of its input (`adapter._access`)."""
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.span = telemetry.NULL_SPAN
@@ -101,7 +99,7 @@ class Run:
         self.deferred: frozenset[str] = frozenset()
         """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
         self.provisional: dict[str, ToolMessage] = {}
-        """What stands for some of those calls unless the backend answers them (`adapter._provisional`)."""
+        """What stands for some of those calls unless the backend answers them (`adapter._answers`)."""
         self.decided: dict[str, ToolMessage] = {}
         """The person's answers to the interrupts that named those calls: each stands if the backend leaves it open."""
         self.held: OpenTurn | None = None
@@ -356,14 +354,18 @@ class Run:
         """
         called = {call.id for m in history if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
         answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
+        held_messages, held_calls, held_answers = self.handle.held_ids()
+        sent = {m.id for m in [*self.provisional.values(), *self.decided.values()]}  # named in what the backend gets
         self.open_step = Step(
             new_id("msg"),
             deferred=set(self.deferred - answered),
             provisional=dict(self.provisional),
             decided=dict(self.decided),
             predictor=Predictor(self.config.predictions, state),
-            taken={m.id for m in history},
-            called=called | answered,
+            taken={m.id for m in history} | held_messages | sent,
+            called=called | answered | held_calls,
+            answered=answered | held_answers,
+            elsewhere=self.handle.find if self.handle.base > 0 else None,
             state=state,
             max_state_bytes=self.config.max_state_bytes,
         )

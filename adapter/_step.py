@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from ag_ui.core import (
@@ -71,8 +72,14 @@ class Step:
     """The person's answers to interrupts that named deferred calls: each stands if the backend leaves its call open."""
     taken: set[str] = field(default_factory=set)
     """Message ids the thread already uses: a backend's name for a new message must be a new one (EVT-3)."""
+    elsewhere: Callable[[str], Awaitable[int | None]] | None = None
+    """Where a run that read only the thread's tail looks up a message id the backend names (the store's index)."""
+    looked_up: set[str] = field(default_factory=set)
+    """The message ids already looked up `elsewhere`."""
     called: set[str] = field(default_factory=set)
     """Tool-call ids the thread and this step already use: one id is one call, so a new call's id must be new."""
+    answered: set[str] = field(default_factory=set)
+    """Tool-call ids the thread already answered: no interrupt of the backend may wait on one of them."""
     left_open: list[str] = field(default_factory=list)
     """Deferred calls the backend ended its step without answering, and without an interrupt: the client's to answer."""
     state: JSON = None

@@ -14,10 +14,10 @@ from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._config import EngineConfig
 from adapter._errors import AdapterError, ResumeError
+from adapter._events import TurnEvent, TurnEventType, notify
 from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Replay, check_resume
 from adapter._ids import new_id
-from adapter._lifecycle import TurnEvent, TurnEventType, notify
 from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle

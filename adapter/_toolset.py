@@ -1,22 +1,73 @@
-"""The tools one run may use: the server's, plus the schema-only tools the client declared."""
+"""The tools one run may use: the server's, plus the schema-only tools the client declared.
+
+The client's declarations are bounded (`ClientToolLimits`) and their schemas checked once per content:
+`SchemaCache` remembers each check by a digest of the schema's JSON, bounded (least recently used go).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
 from ag_ui.core import Tool
+from pydantic_core import PydanticSerializationError, to_json
 
 from adapter import _errors as codes
 from adapter._errors import AdapterError, ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
-from adapter._schema_cache import SchemaCache
 from adapter._tools import BaseTool, ClientTool
-from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
+from schema_tools import STRICT_TOOL_POLICY, PolicyViolation, SchemaPolicy, SchemaPolicyError, check_schema
 
 _INLINE_BYTES: Final = 64 * 1024  # larger declarations are checked off the event loop, as large bodies are parsed
+
+
+DEFAULT_ENTRIES: Final = 4096
+"""Schemas remembered per adapter: a digest and (rarely) a few violations each, well under 1 MiB in all."""
+
+_Key = tuple[SchemaPolicy, bytes]
+
+
+class SchemaCache:
+    """`check_schema` results by (policy, schema digest); the least recently used entry goes first."""
+
+    def __init__(self, entries: int = DEFAULT_ENTRIES) -> None:
+        self._entries = entries
+        self._found: OrderedDict[_Key, tuple[PolicyViolation, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def violations(self, schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
+        """What `check_schema(schema, policy=policy)` finds: remembered, or checked now and remembered."""
+        try:
+            key = (policy, hashlib.sha256(to_json(schema)).digest())
+        except PydanticSerializationError:  # not JSON: the check itself says so, and there is nothing to key
+            return _check(schema, policy)
+        with self._lock:
+            found = self._found.get(key)
+            if found is not None:
+                self._found.move_to_end(key)
+                return found
+        found = _check(schema, policy)
+        with self._lock:
+            self._found[key] = found
+            while len(self._found) > self._entries:
+                self._found.popitem(last=False)
+        return found
+
+
+def _check(schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
+    try:
+        check_schema(schema, policy=policy)
+    except SchemaPolicyError as exc:
+        return tuple(exc.violations)
+    return ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from adapter._types import (
     ToolCallChunk,
     Usage,
 )
+from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.translate")
 
@@ -71,6 +72,7 @@ def model_request(
         thread_id=run_input.thread_id,
         run_id=run_input.run_id,
         client_tool_names=frozenset(declared.name for declared in run_input.tools or ()),
+        forwarded_props=run_input.forwarded_props,
     )
 
 
@@ -86,9 +88,10 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
     """
     try:
         async for item in aiter(backend.stream(request)):
+            await _look_up_named(item, step)
             for event in _item_events(item, step):
                 yield event
-    except AdapterError:
+    except (AdapterError, StoreUnavailable):
         raise
     except Exception as exc:
         log.exception("backend failed on thread %s", request.thread_id)
@@ -114,6 +117,7 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
         step.track(item.event)
         return [item.event]
     if isinstance(item, BackendInterrupt):
+        _check_interrupts(item, step)
         step.interrupts.extend(item.interrupts)
     elif isinstance(item, Usage):
         step.usage.append(item)
@@ -137,6 +141,20 @@ def _check_ids(item: BackendItem) -> None:
             raise BackendError(f"The agent backend gave a {field} that {problem}: {shown}.")
 
 
+async def _look_up_named(item: BackendItem, step: Step) -> None:
+    """With only the thread's tail read, find whether a message id the backend names is stored before it.
+
+    One that is stays taken, so the message gets an id of its own (`_enter`, `_fresh`): ids are unique in a thread.
+    """
+    if step.elsewhere is None:
+        return
+    for field, value in _item_ids(item):
+        if field == "message id" and value not in step.taken and value not in step.looked_up:
+            step.looked_up.add(value)
+            if await step.elsewhere(value) is not None:
+                step.taken.add(value)
+
+
 def _check_new_call(item: BackendItem, step: Step) -> None:
     """Refuse a call that opens under an id the thread or the step already uses, before anything of it is recorded.
 
@@ -156,6 +174,21 @@ def _check_new_call(item: BackendItem, step: Step) -> None:
         shown = ascii(item.id[:40]) + ("..." if len(item.id) > 40 else "")
         raise BackendError(f"The agent backend opened a tool call under an id the thread already uses: {shown}.")
     step.called.add(item.id)
+
+
+def _check_interrupts(item: BackendInterrupt, step: Step) -> None:
+    """Refuse an interrupt that waits on a call the thread already answered: nobody could answer it again.
+
+    Its answer would be taken as a second answer to that call, or the stored answer as its answer.
+
+    Raises:
+        BackendError: BACKEND_ERROR, naming the call.
+    """
+    answered_here = {m.tool_call_id for segment in step.segments for m in segment.answers}
+    for interrupt in item.interrupts:
+        if interrupt.tool_call_id is not None and interrupt.tool_call_id in step.answered | answered_here:
+            shown = ascii(interrupt.tool_call_id[:40])
+            raise BackendError(f"The agent backend interrupted on a tool call the thread already answered: {shown}.")
 
 
 def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:

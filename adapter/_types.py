@@ -38,6 +38,8 @@ class ModelRequest:
     """Answers to interrupts the backend raised itself (`BackendInterrupt`), passed on unchanged."""
     client_tool_names: frozenset[str] = frozenset()
     """The names in `tools` that the client declared (`RunAgentInput.tools`): the page runs them, not the server."""
+    forwarded_props: Any = None
+    """The client's `RunAgentInput.forwardedProps`, as it sent them (None when it sent none)."""
 
     def is_client_tool(self, name: str) -> bool:
         """Whether the tool called `name` is the client's (run by the page) rather than the server's.

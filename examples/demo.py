@@ -36,14 +36,16 @@ FrontendOutcome: TypeAlias = Literal["interrupt", "pending"]
 def build_app(
     db_path: str = "demo.db",
     *,
-    frontend_outcome: FrontendOutcome = "interrupt",
+    frontend_outcome: FrontendOutcome = "pending",
     history: HistoryMode = "client",
     inspector: bool = False,
     environ: Mapping[str, str] | None = None,
 ) -> Starlette:
     """The demo app: the page at / (a JSON hint for non-browsers), its files under /static, the adapter at /agui.
 
-    `frontend_outcome="pending"` serves clients older than AG-UI 1.0 (see the README's Interop section);
+    `frontend_outcome="pending"` (the default, AG-UI 1.0 FE-2) ends a run that calls a client tool with
+    `pendingToolCallIds`, answered by a ToolMessage; `"interrupt"` ends it with an interrupt, for clients that
+    answer client tools with `resume` (the page answers either);
     `history="server"` keeps the conversation in the store, so a client may send only new messages;
     `inspector=True` serves the agui-inspector page at /agui/inspector/;
     `environ` may put a real agent behind it (`examples/backend_choice.py`).
@@ -92,9 +94,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns, or a postgresql:// URL")
     parser.add_argument(
         "--frontend-outcome",
-        choices=["interrupt", "pending"],
-        default="interrupt",
-        help="how a client-tool call ends the run; 'pending' for clients older than AG-UI 1.0",
+        choices=["pending", "interrupt"],
+        default="pending",
+        help="how a client-tool call ends the run: 'pending' (AG-UI 1.0 FE-2, pendingToolCallIds), or 'interrupt' "
+        "for clients that answer client tools with resume",
     )
     parser.add_argument(
         "--history",

@@ -10,7 +10,14 @@ from typing import Any, Protocol
 
 import httpx
 from ag_ui._generated.models import Event
-from ag_ui.core import BaseEvent, RunAgentInput
+from ag_ui.core import (
+    BaseEvent,
+    Interrupt,
+    RunAgentInput,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+)
 from ag_ui.encoder import EventEncoder
 from ag_ui_validate.pytest_plugin import validate_agui
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -256,6 +263,25 @@ def run_input(
     return body
 
 
+def interrupts_of(event: BaseEvent) -> list[Interrupt]:
+    """The interrupts a typed RUN_FINISHED event opens; any other event or outcome fails the test."""
+    assert isinstance(event, RunFinishedEvent), event
+    assert isinstance(event.outcome, RunFinishedInterruptOutcome), event.outcome
+    return list(event.outcome.interrupts)
+
+
+def error_code(event: BaseEvent) -> str | None:
+    """The code of a typed RUN_ERROR event; any other event fails the test."""
+    assert isinstance(event, RunErrorEvent), event
+    return event.code
+
+
+def json_content(content: object) -> Any:
+    """A message's text content, parsed as JSON; content that is not text (a list of parts) fails the test."""
+    assert isinstance(content, str), content
+    return json.loads(content)
+
+
 def resolved(interrupt_id: str, payload: Any) -> dict[str, Any]:
     """A resume entry that answers an interrupt."""
     return {"interruptId": interrupt_id, "status": "resolved", "payload": payload}
@@ -313,7 +339,8 @@ class Reply:
     @property
     def outcome(self) -> dict[str, Any]:
         """The RUN_FINISHED outcome; an absent outcome reads as success."""
-        return self.finished.get("outcome", {"type": "success"})
+        outcome: dict[str, Any] = self.finished.get("outcome", {"type": "success"})
+        return outcome
 
     @property
     def interrupts(self) -> list[dict[str, Any]]:

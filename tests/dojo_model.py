@@ -136,7 +136,8 @@ class Dojo:
 
 def tool_message(body: dict[str, Any]) -> dict[str, Any]:
     """The last tool message a request carried."""
-    return [m for m in body["messages"] if m["role"] == "tool"][-1]
+    messages: list[dict[str, Any]] = body["messages"]
+    return [m for m in messages if m["role"] == "tool"][-1]
 
 
 def call_arguments(events: Sequence[dict[str, Any]], tool_call_id: str) -> Any:

@@ -21,7 +21,7 @@ NODE_CLIENTS = (TESTS / "node" / "client-1.0", TESTS / "node" / "client-0.0.59")
 COPILOTKIT = TESTS.parent / "examples" / "copilotkit"
 CHROMIUM = Path("/usr/bin/chromium")
 NO_NODE = "Node.js is not on the PATH: apt-get install -y nodejs npm."
-MISSING_PLAYWRIGHT = "Playwright for Python is missing: pip install 'agui-adapter[dev]' (or pip install playwright)."
+MISSING_PLAYWRIGHT = "Playwright for Python is missing: pip install --group dev (or pip install playwright)."
 
 
 def in_ci() -> bool:

@@ -172,7 +172,8 @@ class FaultyTarget:
             if call_id is None:
                 yield {"type": "RUN_ERROR", "code": "RESUME_UNKNOWN_INTERRUPT", "message": "no such interrupt"}
                 return
-            payload = entry.get("payload") if isinstance(entry.get("payload"), dict) else {}
+            given = entry.get("payload")
+            payload = given if isinstance(given, dict) else {}
             if entry.get("status") == "resolved" and not isinstance(payload.get("approved"), bool):
                 yield {"type": "RUN_ERROR", "code": "RESUME_PAYLOAD_INVALID", "message": "approved must be a boolean"}
                 return

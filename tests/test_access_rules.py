@@ -21,9 +21,8 @@ from hypothesis import strategies as st
 from adapter import Action, Forbidden, ResumeError
 
 # Private on purpose: the access rules as properties of the policy objects themselves, over every policy table.
-from adapter._access import Access
+from adapter._access import Access, View
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord
-from adapter._view import View
 
 ACTIONS: tuple[Action, ...] = ("read", "run", "resume", "approve")
 Policy = dict[tuple[bool, Action], bool]
@@ -40,7 +39,7 @@ def pending(interrupt_id: str, kind: str) -> PendingCall:
         tool_call_id=f"call_{interrupt_id}",
         tool_name="pay" if kind == "approval" else "navigate",
         arguments="{}",
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         reason="tool_call",
         response_schema={},
         message=f"secret of {interrupt_id}",
@@ -104,6 +103,7 @@ def test_a_caller_who_may_not_read_sees_no_content_and_no_interrupt_it_may_not_a
         return
     assert shown[1] is None
     (outcome,) = [event.outcome for event in shown if isinstance(event, RunFinishedEvent)]
+    assert isinstance(outcome, RunFinishedInterruptOutcome)
     for interrupt, call in zip(outcome.interrupts, turn.pending, strict=True):
         action: Action = "approve" if call.kind == "approval" else "resume"
         answerable = policy[(principal == "alice", action)]
@@ -119,7 +119,7 @@ def test_a_caller_who_may_not_run_has_only_its_answers_used(policy: Policy, prin
         run_id="r1",
         messages=[UserMessage(id="u", content="steer")],
         tools=[],
-        context=[{"description": "d", "value": "steer"}],  # type: ignore[list-item]
+        context=[{"description": "d", "value": "steer"}],
         state={"steer": True},
         forwarded_props={"steer": True},
     )

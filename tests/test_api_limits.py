@@ -56,7 +56,9 @@ class Spy(MemoryStore):
         self.asked.append("find_message")
         return await super().find_message(thread_id, message_id)
 
-    async def save(self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None) -> int:
+    async def save(
+        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+    ) -> int:
         self.asked.append("save")
         return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
 
@@ -181,9 +183,12 @@ async def test_submit_resume_refuses_a_payload_nested_too_deep() -> None:
 async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
     walked: list[object] = []
     walk = adapter._limits.model_depth_exceeds
-    monkeypatch.setattr(
-        adapter._limits, "model_depth_exceeds", lambda value, limit: walked.append(value) or walk(value, limit)
-    )
+
+    def spy(value: Any, limit: int) -> bool:
+        walked.append(value)
+        return walk(value, limit)
+
+    monkeypatch.setattr(adapter._limits, "model_depth_exceeds", spy)
     client = (await serve(Adapter(ScriptedBackend(fallback="ok")))).client
 
     reply = await client.post(run_input("t", [user("hi")]))

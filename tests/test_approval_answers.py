@@ -6,6 +6,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from agui import FRONTEND_TOOLS, Reply, Thread, resolved
+from pydantic import BaseModel
+
+from adapter import tool
+from adapter._interrupts import approval_schema  # on purpose: the schema a tool with `$defs` gets, without a server
+from schema_tools import validate
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve, Served
@@ -45,7 +50,7 @@ async def test_a_tool_message_does_not_approve(serve: Serve, make_adapter: MakeA
 
 
 async def test_a_client_tool_interrupt_keeps_the_tool_message_path(serve: Serve, make_adapter: MakeAdapter) -> None:
-    thread = (await serve(make_adapter())).client.thread(tools=FRONTEND_TOOLS)
+    thread = (await serve(make_adapter(frontend_outcome="interrupt"))).client.thread(tools=FRONTEND_TOOLS)
     (interrupt,) = (await thread.say("go to settings")).interrupts
 
     reply = await thread.answer(interrupt["toolCallId"], {"ok": True})
@@ -103,3 +108,79 @@ async def test_edited_args_errors_point_into_the_payload(
     assert expected[0][0] in reply.error["message"]
     assert kit.count("send_email") == 0
     assert await stored(served, thread) == before
+
+
+def send_email_parameters(served: Served) -> dict[str, Any]:
+    """The tool's parameter schema as the model sees it (its spec), and as the resume gate checks edits."""
+    assert served.adapter is not None
+    (tool,) = [each for each in served.adapter.config.tools if each.name == "send_email"]
+    parameters = dict(tool.spec().parameters or {})
+    assert served.adapter.config.tool_schemas()["send_email"] == parameters  # what the gate checks edits against
+    return parameters
+
+
+async def test_an_approval_offers_the_tools_own_parameter_schema_for_edits(
+    serve: Serve, make_adapter: MakeAdapter
+) -> None:
+    served, _, interrupt = await suspended(serve, make_adapter)
+
+    schema = interrupt["responseSchema"]
+
+    assert schema["properties"]["editedArgs"] == send_email_parameters(served)
+    assert schema["required"] == ["approved"]
+
+
+async def test_edits_valid_under_the_offered_schema_run_and_invalid_ones_are_refused(
+    serve: Serve, make_adapter: MakeAdapter, kit: Kit
+) -> None:
+    served, thread, interrupt = await suspended(serve, make_adapter)
+    offered = interrupt["responseSchema"]["properties"]["editedArgs"]
+    invalid, valid = {**PROPOSED, "subject": 5}, {**PROPOSED, "to": "cfo@x.io"}
+    assert validate(invalid, offered) != [] and validate(valid, offered) == []
+
+    refused = await thread.resume(resolved(interrupt["id"], {"approved": True, "editedArgs": invalid}))
+    assert refused.error["code"] == "RESUME_PAYLOAD_INVALID"
+    details = refused.error["metadata"]["details"]
+    assert [(detail["pointer"], detail["keyword"]) for detail in details] == [("/editedArgs/subject", "type")]
+    assert kit.count("send_email") == 0
+    thread.messages.pop()
+
+    reply = await thread.resume(resolved(interrupt["id"], {"approved": True, "editedArgs": valid}))
+
+    assert reply.outcome == {"type": "success"}
+    assert kit.calls["send_email"] == [valid]
+    assert send_email_parameters(served) == offered
+
+
+async def test_without_edits_the_approval_schema_has_no_edited_args(serve: Serve, make_adapter: MakeAdapter) -> None:
+    served = await serve(make_adapter(approve_with_edits=False))
+    (interrupt,) = (await served.client.thread(tools=FRONTEND_TOOLS).say("email ceo@x.io")).interrupts
+
+    assert interrupt["responseSchema"] == {
+        "type": "object",
+        "properties": {"approved": {"type": "boolean"}},
+        "required": ["approved"],
+    }
+
+
+class Item(BaseModel):
+    sku: str
+    quantity: int
+
+
+def test_a_tool_schema_with_definitions_keeps_them_where_its_references_resolve() -> None:
+    @tool(requires_approval=True)
+    def order(items: list[Item]) -> str:
+        """Order items."""
+        return "ordered"
+
+    parameters = dict(order.spec().parameters or {})
+    assert "$defs" in parameters
+
+    schema = approval_schema(parameters)
+
+    assert schema["$defs"] == parameters["$defs"]
+    assert schema["properties"]["editedArgs"] == {k: v for k, v in parameters.items() if k != "$defs"}
+    assert validate({"approved": True, "editedArgs": {"items": [{"sku": "A", "quantity": 1}]}}, schema) == []
+    missing = validate({"approved": True, "editedArgs": {"items": [{"sku": "A"}]}}, schema)
+    assert [issue.pointer for issue in missing] == ["/editedArgs/items/0/quantity"]

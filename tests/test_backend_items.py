@@ -35,6 +35,7 @@ class SelfServingAgent:
         self.requests.append(request)
         if request.resume:
             (entry,) = request.resume
+            assert isinstance(entry.payload, dict), entry.payload
             yield TextDelta(f"You chose {entry.payload['plan']}.")
             return
         yield Passthrough(StateSnapshotEvent(snapshot={"phase": "searching"}))
@@ -105,7 +106,7 @@ class MovesState:
 
 
 async def test_state_a_backend_streams_is_the_state_the_turn_keeps(serve: Serve) -> None:
-    served = await serve(Adapter(MovesState()))
+    served = await serve(Adapter(MovesState(), frontend_outcome="interrupt"))
     thread = served.client.thread(tools=FRONTEND_TOOLS)
 
     reply = await thread.say("add a pen", state={"cart": ["lamp"]})
@@ -199,7 +200,7 @@ class CallsBothKinds:
 
 async def test_the_request_tells_client_tools_from_server_tools_and_names_each_answered_call(kit: Kit) -> None:
     agent = CallsBothKinds()
-    adapter = Adapter(agent, tools=kit.tools)
+    adapter = Adapter(agent, tools=kit.tools, frontend_outcome="interrupt")
     thread_id = new_id("t")
     first = await run_events(adapter, run_input(thread_id, [user("go")], tools=FRONTEND_TOOLS))
     (interrupt,) = next(e for e in first if e["type"] == "RUN_FINISHED")["outcome"]["interrupts"]

@@ -11,78 +11,19 @@ may stream it again: the record still holds one call with one answer.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
 from agui import new_id, resolved, run_events, run_input, tool_answer, user
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 from upstreams.kit import tool_call_problems
+from upstreams.scripted import Upstream, interrupted, result, start, text
 
 from adapter import Adapter, ToolContext, tool
 from adapter.backends import AGUIUpstream, Backend, BackendItem, ModelRequest, TextDelta, ToolCall
 from adapter.stores import SQLiteStore
-
-Script = Callable[[dict[str, Any]], list[dict[str, Any]]]
-
-
-def start(call_id: str, name: str, arguments: str = "{}") -> list[dict[str, Any]]:
-    return [
-        {"type": "TOOL_CALL_START", "toolCallId": call_id, "toolCallName": name, "parentMessageId": "up-m1"},
-        {"type": "TOOL_CALL_ARGS", "toolCallId": call_id, "delta": arguments},
-        {"type": "TOOL_CALL_END", "toolCallId": call_id},
-    ]
-
-
-def result(call_id: str, content: str) -> dict[str, Any]:
-    return {"type": "TOOL_CALL_RESULT", "messageId": new_id("up-r"), "toolCallId": call_id, "content": content}
-
-
-def text(words: str) -> list[dict[str, Any]]:
-    message_id = new_id("up-t")
-    return [
-        {"type": "TEXT_MESSAGE_START", "messageId": message_id, "role": "assistant"},
-        {"type": "TEXT_MESSAGE_CONTENT", "messageId": message_id, "delta": words},
-        {"type": "TEXT_MESSAGE_END", "messageId": message_id},
-    ]
-
-
-def interrupted(interrupt_id: str, call_id: str | None = None) -> dict[str, Any]:
-    interrupt: dict[str, Any] = {"id": interrupt_id, "reason": "confirmation"}
-    if call_id is not None:
-        interrupt["toolCallId"] = call_id
-    return {"outcome": {"type": "interrupt", "interrupts": [interrupt]}}
-
-
-@dataclass
-class Upstream:
-    """An AG-UI upstream that answers each run with the next script; it keeps every request body."""
-
-    scripts: list[Script]
-    bodies: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def app(self) -> Starlette:
-        return Starlette(routes=[Route("/", self._run, methods=["POST"])])
-
-    async def _run(self, request: Request) -> StreamingResponse:
-        body = await request.json()
-        self.bodies.append(body)
-        events = self.scripts.pop(0)(body)
-        ending = events.pop() if events and "outcome" in events[-1] else {"outcome": {"type": "success"}}
-        ids = {"threadId": body["threadId"], "runId": body["runId"]}
-        framed = [{"type": "RUN_STARTED", **ids}, *events, {"type": "RUN_FINISHED", **ids, **ending}]
-
-        async def stream() -> AsyncIterator[bytes]:
-            for event in framed:
-                yield f"data: {json.dumps(event)}\n\n".encode()
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
 
 
 @dataclass

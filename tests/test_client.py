@@ -13,6 +13,7 @@ import pytest
 from ag_ui.core import ResumeEntry, TextMessageContentEvent, ToolCallChunkEvent
 from hypothesis import given
 from hypothesis import strategies as st
+from starlette.routing import Mount
 
 import adapter.client
 from adapter.backends import BackendError, ToolCall
@@ -51,7 +52,7 @@ def serving(body: bytes, status: int = 200, content_type: str = "text/event-stre
 
 def demo(tmp_path: Path, frontend_outcome: Any = "interrupt") -> Any:
     app = build_app(str(tmp_path / "demo.db"), frontend_outcome=frontend_outcome)
-    return next(route.app for route in app.routes if getattr(route, "path", "") == "/agui")
+    return next(route.app for route in app.routes if isinstance(route, Mount) and route.path == "/agui")
 
 
 TEXT = [
@@ -127,7 +128,7 @@ REFUND_ARGS = '{"id": "A1"}'
 
 def test_messages_fold_as_a_client_keeps_them() -> None:
     before = [{"id": "u0", "role": "user", "content": "old"}]
-    events = [
+    events: list[dict[str, Any]] = [
         STARTED,
         {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u1", "role": "user", "content": "refund A1"}]},
         {"type": "TEXT_MESSAGE_CHUNK", "messageId": "a1", "delta": "Sure, "},

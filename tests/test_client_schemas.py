@@ -53,7 +53,7 @@ async def test_a_hostile_result_schema_is_refused_before_the_run_starts(
 
 
 async def test_a_sound_result_schema_checks_the_answer(connect: Connect) -> None:
-    client = await connect()
+    client = await connect(frontend_outcome="interrupt")
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
     thread = client.thread(tools=[navigate(schema)])
     (interrupt,) = (await thread.say("go to settings")).interrupts
@@ -70,7 +70,7 @@ async def test_a_catastrophic_pattern_cannot_stall_the_server_even_unchecked(
     serve: Serve, make_adapter: MakeAdapter
 ) -> None:
     """With the schema policy switched off, the pattern is matched by RE2: linear, the loop keeps serving."""
-    served = await serve(make_adapter(client_tool_policy=None))
+    served = await serve(make_adapter(client_tool_policy=None, frontend_outcome="interrupt"))
     thread = served.client.thread(tools=[navigate({"type": "string", "pattern": EVIL})])
     (interrupt,) = (await thread.say("go to settings")).interrupts
 

@@ -33,7 +33,7 @@ async def test_pending_ids_are_left_out_only_for_a_client_that_declares_no_versi
 
 
 async def test_an_interrupt_reaches_a_client_that_declares_no_version_unchanged(connect: Connect) -> None:
-    client = await connect()
+    client = await connect(frontend_outcome="interrupt")
     body = run_input(new_id("thread"), [user("go to orders")], tools=FRONTEND_TOOLS)
     del body["protocolVersion"]
 

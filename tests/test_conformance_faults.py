@@ -7,7 +7,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 from xml.etree import ElementTree
 
 import pytest
@@ -19,7 +19,16 @@ from adapter.conformance import Report, check
 if TYPE_CHECKING:
     from conftest import Serve
 
-KIT = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A1"}
+
+class Kit(TypedDict):
+    """The arguments of `check` that name the target's tools and messages."""
+
+    frontend_tool: str
+    frontend_message: str
+    approval_message: str
+
+
+KIT = Kit(frontend_tool="navigate", frontend_message="go to settings", approval_message="refund order A1")
 EXACT = "http://agui.invalid/executions"
 APPROVAL_CASES = (
     "new-message-while-open",
@@ -136,7 +145,7 @@ async def test_the_junit_report_has_one_test_case_per_case(tmp_path: Path) -> No
 
     suite = ElementTree.parse(tmp_path / "junit.xml").getroot().find("testsuite")
     assert suite is not None
-    cases: dict[str, Any] = {case.get("name"): case for case in suite.iter("testcase")}
+    cases: dict[str | None, Any] = {case.get("name"): case for case in suite.iter("testcase")}
     assert list(cases) == [case.id for case in report.cases]
     assert int(suite.get("failures", "")) == len(report.failures) > 0
     assert cases["concurrent-resume"].find("failure") is not None

@@ -91,7 +91,7 @@ async def test_the_readme_mount_example_answers_a_question_and_a_resume_as_writt
 
 
 @pytest.mark.slow
-def test_the_readme_curl_example_resumes_with_the_id_it_was_given(tmp_path: Path) -> None:
+def test_the_readme_curl_example_answers_the_call_it_was_given(tmp_path: Path) -> None:
     missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
     assert not missing, f"the README's curl example needs {missing}: apt-get install -y curl jq (bash .ci/run does it)"
     script = first_block(section("Try it with curl"), "sh")
@@ -108,9 +108,9 @@ def test_the_readme_curl_example_resumes_with_the_id_it_was_given(tmp_path: Path
     evts = events(run.stdout)
     end_of_first = next(i for i, e in enumerate(evts) if e["type"] == "RUN_FINISHED") + 1
     first, resumed = evts[:end_of_first], evts[end_of_first:]
-    assert [e["toolCallName"] for e in first if e["type"] == "TOOL_CALL_START"] == ["navigate"]
-    assert first[-1]["outcome"]["type"] == "interrupt"  # type: ignore[index]
-    assert [e["content"] for e in resumed if e["type"] == "TOOL_CALL_RESULT"] == ['{"opened": "settings"}']
+    (call,) = [e["toolCallId"] for e in first if e["type"] == "TOOL_CALL_START" and e["toolCallName"] == "navigate"]
+    assert first[-1]["outcome"] == {"type": "success", "pendingToolCallIds": [call]}  # the demo's default
+    assert text_of(resumed) == "I opened the settings page for you."
     assert resumed[-1]["type"] == "RUN_FINISHED"
     assert resumed[-1]["outcome"] == {"type": "success"}
 

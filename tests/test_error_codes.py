@@ -57,6 +57,11 @@ def test_no_other_module_spells_a_code() -> None:
 
 
 def test_every_error_class_reports_a_documented_code() -> None:
-    classes = [_errors.AdapterError, _errors.ToolNameConflict, _errors.InvalidClientTool, _errors.BackendError]
+    classes: list[type[_errors.AdapterError]] = [
+        _errors.AdapterError,
+        _errors.ToolNameConflict,
+        _errors.InvalidClientTool,
+        _errors.BackendError,
+    ]
     assert {cls.code for cls in classes} <= _errors.RUN_CODES
     assert _errors.Forbidden("x").code in _errors.HTTP_CODES  # refused before any stream: a 403

@@ -91,7 +91,7 @@ class Scenario:
     def __init__(self) -> None:
         rule = Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Ok.")
         self.backend = ScriptedBackend([rule])
-        self.adapter = Adapter(self.backend, store=MemoryStore())
+        self.adapter = Adapter(self.backend, store=MemoryStore(), frontend_outcome="interrupt")
         self.thread = new_id("thread")
 
     async def suspend(self) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -222,7 +222,10 @@ async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> N
     store = MemoryStore()
     rule = Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Ok.")
     ours, theirs = ScriptedBackend([rule]), ScriptedBackend([rule])
-    here, there = Adapter(ours, store=store), Adapter(theirs, store=store)
+    here, there = (
+        Adapter(ours, store=store, frontend_outcome="interrupt"),
+        Adapter(theirs, store=store, frontend_outcome="interrupt"),
+    )
     thread = new_id("thread")
     first = [user("hello")]
     await collect(here.run(RunAgentInput.model_validate(run_input(thread, first))))

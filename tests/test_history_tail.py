@@ -143,7 +143,9 @@ async def test_an_interrupt_still_restates_the_whole_thread(serve: Serve, seeded
     """SNAP-2: a MESSAGES_SNAPSHOT is complete, so a run that read the tail reads the rest for it."""
     store, messages = seeded
     backend = ScriptedBackend([Rule(r"go", steps=[[Call("navigate", {"path": "/x"})]])])
-    served = await serve(Adapter(backend, store=store, history="server", history_view=LastMessages(6)))
+    served = await serve(
+        Adapter(backend, store=store, history="server", history_view=LastMessages(6), frontend_outcome="interrupt")
+    )
     asked = user("go somewhere")
 
     reply = await served.client.post(run_input(THREAD, [asked], tools=[NAVIGATE]))
@@ -158,7 +160,9 @@ async def test_the_interrupted_turn_resumes_from_the_whole_thread(serve: Serve, 
     """A resume is checked against the stored turn and reads the whole thread; the tail bounds new runs only."""
     store, messages = seeded
     backend = ScriptedBackend([Rule(r"go", steps=[[Call("navigate", {"path": "/x"})]], reply="went")])
-    served = await serve(Adapter(backend, store=store, history="server", history_view=LastMessages(6)))
+    served = await serve(
+        Adapter(backend, store=store, history="server", history_view=LastMessages(6), frontend_outcome="interrupt")
+    )
     interrupted = await served.client.post(run_input(THREAD, [user("go somewhere")], tools=[NAVIGATE]))
     call_id = interrupted.interrupts[0]["toolCallId"]
     store.returned = 0

@@ -112,7 +112,7 @@ def test_any_view_the_app_picks_keeps_every_call_paired(
 
 
 def test_without_a_view_the_model_sees_the_whole_repaired_history() -> None:
-    history = [UserMessage(id="u", content="hi"), AssistantMessage(id="a", tool_calls=[call("c")])]
+    history: list[Message] = [UserMessage(id="u", content="hi"), AssistantMessage(id="a", tool_calls=[call("c")])]
     assert [m.id for m in chosen_view(history, None)] == ["u", "a", "c:missing"]
 
 

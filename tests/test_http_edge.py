@@ -53,6 +53,9 @@ class RecordingHandler:
             human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=None),
         )
 
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
+
 
 @pytest.fixture
 def handler() -> RecordingHandler:

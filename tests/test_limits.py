@@ -14,13 +14,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from ag_ui.core import RunAgentInput, ToolMessage
+from ag_ui.core import Message, RunAgentInput, ToolMessage
 from agui import Client, Reply, new_id, resolved, run_input, user
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pg import every_store, fresh_schema_dsn
+from pg import every_store as store_params
+from pg import fresh_schema_dsn
 
-import adapter._schema_cache  # private on purpose: a spy counts the schema checks the cache saves
+import adapter._toolset  # private on purpose: a spy counts the schema checks the cache saves
+import schema_tools
 from adapter import Adapter, LimitExceeded
 from adapter import tool as adapter_tool
 
@@ -42,7 +44,7 @@ from schema_tools import SchemaPolicy
 if TYPE_CHECKING:
     from conftest import Serve
 
-STORES = every_store()
+STORES = store_params()
 RULES = [Rule(r"navigate", steps=[[Call("navigate", {"path": "/cart"})]])]
 
 
@@ -119,7 +121,7 @@ async def test_a_body_too_deep_to_parse_is_refused_with_the_same_code(serve: Ser
 
 
 async def test_the_deepest_accepted_state_runs_and_comes_back(serve: Serve) -> None:
-    served = await serve(Adapter(ScriptedBackend(RULES, fallback="ok")))
+    served = await serve(Adapter(ScriptedBackend(RULES, fallback="ok"), frontend_outcome="interrupt"))
     thread = served.client.thread(tools=[tool("navigate", properties={"path": {"type": "string"}})])
     deepest = nested(STATE_DEPTH)
 
@@ -304,13 +306,13 @@ async def test_tool_declarations_over_the_byte_limit_are_refused(serve: Serve) -
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The thread each client schema check runs on, in order."""
     seen: list[str] = []
-    real = adapter._schema_cache.check_schema
+    real = schema_tools.check_schema  # what adapter._toolset calls, by the name it imported it under
 
     def spy(schema: Any, **options: Any) -> None:
         seen.append(threading.current_thread().name)
         real(schema, **options)
 
-    monkeypatch.setattr(adapter._schema_cache, "check_schema", spy)
+    monkeypatch.setattr(adapter._toolset, "check_schema", spy)
     return seen
 
 
@@ -345,7 +347,7 @@ async def test_a_refused_schema_is_remembered_and_refused_again(serve: Serve, ch
 
 
 def test_the_schema_cache_is_bounded() -> None:
-    cache = adapter._schema_cache.SchemaCache(entries=3)
+    cache = adapter._toolset.SchemaCache(entries=3)
     policy = SchemaPolicy()
 
     for index in range(10):
@@ -387,7 +389,7 @@ _ID_CHARS = st.sampled_from(["a", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\ud80
 @settings(max_examples=300, deadline=None)
 @given(ids=st.lists(st.text(_ID_CHARS, max_size=4) | st.integers(250, 260).map(lambda n: "a" * n), max_size=6))
 def test_the_ids_checked_at_once_give_the_first_bad_id_the_rule_gives(ids: list[str]) -> None:
-    messages = [ToolMessage(id=f"m{n}", tool_call_id=value, content="x") for n, value in enumerate(ids)]
+    messages: list[Message] = [ToolMessage(id=f"m{n}", tool_call_id=value, content="x") for n, value in enumerate(ids)]
     checked = RunAgentInput.model_construct(
         thread_id="t", run_id="r", parent_run_id=None, messages=messages, resume=None
     )
@@ -408,7 +410,7 @@ DEEP_TEXT = "[" * 5_000 + "]" * 5_000
 
 async def test_a_tool_message_holding_json_too_deep_to_parse_is_kept_as_text(serve: Serve) -> None:
     backend = ScriptedBackend(RULES, fallback="ok")
-    thread = (await serve(Adapter(backend))).client.thread(tools=[tool("navigate")])
+    thread = (await serve(Adapter(backend, frontend_outcome="interrupt"))).client.thread(tools=[tool("navigate")])
     asked = await thread.say("navigate")
     (interrupt,) = asked.interrupts  # answered by a ToolMessage: the path older clients take
 

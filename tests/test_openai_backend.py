@@ -262,6 +262,7 @@ async def test_a_call_without_an_id_streams_and_ends_under_one_id(
 
     first, whole = await items(make_backend(), chunks=True)
 
+    assert isinstance(first, ToolCallChunk)
     assert first == ToolCallChunk(first.id, "lookup_order", '{"order_id": "A17"}')  # sent once the name is known
     assert whole == ToolCall(first.id, "lookup_order", '{"order_id": "A17"}')
 
@@ -687,7 +688,7 @@ async def test_a_frontend_tool_interrupts_and_the_resume_payload_reaches_the_mod
         ok(call(0, id="call_nav", name="navigate", arguments='{"path": "/orders"}'), finish("tool_calls")),
         ok(text("You are on the orders page."), finish()),
     )
-    adapter = Adapter(make_backend())
+    adapter = Adapter(make_backend(), frontend_outcome="interrupt")
     asked = [UserMessage(id="u1", content="go to orders")]
 
     first = await run_events(adapter, run_input(asked, run_id="r1", tools=[NAVIGATE]))

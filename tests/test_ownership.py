@@ -78,7 +78,7 @@ async def test_only_the_owner_approves_by_default(office: OpenOffice, kit: Kit) 
 
 
 async def test_a_stranger_cannot_answer_a_client_tool(office: OpenOffice) -> None:
-    place = await office()
+    place = await office(frontend_outcome="interrupt")
     alice = place.thread("alice")
     (interrupt,) = (await alice.say("go to settings")).interrupts
     before = await place.stored(alice.id)
@@ -300,7 +300,7 @@ async def test_a_policy_may_let_strangers_run_but_not_answer_a_client_tool(
     def anyone_may_talk(principal: str | None, owner: str | None, action: Action) -> bool:
         return owner is None or principal == owner or action == "run"
 
-    place = await office(authorize=anyone_may_talk)
+    place = await office(authorize=anyone_may_talk, frontend_outcome="interrupt")
     alice = place.thread("alice")
     (interrupt,) = (await alice.say("go to settings")).interrupts
     before = await place.stored(alice.id)
@@ -310,7 +310,7 @@ async def test_a_policy_may_let_strangers_run_but_not_answer_a_client_tool(
     refused(await bob.resume(resolved(interrupt["id"], {"ok": True})), "THREAD_FORBIDDEN")
     assert await place.stored(alice.id) == before
 
-    adapter: Adapter = make_adapter(authorize=anyone_may_talk)
+    adapter: Adapter = make_adapter(authorize=anyone_may_talk, frontend_outcome="interrupt")
     opening = wire(run_input("t1", [user("go to settings")], tools=FRONTEND_TOOLS))
     events = [event async for event in adapter.run(opening, principal="alice")]
     (call,) = events[-1].outcome.interrupts  # type: ignore[attr-defined]

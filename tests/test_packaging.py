@@ -20,7 +20,8 @@ SCRIPTS: dict[str, str] = PROJECT["project"]["scripts"]
 def folder_of(package: str) -> Path:
     """Where setuptools takes a package from: its own `package-dir` entry, its parent's, or the same path."""
     head, *rest = package.split(".")
-    return ROOT / SETUPTOOLS.get("package-dir", {}).get(head, head) / Path(*rest)
+    package_dir: dict[str, str] = SETUPTOOLS.get("package-dir", {})
+    return ROOT / package_dir.get(head, head) / Path(*rest)
 
 
 def installed_layout(site: Path) -> None:

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING
 
 import pytest
 from ag_ui.core import ToolMessage
-from agui import FRONTEND_TOOLS, cancelled, resolved
+from agui import FRONTEND_TOOLS, cancelled, json_content, resolved
 
 from adapter.backends import ScriptedBackend
 
@@ -48,7 +47,7 @@ async def test_one_step_runs_backend_tools_and_suspends_the_rest_together(
     assert kit.count("lookup_order") == kit.count("check_stock") == 1
     seen = {m.tool_call_id: m for m in backend.requests[-1].messages if isinstance(m, ToolMessage)}
     assert set(seen) == {lookup, stock, navigate, email}
-    assert json.loads(seen[navigate].content) == {"navigated": "/orders"}
+    assert json_content(seen[navigate].content) == {"navigated": "/orders"}
     assert seen[email].content == "sent to boss@x.io"
     assert "navigate returned" in second.text and "send_email returned sent to boss@x.io" in second.text
 

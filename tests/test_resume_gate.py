@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ag_ui.core import ToolMessage
-from agui import FRONTEND_TOOLS, Reply, Thread, cancelled, new_id, resolved, run_input, user
+from agui import FRONTEND_TOOLS, Reply, Thread, cancelled, json_content, new_id, resolved, run_input, user
 
 from adapter.backends import ScriptedBackend
 from adapter.stores import StoredThread
@@ -381,7 +381,7 @@ async def test_approval_applies_to_the_stored_arguments_not_the_clients(suspend:
 
 
 async def test_frontend_interrupt_answered_by_a_tool_message(suspend: Suspend, backend: ScriptedBackend) -> None:
-    suspended = await suspend("go to orders")
+    suspended = await suspend("go to orders", frontend_outcome="interrupt")
     call_id = suspended.interrupt["toolCallId"]
 
     reply = await suspended.thread.answer(call_id, {"navigated": True})
@@ -389,5 +389,5 @@ async def test_frontend_interrupt_answered_by_a_tool_message(suspend: Suspend, b
     assert reply.outcome == {"type": "success"}
     assert reply.with_call(call_id) == []
     seen = {m.tool_call_id: m for m in backend.requests[-1].messages if isinstance(m, ToolMessage)}
-    assert json.loads(seen[call_id].content) == {"navigated": True}
+    assert json_content(seen[call_id].content) == {"navigated": True}
     assert "navigate returned" in reply.text

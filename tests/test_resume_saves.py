@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ag_ui.core import RunAgentInput, Tool, UserMessage
+from agui import interrupts_of
 
 from adapter import Adapter, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -51,14 +52,14 @@ def opening(text: str, tools: list[Tool]) -> RunAgentInput:
 
 async def suspend(adapter: Adapter, text: str, tools: list[Tool]) -> str:
     events = [event async for event in adapter.run(opening(text, tools))]
-    (interrupt,) = events[-1].outcome.interrupts
+    (interrupt,) = interrupts_of(events[-1])
     return str(interrupt.id)
 
 
 async def test_a_client_tool_result_is_claimed_and_stored_in_one_save(tmp_path: Path) -> None:
     store = Recording(tmp_path / "t.db")
     rules = [Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it.")]
-    adapter = Adapter(ScriptedBackend(rules), store=store)
+    adapter = Adapter(ScriptedBackend(rules), store=store, frontend_outcome="interrupt")
     interrupt = await suspend(adapter, "go to x", [NAVIGATE])
     store.saves.clear()
 
@@ -95,7 +96,7 @@ async def test_an_approved_tool_runs_only_after_its_claim_is_stored(tmp_path: Pa
 async def test_racing_client_results_are_applied_once(tmp_path: Path) -> None:
     store = Recording(tmp_path / "t.db")
     rules = [Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it.")]
-    adapter = Adapter(ScriptedBackend(rules), store=store)
+    adapter = Adapter(ScriptedBackend(rules), store=store, frontend_outcome="interrupt")
     interrupt = await suspend(adapter, "go to x", [NAVIGATE])
 
     async def resume(run_id: str, page: str) -> list[Any]:

@@ -7,7 +7,18 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ag_ui.core import ActivityMessage, AssistantMessage, ToolMessage
-from agui import CONFIRM_ACTION, FRONTEND_TOOLS, Reply, cancelled, new_id, resolved, run_input, tool_answer, user
+from agui import (
+    CONFIRM_ACTION,
+    FRONTEND_TOOLS,
+    Reply,
+    cancelled,
+    json_content,
+    new_id,
+    resolved,
+    run_input,
+    tool_answer,
+    user,
+)
 
 from adapter.backends import ScriptedBackend
 
@@ -80,7 +91,7 @@ async def test_frontend_tool_interrupts_and_resumes_with_the_payload(
     assert call_triad(second, call_id) == ["TOOL_CALL_RESULT"]
     assert json.loads(second.results()[call_id]["content"]) == {"navigated": True, "url": "/orders"}
     answer = tool_messages(backend)[call_id]
-    assert json.loads(answer.content) == {"navigated": True, "url": "/orders"}
+    assert json_content(answer.content) == {"navigated": True, "url": "/orders"}
     assert answer.error is None
     assert "navigate returned" in second.text
     assert second.outcome == {"type": "success"}
@@ -115,7 +126,7 @@ async def test_frontend_tool_pending_ends_in_success_and_is_answered_in_messages
     second = await thread.answer(call_id, {"navigated": True})
 
     assert call_triad(second, call_id) == []
-    assert json.loads(tool_messages(backend)[call_id].content) == {"navigated": True}
+    assert json_content(tool_messages(backend)[call_id].content) == {"navigated": True}
     assert "navigate returned" in second.text
     assert second.outcome == {"type": "success"}
     assert len(backend.requests) == 2
@@ -154,7 +165,7 @@ async def test_confirmation_tool_approved_by_the_user(
         second = await thread.answer(call_id, {"confirmed": True})
         assert call_triad(second, call_id) == []
 
-    assert json.loads(tool_messages(backend)[call_id].content) == {"confirmed": True}
+    assert json_content(tool_messages(backend)[call_id].content) == {"confirmed": True}
     assert 'confirm_action returned {"confirmed": true}' in second.text
     assert second.outcome == {"type": "success"}
 

@@ -40,7 +40,7 @@ async def test_an_owner_cannot_store_a_result_for_a_call_the_approver_declined(
 
 
 async def test_a_frontend_answer_sent_again_is_refused_and_a_new_answer_is_kept(office: OpenOffice) -> None:
-    place = await office(history="server")
+    place = await office(history="server", frontend_outcome="interrupt")
     alice = place.thread("alice")
     (interrupt,) = (await alice.say("go to orders")).interrupts
     assert (await alice.answer(interrupt["toolCallId"], {"ok": True})).outcome == {"type": "success"}

@@ -134,7 +134,7 @@ async def test_the_clients_state_is_the_starting_point_of_every_new_run(serve: S
 
 async def test_state_survives_a_suspension_and_a_restart_on_every_store(serve: Serve, open_store: OpenStore) -> None:
     before = scripted()
-    first = await serve(Adapter(before, tools=TOOLS, store=open_store()))
+    first = await serve(Adapter(before, tools=TOOLS, store=open_store(), frontend_outcome="interrupt"))
     thread = first.client.thread(tools=FRONTEND_TOOLS)
 
     asked = await thread.say("add a pen and go to the cart", state={"cart": ["lamp"]})
@@ -143,7 +143,7 @@ async def test_state_survives_a_suspension_and_a_restart_on_every_store(serve: S
     await first.stop()
 
     after = scripted()
-    second = await serve(Adapter(after, tools=TOOLS, store=open_store()))
+    second = await serve(Adapter(after, tools=TOOLS, store=open_store(), frontend_outcome="interrupt"))
     thread.client = second.client
     done = await thread.resume(resolved(interrupt["id"], "on the cart page"), state={"cart": []})
 
@@ -248,7 +248,7 @@ async def test_a_client_tools_prediction_stays_only_if_its_own_answer_is_no_erro
     serve: Serve, error: str | None, page: str
 ) -> None:
     backend = ScriptedBackend(NAVIGATING, fallback="ok")
-    served = await serve(Adapter(backend, tools=TOOLS, predict_state=[PAGE]))
+    served = await serve(Adapter(backend, tools=TOOLS, predict_state=[PAGE], frontend_outcome="interrupt"))
     thread = served.client.thread(tools=FRONTEND_TOOLS)
     asked = await thread.say("open the cart", state={"page": "/home"})
     (interrupt,) = asked.interrupts

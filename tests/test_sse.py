@@ -69,6 +69,9 @@ class ScriptedHandler:
     def capabilities(self) -> AgentCapabilities:
         return AgentCapabilities()
 
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
+
 
 async def post(handler: Any, **options: Any) -> httpx.Response:
     app = create_app(handler, **options)
@@ -169,6 +172,9 @@ class FailsToStart:
     def capabilities(self) -> AgentCapabilities:
         return AgentCapabilities()
 
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
+
 
 class YieldsGarbage(ScriptedHandler):
     async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
@@ -220,6 +226,9 @@ class Endless:
 
     def capabilities(self) -> AgentCapabilities:
         return AgentCapabilities()
+
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
 
 
 def body_scope(body: bytes) -> dict[str, Any]:
@@ -294,6 +303,9 @@ class Gated:
 
     def capabilities(self) -> AgentCapabilities:
         return AgentCapabilities()
+
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
 
 
 async def test_events_arrive_incrementally_over_real_http() -> None:

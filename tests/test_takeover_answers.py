@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 from ag_ui.core import ResumeEntry, RunAgentInput
 from hypothesis import given, settings
@@ -19,7 +19,8 @@ from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, 
 LEASE = timedelta(minutes=5)
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 KINDS = ("approval", "input", "frontend", "form", "backend")
-ANSWERS: list[tuple[str, Any]] = [
+Given: TypeAlias = tuple[Literal["resolved", "cancelled"], Any]  # a resume entry's status and payload
+ANSWERS: list[Given] = [
     ("resolved", {"approved": True}),
     ("resolved", {"approved": False}),
     ("resolved", {"approved": True, "editedArgs": {"amount": 5}}),
@@ -33,13 +34,13 @@ def call(kind: str) -> PendingCall:
         tool_call_id="call_1",
         tool_name="pay",
         arguments="{}",
-        kind=kind,  # type: ignore[arg-type]
+        kind=kind,
         reason=kind,
         response_schema={},
     )
 
 
-def lapsed_record(kind: str, earlier: tuple[str, Any], started: list[str] | None) -> ThreadRecord:
+def lapsed_record(kind: str, earlier: Given, started: list[str] | None) -> ThreadRecord:
     """A turn claimed by run r1 with `earlier` as its answer, the claim older than the lease."""
     turn = OpenTurn(turn_id="turn_1", run_id="r0", pending=[call(kind)], claimed_by="r1", claimed_at=NOW - LEASE)
     applied = AppliedResume(
@@ -51,9 +52,9 @@ def lapsed_record(kind: str, earlier: tuple[str, Any], started: list[str] | None
     return ThreadRecord(thread_id="t1", open_turn=turn, applied=applied)
 
 
-def attempt(record: ThreadRecord, answer: tuple[str, Any]) -> str | None:
+def attempt(record: ThreadRecord, answer: Given) -> str | None:
     """The code the gate refuses `answer` with, or None when it lets the takeover apply it."""
-    entry = ResumeEntry(interrupt_id="int_1", status=answer[0], payload=answer[1])  # type: ignore[arg-type]
+    entry = ResumeEntry(interrupt_id="int_1", status=answer[0], payload=answer[1])
     run_input = RunAgentInput(thread_id="t1", run_id="r2", messages=[], tools=[], context=[], resume=[entry])
     try:
         asyncio.run(check_resume(record, run_input, now=NOW, claim_lease=LEASE, edited_args_schemas={}))
@@ -65,10 +66,10 @@ def attempt(record: ThreadRecord, answer: tuple[str, Any]) -> str | None:
 @settings(max_examples=200, deadline=None)
 @given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS), st.booleans())
 def test_a_takeover_may_not_contradict_work_the_lapsed_claim_may_have_started(
-    kind: str, earlier: tuple[str, Any], later: tuple[str, Any], legacy: bool
+    kind: str, earlier: Given, later: Given, legacy: bool
 ) -> None:
     """Refused with RESUME_CONFLICT exactly when the earlier answer may have started work and the new one differs."""
-    first = Answer(call(kind), earlier[0], earlier[1])  # type: ignore[arg-type]
+    first = Answer(call(kind), earlier[0], earlier[1])
     started = None if legacy else (["int_1"] if first.starts_work else [])
     record = lapsed_record(kind, earlier, started)
     may_have_run = kind == "approval" if legacy else first.starts_work  # an older record: every answered approval
@@ -94,7 +95,7 @@ def test_an_approval_starts_work_only_when_approved() -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS))
 def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
-    kind: str, earlier: tuple[str, Any], later: tuple[str, Any]
+    kind: str, earlier: Given, later: Given
 ) -> None:
     """A claim that died forwarding the backend's answer had applied its answer to int_1, which waits no more.
 
@@ -107,7 +108,7 @@ def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
     record.open_turn.pending = [backend]
     record.applied.fingerprints["int_2"] = answer_fingerprint("resolved", {"approved": True})
     entries = [
-        ResumeEntry(interrupt_id="int_1", status=later[0], payload=later[1]),  # type: ignore[arg-type]
+        ResumeEntry(interrupt_id="int_1", status=later[0], payload=later[1]),
         ResumeEntry(interrupt_id="int_2", status="resolved", payload={"approved": True}),
     ]
     run_input = RunAgentInput(thread_id="t1", run_id="r2", messages=[], tools=[], context=[], resume=entries)

@@ -14,7 +14,7 @@ from agui import Client, Reply
 from offices import by_header
 from pg import every_store
 
-from adapter.backends import ModelRequest, ScriptedBackend, TextDelta, ToolCall
+from adapter.backends import BackendItem, ModelRequest, ScriptedBackend
 from adapter.stores import TurnStore
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ class Gate:
         self.entered = threading.Event()
         self.release = threading.Event()
 
-    async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ToolCall]:
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         last = request.messages[-1] if request.messages else None
         if last is not None and "slow" in str(getattr(last, "content", "")):
             self.entered.set()

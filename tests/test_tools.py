@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from ag_ui.core import ToolMessage
-from agui import FRONTEND_TOOLS, ORDER, frontend_tool, resolved
+from agui import FRONTEND_TOOLS, ORDER, frontend_tool, json_content, resolved
 
 from adapter import Adapter, ConfigurationError, InputRequired, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -177,7 +177,7 @@ async def test_external_server_tool_suspends_without_running(
     else:
         assert first.outcome == {"type": "success", "pendingToolCallIds": [call["toolCallId"]]}
         second = await thread.answer(call["toolCallId"], {"signed": True})
-    assert json.loads(answers_seen(backend)[call["toolCallId"]].content) == {"signed": True}
+    assert json_content(answers_seen(backend)[call["toolCallId"]].content) == {"signed": True}
     assert kit.count("sign_document") == 0
     assert second.outcome == {"type": "success"}
 

@@ -168,6 +168,7 @@ async def test_the_request_is_forwarded_field_by_field(router: respx.MockRouter,
         thread_id="t1",
         run_id="r1",
         resume=[entry],
+        forwarded_props={"tenant": "acme", "flags": [1, None]},
     )
     backend = make_upstream(headers={"authorization": f"Bearer {SECRET}", "x-tenant": "acme"})
 
@@ -187,6 +188,7 @@ async def test_the_request_is_forwarded_field_by_field(router: respx.MockRouter,
         "resume": [
             {"interruptId": "up-int-1", "status": "resolved", "payload": {"ok": None}, "metadata": {"sig": "abc"}}
         ],
+        "forwardedProps": {"tenant": "acme", "flags": [1, None]},
     }
     assert first["runId"].startswith("r1.")
     assert second["runId"].startswith("r1.")
@@ -204,8 +206,64 @@ async def test_empty_resume_and_state_are_not_sent(router: respx.MockRouter, mak
     await items(make_upstream())
 
     (body,) = bodies(route)
-    assert set(body) == {"threadId", "runId", "parentRunId", "protocolVersion", "messages", "tools", "context"}
+    assert set(body) == {
+        "threadId",
+        "runId",
+        "parentRunId",
+        "protocolVersion",
+        "messages",
+        "tools",
+        "context",
+        "forwardedProps",
+    }
+    assert body["forwardedProps"] == {}  # AG-UI 0.1 agents require the field: 422 without it
     assert nulls_in(body) == []
+
+
+RUN_FIELDS: dict[str, Any] = {
+    "forwardedProps": {"tenant": "acme", "page": {"id": 7, "draft": None}},
+    "state": {"cart": ["A100"], "note": None},
+    "context": [{"description": "locale", "value": "fr-CH"}],
+    "parentRunId": "client-parent",
+}
+
+
+@pytest.mark.parametrize("field", sorted(RUN_FIELDS))
+async def test_the_clients_run_fields_reach_the_upstream_on_every_step(
+    router: respx.MockRouter, make_upstream: MakeUpstream, field: str
+) -> None:
+    route = upstream_runs(
+        router,
+        ok(STARTED, call("up-1", "lookup_order", '{"order_id": "A1"}'), finished()),
+        ok(STARTED, text("Shipped."), finished()),
+    )
+    adapter = Adapter(make_upstream(), tools=[lookup_order])
+    body = run_input("t1", [user("where is A1?")], **{field: RUN_FIELDS[field]})
+
+    await run(adapter, body)
+
+    first, second = bodies(route)  # the step before the server tool ran, and the one after
+    for sent in (first, second):
+        assert sent["protocolVersion"] == "1.0"
+        assert sent["parentRunId"] == body["runId"]  # the upstream run is a child of ours, not of our parent
+        assert sent["runId"].startswith(f"{body['runId']}.")
+        if field == "parentRunId":
+            assert "client-parent" not in json.dumps(sent)
+        else:
+            assert sent[field] == RUN_FIELDS[field]
+
+
+@pytest.mark.parametrize("sent", [{}, {"forwardedProps": None}])
+async def test_a_client_without_forwarded_props_sends_the_upstream_an_empty_object(
+    router: respx.MockRouter, make_upstream: MakeUpstream, sent: dict[str, Any]
+) -> None:
+    route = upstream_runs(router, ok(STARTED, text("Hi"), finished()))
+
+    await run(Adapter(make_upstream()), run_input("t1", [user("hi")], **sent))
+
+    (body,) = bodies(route)
+    assert body["forwardedProps"] == {}
+    assert "state" not in body
 
 
 async def test_the_upstream_sees_server_and_client_tools_as_client_tools(
@@ -567,7 +625,7 @@ async def test_state_the_upstream_changed_survives_a_suspension(
         ok(STARTED, event("STATE_SNAPSHOT", snapshot={"n": 2}), call("c1", "navigate"), finished()),
         ok(STARTED, finished()),
     )
-    adapter = Adapter(make_upstream())
+    adapter = Adapter(make_upstream(), frontend_outcome="interrupt")
 
     first = await run(adapter, run_input("t1", [user("hi")], tools=[NAVIGATE], state={"n": 1}))
     interrupt_id = first[-1]["outcome"]["interrupts"][0]["id"]
@@ -580,7 +638,7 @@ async def test_state_the_upstream_changed_survives_a_suspension(
 # Failures
 
 
-def raising(error: type[Exception]) -> Callable[[httpx.Request], httpx.Response]:
+def raising(error: type[httpx.RequestError]) -> Callable[[httpx.Request], httpx.Response]:
     def handler(request: httpx.Request) -> httpx.Response:
         raise error("failed", request=request)
 

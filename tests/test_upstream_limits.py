@@ -6,7 +6,7 @@ import asyncio
 import json
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 KIB = 1024
 STARTED = {"type": "RUN_STARTED", "threadId": "up", "runId": "up-run"}
 FINISHED = {"type": "RUN_FINISHED", "threadId": "up", "runId": "up-run"}
-Send = Callable[[dict[str, Any]], Awaitable[None]]
+Message = MutableMapping[str, Any]  # an ASGI scope or message
 
 
 def frame(event: dict[str, Any]) -> bytes:
@@ -55,9 +55,11 @@ class Hostile:
     sent_bytes: int = 0
     sent_chunks: int = 0
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Send) -> None:
+    async def __call__(
+        self, scope: Message, receive: Callable[[], Awaitable[Message]], send: Callable[[Message], Awaitable[None]]
+    ) -> None:
         await receive()
-        gone = asyncio.create_task(receive())  # http.disconnect: the reader stopped
+        gone = asyncio.ensure_future(receive())  # http.disconnect: the reader stopped
         await send({"type": "http.response.start", "status": self.status, "headers": list(self.headers)})
         for chunk in self.chunks():
             if gone.done():
@@ -236,7 +238,7 @@ def test_each_limit_must_be_a_positive_number(value: Any) -> None:
 
 @given(
     lines=st.lists(
-        st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\r\n"), max_size=20),
+        st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=20),
         max_size=8,
     ),
     ending=st.sampled_from(["\n", "\r", "\r\n"]),

@@ -81,10 +81,8 @@ class PydanticAgent:
         prompt = next(p.content for p in last.parts if isinstance(p, UserPromptPart))
         if "delete both" in str(prompt):
             for index, path in enumerate(["/tmp/a.txt", "/tmp/b.txt"]):
-                arguments = json.dumps({"path": path})
-                yield {
-                    index: DeltaToolCall(name="delete_file", json_args=arguments, tool_call_id=f"pai-delete-{index}")
-                }
+                delete = json.dumps({"path": path})
+                yield {index: DeltaToolCall(name="delete_file", json_args=delete, tool_call_id=f"pai-delete-{index}")}
             return
         # A call id is unique in a thread, as a real model's are: a later turn's call gets the turn's number.
         turn = sum(
@@ -157,7 +155,7 @@ def with_call(events: list[dict[str, Any]], call_id: str) -> list[str]:
 async def test_a_frontend_tool_the_agent_calls_becomes_our_interrupt_and_its_answer_a_tool_return(
     pydantic_agent: PydanticAgent,
 ) -> None:
-    adapter = Adapter(AGUIUpstream(pydantic_agent.app))
+    adapter = Adapter(AGUIUpstream(pydantic_agent.app), frontend_outcome="interrupt")
     payload = {"opened": "/orders", "tabs": ["orders", "returns"]}
     pydantic_agent.expected["navigate"] = payload
 
@@ -267,7 +265,7 @@ async def test_over_real_http_the_whole_round_trip_streams_clean(
 ) -> None:
     upstream = await serve(pydantic_agent.app)
     backend = AGUIUpstream(upstream.url + "/")
-    ours = await serve(Adapter(backend, tools=spy.tools))
+    ours = await serve(Adapter(backend, tools=spy.tools, frontend_outcome="interrupt"))
     thread = ours.client.thread(tools=[NAVIGATE])
     pydantic_agent.expected["navigate"] = {"opened": "/orders"}
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 from upstreams.kit import tool_call_problems
+from upstreams.scripted import framed_run
 
 from adapter import Adapter
 
@@ -107,16 +107,7 @@ def _interrupted(body: dict[str, Any], plan: Plan) -> list[dict[str, Any]]:
 def upstream(plan: Plan) -> Starlette:
     async def run(request: Request) -> StreamingResponse:
         body = await request.json()
-        events = _events(body, plan)
-        ending = events.pop() if events and "outcome" in events[-1] else {"outcome": {"type": "success"}}
-        ids = {"threadId": body["threadId"], "runId": body["runId"]}
-        framed = [{"type": "RUN_STARTED", **ids}, *events, {"type": "RUN_FINISHED", **ids, **ending}]
-
-        async def stream() -> AsyncIterator[bytes]:
-            for event in framed:
-                yield f"data: {json.dumps(event)}\n\n".encode()
-
-        return StreamingResponse(stream(), media_type="text/event-stream")
+        return framed_run(body, _events(body, plan))
 
     return Starlette(routes=[Route("/", run, methods=["POST"])])
 

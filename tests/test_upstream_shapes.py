@@ -34,6 +34,7 @@ def results_for(events: list[dict[str, Any]], call_id: str) -> list[str]:
 
 
 def refund_call(events: list[dict[str, Any]]) -> str:
+    call_id: str
     (call_id,) = [e["toolCallId"] for e in events if e.get("toolCallName") == "refund_order"]
     return call_id
 

@@ -103,7 +103,10 @@ class AGUIUpstream(ClientOwner):
             raise upstream_error("The connection to the upstream agent failed.") from exc
 
     def run_input(self, request: ModelRequest) -> RunAgentInput:
-        """The input of the upstream run for one step, under a fresh run id of its own."""
+        """The input of the upstream run for one step, under a fresh run id of its own.
+
+        `forwardedProps` is the client's, or `{}` when it sent none: AG-UI 0.1 agents require the field.
+        """
         return RunAgentInput(
             thread_id=request.thread_id,
             run_id=f"{request.run_id}.{new_id('run')}" if request.run_id else new_id("run"),
@@ -114,6 +117,7 @@ class AGUIUpstream(ClientOwner):
             context=list(request.context),
             state=request.state,
             resume=list(request.resume) or None,
+            forwarded_props=request.forwarded_props if request.forwarded_props is not None else {},
         )
 
     async def _check(self, response: httpx.Response) -> None:

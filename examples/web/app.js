@@ -3,9 +3,11 @@
 //   send message -> run -> events update the conversation -> RUN_FINISHED
 //     outcome "interrupt": one card per interrupt; the page runs its own tools at once, a person
 //     answers the rest; once every interrupt has an answer, ONE resume run carries them all.
+//     success with pendingToolCallIds (the adapter's default, AG-UI 1.0 FE-2): the same cards, one per
+//     pending call; once each has an answer, ONE run carries them as ToolMessages in its messages.
 
 import { AguiHttpError, AguiUnreachable, getCapabilities, getThread, newId, runAgent } from "./agui-client.js";
-import { applyEvent, callArguments, findCall, sendable } from "./messages.js";
+import { applyEvent, callArguments, findCall, sendable, unansweredCalls } from "./messages.js";
 import { ChatView } from "./chat-view.js";
 import { InterruptCard, isExpired, kindOf } from "./interrupts.js";
 import { CLIENT_TOOLS, toolbox } from "./tools.js";
@@ -22,6 +24,7 @@ const state = {
   notes: [],
   cards: new Map(), // by tool call id (or interrupt id when there is no call)
   pending: [], // the open interrupts of the last run: {interrupt, toolName, args, kind, card, entry}
+  answerWith: "resume", // how `pending` is answered: "resume" entries, or "messages" (ToolMessages, for pending calls)
   running: false,
   serverTools: new Map(),
   ranWith: loadRanWith(), // by tool call id: the arguments a person approved with edits (the server keeps the proposal)
@@ -82,6 +85,7 @@ async function run(extra) {
   const input = {
     threadId: state.threadId,
     runId: newId("run"),
+    protocolVersion: "1.0", // an AG-UI 1.0 client: it reads pendingToolCallIds and interrupts
     state: {},
     messages: sendable(state.messages),
     tools: CLIENT_TOOLS,
@@ -134,14 +138,20 @@ async function settle({ terminal, failure }, { resuming }) {
   if (resuming) closeBatch();
   const outcome = terminal.outcome ?? { type: "success" };
   if (outcome.type === "interrupt") openBatch(outcome.interrupts ?? []);
-  else if (outcome.pendingToolCallIds?.length) note("info", "The run left tool calls pending; this page answers interrupts only.");
+  else if (outcome.pendingToolCallIds?.length) openBatch(outcome.pendingToolCallIds.map(asInterrupt), "messages");
   else if (outcome.type === "cancelled") note("info", "The agent stopped before it finished (cancelled).");
 }
 
 // ---- interrupts ---------------------------------------------------------------------------------
 
-function openBatch(interrupts) {
+/** A pending call as the card of an interrupt about it; its answer becomes a ToolMessage, not a resume entry. */
+function asInterrupt(toolCallId) {
+  return { id: toolCallId, toolCallId, reason: "tool_call" };
+}
+
+function openBatch(interrupts, answerWith = "resume") {
   const saved = loadAnswers();
+  state.answerWith = answerWith;
   state.pending = interrupts.map((interrupt) => {
     const call = findCall(state.messages, interrupt.toolCallId);
     const callName = call?.function?.name;
@@ -187,9 +197,22 @@ function answered(record, entry, summary) {
 }
 
 async function resume() {
+  if (state.answerWith === "messages") {
+    state.messages.push(...state.pending.map(toolMessage));
+    const outcome = await run({});
+    await settle(outcome, { resuming: true });
+    return;
+  }
   const entries = state.pending.map((record) => record.entry);
   const outcome = await run({ resume: entries });
   await settle(outcome, { resuming: true });
+}
+
+/** The ToolMessage that answers a pending call: the page's result, or the person's cancellation. */
+function toolMessage({ interrupt, toolName, entry }) {
+  const message = { id: `tool_${interrupt.toolCallId}`, role: "tool", toolCallId: interrupt.toolCallId };
+  if (entry.status === "cancelled") return { ...message, content: `The user cancelled ${toolName}; it was not executed.`, error: "cancelled" };
+  return { ...message, content: JSON.stringify(entry.payload ?? null) };
 }
 
 function closeBatch() {
@@ -201,6 +224,7 @@ function closeBatch() {
     if (record.kind === "automatic") state.cards.delete(record.interrupt.toolCallId ?? record.interrupt.id);
   }
   state.pending = [];
+  state.answerWith = "resume";
   saveAnswers({});
   localStorage.setItem(`${KEY}:ran:${state.threadId}`, JSON.stringify(state.ranWith));
 }
@@ -220,6 +244,11 @@ async function afterFailedResume(failure) {
     note("error", `Could not reload the thread: ${error.message}`, error.code);
   }
   const open = new Set((thread?.interrupts ?? []).map((i) => i.id));
+  if (state.answerWith === "messages") {
+    // the answers were ToolMessages: a call is still open unless the stored thread holds its answer
+    const stored = new Set((thread?.messages ?? []).filter((m) => m.role === "tool").map((m) => m.toolCallId));
+    for (const record of state.pending) if (!stored.has(record.interrupt.toolCallId)) open.add(record.interrupt.id);
+  }
   if (thread && !state.pending.some((r) => open.has(r.interrupt.id))) {
     closeBatch();
     state.messages = thread.messages;
@@ -232,6 +261,10 @@ async function afterFailedResume(failure) {
 /** Open the cards again, with `notice` saying why. */
 function askAgain(notice) {
   saveAnswers({});
+  if (state.answerWith === "messages") {
+    const calls = new Set(state.pending.map((record) => record.interrupt.toolCallId)); // their answers were not taken
+    state.messages = state.messages.filter((m) => !(m.role === "tool" && calls.has(m.toolCallId)));
+  }
   for (const record of state.pending) {
     record.entry = null;
     record.card.open(notice);
@@ -277,6 +310,11 @@ async function restore() {
   if (thread) {
     state.messages = thread.messages ?? [];
     if (thread.interrupts?.length) openBatch(thread.interrupts);
+    else {
+      const clientTools = new Set(CLIENT_TOOLS.map((t) => t.name));
+      const open = unansweredCalls(state.messages).filter((call) => clientTools.has(call.function?.name));
+      if (open.length) openBatch(open.map((call) => asInterrupt(call.id)), "messages"); // calls left pending
+    }
   }
   render();
 }

@@ -70,6 +70,13 @@ export function findCall(messages, toolCallId) {
   return null;
 }
 
+/** The tool calls of the last assistant message that no tool message answers yet. */
+export function unansweredCalls(messages) {
+  const last = messages.findLast((m) => m.role === "assistant" && m.toolCalls?.length);
+  const answered = new Set(messages.filter((m) => m.role === "tool").map((m) => m.toolCallId));
+  return (last?.toolCalls ?? []).filter((call) => !answered.has(call.id));
+}
+
 /** A call's arguments as an object ({} when they are not a JSON object). */
 export function callArguments(call) {
   try {

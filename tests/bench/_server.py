@@ -306,4 +306,4 @@ async def _idle(server: Server) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -21,9 +21,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
-from bench_adapter import Server, new_id
+from _server import Server, new_id
 
 CLIENTS = 4
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
@@ -52,13 +53,13 @@ def body(declared: list[dict[str, Any]], state: Any = None) -> bytes:
 
 
 POOL = 40  # bodies made before measuring, so that the client's own JSON encoding does not delay its probes
-WORKLOADS = {
+WORKLOADS: dict[str, Callable[[], bytes]] = {
     "same size": lambda: body([], {"items": tools(4_400, salt=new_id("s"), padding=20)}),  # the same JSON as state
     "refused": lambda: body(tools(4_400, salt=new_id("s"), padding=20)),  # ~0.9 MiB: under max_body_bytes
     "cold": lambda: body(tools(128, salt=new_id("s"), padding=1_800)),
     "warm": lambda: WARM,
 }
-WARM = body(tools(128, salt="warm", padding=1_800))
+WARM: bytes = body(tools(128, salt="warm", padding=1_800))
 
 
 async def send(server: Server, content: bytes) -> tuple[int, str]:

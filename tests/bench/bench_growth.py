@@ -183,8 +183,8 @@ async def measure(benches: list[Bench], sizes: list[int], long: int | None, reps
     large = await alternate(benches, lambda b: payload(b, PAYLOAD_KB), reps)
     per_kb = {n: 1000 * (statistics.median(large[n]) - statistics.median(small[n])) / PAYLOAD_KB for n in names}
     rows.add("payload", "µs CPU / KB of body", per_kb, TARGETS["payload"])
-    runs = await alternate(benches, fixed, reps)
-    rows.add(f"fixed: {CONCURRENT} runs x 50 deltas", "ms CPU / run", _medians(runs), TARGETS["fixed"])
+    fixed_runs = await alternate(benches, fixed, reps)
+    rows.add(f"fixed: {CONCURRENT} runs x 50 deltas", "ms CPU / run", _medians(fixed_runs), TARGETS["fixed"])
     trips = await alternate(benches, trip, reps * 3)
     rows.add("frontend round trip, SQLite", "ms CPU / round trip", _medians(trips), TARGETS["round trip"])
     return rows

@@ -31,14 +31,16 @@ CHROMIUM_ARGS = [
 
 
 class DemoServer:
-    """`examples.demo.build_app` served by uvicorn on 127.0.0.1 (a free port) in its own thread."""
+    """`examples.demo.build_app(db_path, **options)` served by uvicorn on 127.0.0.1 (a free port) in its own thread."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, **options: Any) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-        config = uvicorn.Config(build_app(str(db_path)), log_level="warning", ws="none", http="h11", loop="asyncio")
+        config = uvicorn.Config(
+            build_app(str(db_path), **options), log_level="warning", ws="none", http="h11", loop="asyncio"
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
             target=asyncio.run, args=(self.server.serve(sockets=[sock]),), daemon=True, name="demo-server"

@@ -11,8 +11,9 @@ from externals import CHROMIUM, missing_chromium
 try:
     from playwright.sync_api import Browser, Page, expect, sync_playwright
 except ImportError:  # a failure below, never a skip
-    sync_playwright = None
+    HAVE_PLAYWRIGHT = False
 else:
+    HAVE_PLAYWRIGHT = True
     # expect() waits for a condition, 5 s by default: too short on a loaded 2-core machine, where a run
     # through the CopilotKit runtime can take longer. A generous bound costs nothing when things are fast.
     expect.set_options(timeout=30_000)
@@ -41,7 +42,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoServer]:
 def browser() -> Iterator[Browser]:
     """Debian's Chromium, headless. Missing Chromium or Playwright fails the tests with how to install it."""
     problem = missing_chromium()
-    if problem is not None or sync_playwright is None:
+    if problem is not None or not HAVE_PLAYWRIGHT:
         pytest.fail(problem or "Playwright for Python is missing", pytrace=False)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)

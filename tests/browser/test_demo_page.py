@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from browserkit import DemoServer
-from playwright.sync_api import Browser, Page, Route, expect
+from playwright.sync_api import Browser, Page, Request, Route, expect
 
 ARTIFACTS = Path(__file__).parents[1] / "artifacts"
 
@@ -43,6 +43,57 @@ def test_a_page_tool_runs_in_the_page_and_the_run_resumes(page: Page) -> None:
 
     expect(page.locator(".toast")).to_have_text("hello there")
     expect(replies(page).last).to_have_text("Done.")
+
+
+def posted(page: Page) -> list[dict[str, Any]]:
+    """The bodies the page POSTs from now on."""
+    sent: list[dict[str, Any]] = []
+
+    def note(request: Request) -> None:
+        if request.method == "POST":
+            sent.append(request.post_data_json or {})
+
+    page.on("request", note)
+    return sent
+
+
+def test_a_page_tool_is_answered_with_a_tool_message_by_default(page: Page) -> None:
+    sent = posted(page)
+
+    say(page, "go to settings")
+
+    expect(replies(page).last).to_have_text("I opened the settings page for you.")
+    first, answer = sent
+    assert first["protocolVersion"] == "1.0"
+    assert "resume" not in answer
+    (call,) = [call for m in answer["messages"] if m["role"] == "assistant" for call in m.get("toolCalls", [])]
+    assert answer["messages"][-1] == {
+        "id": f"tool_{call['id']}",
+        "role": "tool",
+        "toolCallId": call["id"],
+        "content": '{"opened":"settings"}',
+    }
+
+
+def test_a_page_tool_is_answered_with_a_resume_entry_in_interrupt_mode(browser: Browser, tmp_path: Path) -> None:
+    server = DemoServer(tmp_path / "demo.db", frontend_outcome="interrupt")
+    context = browser.new_context(base_url=server.url, locale="en-US")
+    try:
+        page = context.new_page()
+        sent = posted(page)
+        page.goto("/")
+
+        say(page, "go to settings")
+
+        expect(replies(page).last).to_have_text("I opened the settings page for you.")
+        _, resumed = sent
+        (entry,) = resumed["resume"]
+        assert entry["status"] == "resolved"
+        assert entry["payload"] == {"opened": "settings"}
+        assert not any(m["role"] == "tool" for m in resumed["messages"])
+    finally:
+        context.close()
+        server.stop()
 
 
 def test_a_confirmation_dialog_answers_the_agent(page: Page) -> None:
@@ -129,8 +180,7 @@ def test_a_rejected_refund_never_runs(page: Page, demo: DemoServer) -> None:
 
 
 def test_a_form_is_validated_filled_and_submitted(page: Page) -> None:
-    sent: list[dict[str, Any]] = []
-    page.on("request", lambda r: sent.append(r.post_data_json) if r.method == "POST" else None)
+    sent = posted(page)
     say(page, "create a high priority login incident ticket")
     form = page.locator('.form-card[data-form-key="support_ticket_details"]')
     expect(form).to_have_attribute("data-status", "PENDING")
@@ -270,6 +320,19 @@ def test_a_reload_restores_the_conversation_and_what_still_waits(page: Page) -> 
     expect(replies(page).last).to_contain_text("Booked Kilimanjaro")
 
 
+def test_a_reload_reopens_a_pending_page_dialog(page: Page, demo: DemoServer) -> None:
+    say(page, "confirm delete report.pdf")
+    expect(card(page, "confirm_action")).to_contain_text("delete report.pdf")
+    assert demo.thread_record(thread_id(page))["interrupts"] == []  # pending: the client holds the call
+
+    page.reload()
+
+    expect(page.locator("#status")).to_have_text("waiting for you")
+    card(page, "confirm_action").get_by_role("button", name="Reject").click()
+    expect(replies(page).last).to_have_text("Understood, I will not delete report.pdf.")
+    expect(page.locator("#message")).to_be_enabled()
+
+
 def sse(*events: dict[str, Any]) -> str:
     return "".join(f"data: {json.dumps(event)}\n\n" for event in events)
 
@@ -337,7 +400,10 @@ def test_a_new_conversation_asks_the_server_for_nothing_it_does_not_have(browser
 
 
 def test_several_interrupts_are_answered_then_resumed_once_and_expired_ones_only_cancel(page: Page) -> None:
-    calls = [("c1", "navigate", {"page": "orders"}), ("c2", "confirm_action", {"action": "archive logs"})]
+    calls: list[tuple[str, str, dict[str, Any]]] = [
+        ("c1", "navigate", {"page": "orders"}),
+        ("c2", "confirm_action", {"action": "archive logs"}),
+    ]
     calls.append(("c3", "refund_order", {"order_id": "A100", "amount": 59}))
     approval = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
     interrupts = [
@@ -367,7 +433,7 @@ def test_several_interrupts_are_answered_then_resumed_once_and_expired_ones_only
     resumed: list[dict[str, Any]] = []
 
     def agent(route: Route) -> None:
-        body = route.request.post_data_json
+        body = route.request.post_data_json or {}
         if body.get("resume"):
             resumed.append(body)
             reply = [

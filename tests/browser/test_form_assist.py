@@ -6,7 +6,7 @@ import json
 import time
 from typing import Any
 
-from playwright.sync_api import Page, Route, expect
+from playwright.sync_api import Page, Request, Route, expect
 
 
 def say(page: Page, text: str) -> None:
@@ -53,7 +53,12 @@ def test_the_agent_fills_the_draft_and_says_what_it_filled(page: Page) -> None:
 
 def test_the_person_changes_a_suggestion_and_their_value_is_submitted(page: Page) -> None:
     sent: list[dict[str, Any]] = []
-    page.on("request", lambda r: sent.append(r.post_data_json) if r.method == "POST" else None)
+
+    def record(request: Request) -> None:
+        if request.method == "POST":
+            sent.append(request.post_data_json or {})
+
+    page.on("request", record)
     say(page, "申请两台云服务器，地域选北京，用途：模型训练")
     expect(page.get_by_test_id("draft-version")).to_have_text("v2")
 
@@ -85,7 +90,9 @@ def test_a_change_made_for_an_older_version_is_refused_and_the_persons_values_st
     while not held and time.monotonic() < deadline:
         page.wait_for_timeout(20)
     (request,) = held
-    assert json.loads(request.request.post_data_json["context"][0]["value"])["expectedVersion"] == 1
+    body = request.request.post_data_json
+    assert body is not None
+    assert json.loads(body["context"][0]["value"])["expectedVersion"] == 1
 
     set_quantity(page, "5")  # while the agent is still thinking
     expect(page.get_by_test_id("draft-version")).to_have_text("v2")

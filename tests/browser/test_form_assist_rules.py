@@ -72,7 +72,7 @@ async def ask(adapter: Adapter, text: str, *, context: list[dict[str, str]]) -> 
 
 @pytest.fixture
 def adapter() -> Adapter:
-    return Adapter(ScriptedBackend(form_assist.RULES), tools=form_assist.TOOLS)
+    return Adapter(ScriptedBackend(form_assist.RULES), tools=form_assist.TOOLS, frontend_outcome="interrupt")
 
 
 async def test_the_call_is_made_for_the_version_the_page_sent_and_the_reply_says_what_was_filled(

@@ -21,8 +21,8 @@ from adapter.backends import ScriptedBackend
 ARTIFACTS = Path(__file__).parent.parent / "artifacts"
 
 
-def app_at(mount: str, **options: bool) -> Starlette:
-    return Starlette(routes=[Mount(mount, app=create_app(Adapter(ScriptedBackend()), **options))])
+def app_at(mount: str, *, inspector: bool = False) -> Starlette:
+    return Starlette(routes=[Mount(mount, app=create_app(Adapter(ScriptedBackend()), inspector=inspector))])
 
 
 async def get(app: Starlette, path: str) -> httpx.Response:

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import ActivityMessage, ToolMessage
-from agui import Thread, cancelled, resolved
+from agui import Thread, cancelled, json_content, resolved
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, spied
 
 from adapter import Adapter
@@ -88,7 +88,7 @@ async def test_meeting_room_form_then_the_model_books_the_room(serve: Serve) -> 
     (booking,) = done.calls
     assert booking["toolCallName"] == "reserve_meeting_room"
     seen = {m.tool_call_id: m.content for m in backend.requests[1].messages if isinstance(m, ToolMessage)}
-    assert json.loads(seen[call["toolCallId"]]) == form_result
+    assert json_content(seen[call["toolCallId"]]) == form_result
     assert [arguments(run) for run in runs] == [BOOKING]
     reservation = json.loads(done.results()[booking["toolCallId"]]["content"])
     assert reservation["topic"] == "Q3 planning" and reservation["room"] == "Everest (12 seats)"

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from agui import TERMINAL, assert_clean_stream, parse_sse
@@ -39,8 +40,6 @@ class Journal:
     """Message ids that answers about each thread carried (what its runs produced, as far as a client saw)."""
     forged: set[str] = field(default_factory=set)
     """Ids of the ToolMessages clients wrote themselves."""
-    rewrites: defaultdict[str, list[list[str]]] = field(default_factory=lambda: defaultdict(list))
-    """Threads whose owner sent, since the last check, a client-kept history that does not extend the stored one."""
 
     def note_answer(self, principal: str, thread_id: str, body: bytes) -> None:
         self.seen.append(Seen(principal, thread_id, body))
@@ -79,11 +78,8 @@ def check_growth(journal: Journal, thread_id: str, stored: StoredThread | None) 
         assert not before, f"{thread_id} lost its messages"
         return
     ids = [m.id for m in stored.messages]
-    rewrites = journal.rewrites.pop(thread_id, [])
-    if not rewrites or ids[: len(before)] == before:
-        assert ids[: len(before)] == before, f"{thread_id}: {before} rewritten as {ids}"
-    else:  # with history="client" the owner's own history is the new base (docs/security.md)
-        assert any(ids[: len(sent)] == sent for sent in rewrites), f"{thread_id}: {ids} is none of {rewrites}"
+    # no client's history rewrites the record, in either history mode: a branch only appends (issue 27)
+    assert ids[: len(before)] == before, f"{thread_id}: {before} rewritten as {ids}"
     owner = stored.head.owner
     assert journal.owners.setdefault(thread_id, owner) == owner, f"{thread_id} changed owner"
     others = set().union(*(ids_ for (_, t), ids_ in journal.sent.items() if t != thread_id))
@@ -158,3 +154,114 @@ def check_executions(
                 assert content in results, f"{call_id} stored {content} but ran {results}"
             else:
                 assert not by_call[call_id], f"{call_id} stored {content!r} but ran {len(by_call[call_id])}x"
+
+
+# Issue 27: one record of what happened.
+
+INVENTED = ("No result was recorded", "returned no result", "no result for this call")
+"""What an adapter writes when it answers a call in its owner's place: never stored (AG-UI FE-1)."""
+
+
+def wire(stored: StoredThread | None) -> list[dict[str, Any]]:
+    """The stored messages as wire JSON."""
+    return [json.loads(message.json) for message in stored.messages] if stored is not None else []
+
+
+def check_one_call_one_answer(thread_id: str, messages: list[dict[str, Any]]) -> None:
+    """Every call id of the thread is one call, in one assistant message, with at most one ToolMessage answer."""
+    calls: Counter[str] = Counter()
+    for message in messages:
+        if message["role"] == "assistant":
+            calls.update(call["id"] for call in message.get("toolCalls") or [])
+    answers = Counter(message["toolCallId"] for message in messages if message["role"] == "tool")
+    twice = {call: count for call, count in calls.items() if count > 1}
+    assert not twice, f"{thread_id}: one id, several calls {twice}: {_brief(messages)}"
+    answered_twice = {call: count for call, count in answers.items() if count > 1}
+    assert not answered_twice, f"{thread_id}: calls answered more than once {answered_twice}: {_brief(messages)}"
+    ids = Counter(message["id"] for message in messages)
+    assert all(count == 1 for count in ids.values()), f"{thread_id}: message ids repeat {ids.most_common(2)}"
+
+
+def check_kept(kept: dict[str, list[tuple[str, str]]], thread_id: str, messages: list[dict[str, Any]]) -> None:
+    """The stored thread only grows: each message it held it still holds, at its place, as it was.
+
+    An activity message (a form card, an approval's record) is the engine's to replace under its id; its
+    id stays at its place.
+    """
+    before = kept.get(thread_id, [])
+    now = [(message["id"], json.dumps(message, sort_keys=True)) for message in messages]
+    assert [i for i, _ in now[: len(before)]] == [i for i, _ in before], (
+        f"{thread_id}: the record lost or moved messages: {[i for i, _ in before]} became {[i for i, _ in now]}"
+    )
+    for (message_id, was), (_, is_now), message in zip(before, now, messages, strict=False):
+        if message["role"] != "activity":
+            assert was == is_now, f"{thread_id}: {message_id} was rewritten: {was} became {is_now}"
+    kept[thread_id] = now
+
+
+PERSON_SAID = ("cancelled", "declined")
+"""The `error` of an answer that records a person's decision on a call (the engine words it, the person said it)."""
+
+
+@dataclass
+class Authors:
+    """Who wrote what a ToolMessage may say: the upstream (for its own calls), a client, a person deciding."""
+
+    upstream: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    """The results the upstream sent for its own calls, by call id."""
+    client: set[str] = field(default_factory=set)
+    """ToolMessage contents clients wrote."""
+    decided: list[Any] = field(default_factory=list)
+    """What people answered interrupts with (resume payloads), as JSON values."""
+    own: set[str] = field(default_factory=set)
+    """The names of the upstream's own tools."""
+
+
+def check_not_invented(thread_id: str, messages: list[dict[str, Any]], authors: Authors) -> None:
+    """No stored answer is one the adapter made up: an own call's answer is the upstream's, a client's or a person's."""
+    names = {
+        call["id"]: call["function"]["name"]
+        for message in messages
+        if message["role"] == "assistant"
+        for call in message.get("toolCalls") or []
+    }
+    for message in messages:
+        if message["role"] != "tool":
+            continue
+        content, call_id = str(message.get("content")), message["toolCallId"]
+        assert not any(words in content for words in INVENTED), f"{thread_id}: an invented answer {message}"
+        assert "FORGED" not in content, f"{thread_id}: the upstream's result for a call it did not defer {message}"
+        if names.get(call_id) in authors.own and message.get("error") not in PERSON_SAID:
+            said = content in authors.upstream[call_id] or content in authors.client or _decided(content, authors)
+            assert said, f"{thread_id}: nobody said {message} ({call_id} answered by the adapter?)"
+
+
+def _decided(content: str, authors: Authors) -> bool:
+    try:
+        value = json.loads(content)
+    except ValueError:
+        return False
+    return value in authors.decided or value == {"cancelled": True}
+
+
+def check_server_said(thread_id: str, sent: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
+    """What the server said reaches the model as stored: the upstream saw each stored call and answer as kept."""
+    stored = {message["id"]: message for message in messages}
+    for message in sent:
+        kept = stored.get(message["id"])
+        if kept is None or kept["role"] not in ("assistant", "tool") or kept["role"] != message["role"]:
+            continue  # another role: the upstream named a new message after one it was sent (a provisional answer)
+        for key in ("content", "toolCallId"):
+            assert message.get(key) == kept.get(key), f"{thread_id}: the model saw {message}, the record holds {kept}"
+        calls = [call["id"] for call in message.get("toolCalls") or []]
+        assert calls == [call["id"] for call in kept.get("toolCalls") or []], f"{thread_id}: {message} vs {kept}"
+
+
+def _brief(messages: list[dict[str, Any]]) -> list[str]:
+    """The thread in one line per message: role, id, and what it calls or answers."""
+    lines = []
+    for message in messages:
+        calls = [f"{c['id']}:{c['function']['name']}" for c in message.get("toolCalls") or []]
+        answer = message.get("toolCallId")
+        lines.append(f"{message['role']} {message['id']} {calls or answer or ''}".strip())
+    return lines

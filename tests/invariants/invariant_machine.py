@@ -16,7 +16,16 @@ from agui import apply_events, run_input, tool_answer, user
 from hypothesis import event as tally
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-from invariant_checks import Journal, Observed, check_answer, check_executions, check_growth, check_reads
+from invariant_checks import (
+    Journal,
+    Observed,
+    check_answer,
+    check_executions,
+    check_growth,
+    check_one_call_one_answer,
+    check_reads,
+    wire,
+)
 from invariant_world import LEASE, POLICIES, PRINCIPALS, THREADS, TOOLS, Clock, Ledger, Replica, start_replica
 
 from adapter.stores import StoredThread, TurnStore
@@ -90,9 +99,6 @@ class Machine(RuleBasedStateMachine):
         """POST as `who` on a replica; record and check the answer; the last event, for a stream."""
         replica = self.replicas[index]
         resumed = bool(body.get("resume"))
-        sent, before = [m["id"] for m in body["messages"]], self.journal.stored.get(thread_id, [])
-        if self.history == "client" and sent and sent[: len(before)] != before:
-            self.journal.rewrites[thread_id].append(sent)
         reply = await replica.clients[who].post(body, clean=False)
         self.journal.note_answer(who, thread_id, reply.body)
         if replica.store.dead:
@@ -165,6 +171,7 @@ class Machine(RuleBasedStateMachine):
         if message is not None:
             body = run_input(thread_id, [*history, message], tools=TOOLS)
         else:
+            assert entry is not None  # `entry` gives a ToolMessage or a resume entry
             body = run_input(thread_id, history, tools=TOOLS, resume=[entry])
             self.resumes.append((who, thread_id, body))
         return asyncio.ensure_future(self.post(index, who, thread_id, body))
@@ -265,6 +272,7 @@ class Machine(RuleBasedStateMachine):
         threads: dict[str, StoredThread | None] = {t: self.run(self.observer.load(t)) for t in THREADS}
         for thread_id, stored in threads.items():
             check_growth(self.journal, thread_id, stored)
+            check_one_call_one_answer(thread_id, wire(stored))
         check_reads(self.journal, threads, self.policy)
         observed = Observed(threads, client_kept=self.history == "client")
         check_executions(self.journal, self.ledger.executions, self.dead, observed, self.policy)

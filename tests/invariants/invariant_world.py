@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -91,6 +91,16 @@ class Mortal:
                     await self.inner.save(thread_id, change, expected_version=expected_version, fence=fence)
                 raise Died(thread_id)
         return await self.inner.save(thread_id, change, expected_version=expected_version, fence=fence)
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        return await self.inner.purge(older_than, grace=grace, now=now)
+
+    async def ping(self) -> None:
+        if self.dead:
+            raise Died("ping")
+        await self.inner.ping()
 
     async def close(self) -> None:
         await self.inner.close()

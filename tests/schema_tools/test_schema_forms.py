@@ -137,7 +137,7 @@ def forms(draw: st.DrawFn, depth: int = 0) -> tuple[dict[str, Any], Strategy]:
     names = draw(st.lists(st.sampled_from(["a", "b", "c", "d", "e"]), unique=True, max_size=4))
     specs = {name: draw(fields(depth)) for name in names}
     required = draw(st.lists(st.sampled_from(names), unique=True)) if names else []
-    schema = {"type": "object", "properties": {name: spec for name, (spec, _) in specs.items()}}
+    schema: dict[str, Any] = {"type": "object", "properties": {name: spec for name, (spec, _) in specs.items()}}
     if required:
         schema["required"] = required
     if draw(st.booleans()):

@@ -9,8 +9,10 @@ import sqlite3
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
+from ag_ui.core import RunFinishedEvent
 
 from adapter import Adapter, FormDefinition
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -94,7 +96,7 @@ async def test_refuses_use_after_close(tmp_path: Path) -> None:
         await store.load("t1")
 
 
-def legacy_documents(path: Path) -> dict[str, tuple[int, dict[str, object]]]:
+def legacy_documents(path: Path) -> dict[str, tuple[int, dict[str, Any]]]:
     with sqlite3.connect(path) as connection:
         rows = connection.execute("SELECT thread_id, version, document FROM agui_turns").fetchall()
     return {thread_id: (version, json.loads(text)) for thread_id, version, text in rows}
@@ -162,7 +164,9 @@ async def test_an_adapter_resumes_the_turns_of_a_migrated_file(tmp_path: Path) -
         queued = [event async for event in adapter.resume("queued")]
 
         for events in (resumed, queued):
-            assert events[-1].type == "RUN_FINISHED" and events[-1].outcome.type == "success"
+            last = events[-1]
+            assert isinstance(last, RunFinishedEvent) and last.outcome is not None
+            assert last.outcome.type == "success"
         after = await adapter.thread("queued")
         assert after is not None and after["interrupts"] == []
         cards = [m for m in after["messages"] if m["role"] == "activity"]
