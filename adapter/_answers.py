@@ -230,7 +230,7 @@ async def _settle_one(
     if call.kind == "form":
         return _form_result(answer)
     if answer.status == "cancelled":
-        return ToolResult(f"The user cancelled {name}; it was not executed.", error="cancelled")
+        return cancelled(name)
     if call.kind == "frontend":
         return ToolResult.of(answer.payload)
     tool = toolset.get(name)
@@ -248,6 +248,11 @@ async def _settle_one(
             f"{name} asked for input again after receiving it; this is a protocol error.", error=INPUT_REQUIRED_AGAIN
         )
     return outcome
+
+
+def cancelled(name: str) -> ToolResult:
+    """The result of a call a person cancelled: the one wording, whichever door the cancel came through."""
+    return ToolResult(f"The user cancelled {name}; it was not executed.", error="cancelled")
 
 
 def _form_result(answer: Answer) -> ToolResult:

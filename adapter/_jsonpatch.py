@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
 from adapter._errors import STATE_PATCH_TOO_LARGE
@@ -119,6 +119,11 @@ def _apply(document: Any, operation: dict[str, Any], max_depth: int | None, budg
     raise PatchError(f"unknown op {op!r}")
 
 
+def pointer(tokens: Iterable[str]) -> str:
+    """The JSON pointer (RFC 6901) of a path of member names and indices; `""` for the whole document."""
+    return "".join("/" + token.replace("~", "~0").replace("/", "~1") for token in tokens)
+
+
 def _tokens(path: str) -> list[str]:
     if path == "":
         return []
@@ -152,7 +157,7 @@ def _get(document: Any, path: str) -> Any:
 
 def _parent(document: Any, path: str) -> tuple[Any, str]:
     tokens = _tokens(path)
-    parent_path = "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1])
+    parent_path = pointer(tokens[:-1])
     return _get(document, parent_path), tokens[-1]
 
 

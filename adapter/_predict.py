@@ -36,6 +36,7 @@ from typing import Any, Final
 from ag_ui.core import BaseEvent, CustomEvent, StateDeltaEvent
 from pydantic_core import from_json
 
+from adapter._jsonpatch import pointer as json_pointer
 from adapter._state import Operation
 
 log = logging.getLogger("adapter.predict")
@@ -79,7 +80,7 @@ class PredictState:
 
 def pointer(key: str) -> str:
     """The JSON pointer of a top-level member."""
-    return "/" + key.replace("~", "~0").replace("/", "~1")
+    return json_pointer([key])
 
 
 def announce(entries: Sequence[PredictState]) -> CustomEvent:

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ag_ui.core import Message, ResumeEntry, RunAgentInput, ToolMessage
+from ag_ui.core import ResumeEntry, RunAgentInput
 
 from adapter import _errors as codes
+from adapter._answers import cancelled, settle_answers
+from adapter._calls import tool_message
 from adapter._config import EngineConfig
 from adapter._errors import AdapterError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, notify
-from adapter._forms import ActivityConflict, activity_id, move_card
-from adapter._gate import Replay, check_resume
+from adapter._gate import Answer, Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
+from adapter._toolset import Toolset
 from adapter._types import wire_json
 from adapter.stores import StoredMessage, TurnStore
 
@@ -193,23 +194,22 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
             "an earlier attempt answered this turn and its tools may have run; only the same answers can finish it",
             code=codes.RESUME_CONFLICT,
         )
+    # A resume whose answers are all `cancelled`, applied as a resume applies them (nothing runs): the same
+    # ToolMessages, form cards and approval records; a backend's own interrupt is not forwarded, and the call it
+    # names, if any, is cancelled too.
+    answers = [Answer(call, "cancelled") for call in turn.pending]
+    cancelling = RunAgentInput(
+        thread_id=thread_id, run_id=new_id("run"), messages=[], tools=[], context=[], state=None, forwarded_props=None
+    )
+    settled = await settle_answers(Resume(turn, answers), Toolset(config.tools), cancelling, config, principal)
     history = handle.conversation()
-    moved: list[Message] = []
-    for call in turn.pending:
-        if call.tool_call_id is None:
-            continue  # a backend's own interrupt: no call to answer
-        history.append(
-            ToolMessage(
-                id=new_id("msg"),
-                tool_call_id=call.tool_call_id,
-                content=f"The turn was cancelled; {call.tool_name} was not executed.",
-                error="cancelled",
-            )
-        )
-        with contextlib.suppress(ActivityConflict):  # a card already settled has nothing to cancel
-            card = move_card(history, activity_id(turn.turn_id, call.call_id), "CANCELLED", at=config.now())
-            moved.extend([card] if card else [])
-    await handle.close_turn(history, moved)
+    settled.apply_to(history, turn.turn_id, config.now(), principal)
+    history += [
+        tool_message(call.tool_call_id, cancelled(call.tool_name or "the agent's call"))
+        for call in turn.pending
+        if call.kind == "backend" and call.tool_call_id is not None
+    ]
+    await handle.close_turn(history, settled.moved)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(
         config.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)

@@ -275,3 +275,32 @@ async def test_with_a_tail_view_a_call_id_older_than_the_tail_is_refused_too(tmp
     assert (again[-1]["type"], again[-1]["code"]) == ("RUN_ERROR", "BACKEND_ERROR")
     assert looked == ["same-id"]
     assert await stored_messages(adapter, thread) == before
+
+
+async def test_cancel_turn_is_a_resume_whose_answers_are_all_cancelled(bank: Bank, tmp_path: Any) -> None:
+    """Abandoning a turn leaves what a `cancelled` resume leaves: the same answer, and the approval's record."""
+
+    def ask(body: dict[str, Any]) -> list[dict[str, Any]]:
+        return start(new_id("c"), "pay", '{"amount": 5}')
+
+    upstream = Upstream([ask, ask, lambda body: text("Not paid.")])
+    adapter = adapter_for(upstream, tmp_path, tools=[bank.pay])
+    here, there = new_id("thread"), new_id("thread")
+    for thread in (here, there):
+        await run_events(adapter, run_input(thread, [user("pay 5")]))
+
+    assert await adapter.cancel_turn(here, principal=None) is True
+    (interrupt,) = (await adapter.thread(there) or {})["interrupts"]
+    await run_events(adapter, run_input(there, [], resume=[{"interruptId": interrupt["id"], "status": "cancelled"}]))
+
+    def left(messages: list[dict[str, Any]]) -> list[tuple[str, Any]]:
+        return [
+            (m["role"], m["content"] if m["role"] == "tool" else m["content"]["decision"])
+            for m in messages
+            if m["role"] in ("tool", "activity")
+        ]
+
+    cancelled_here = left(await stored_messages(adapter, here))
+    assert cancelled_here == left(await stored_messages(adapter, there))
+    assert cancelled_here == [("tool", "The user cancelled pay; it was not executed."), ("activity", "cancelled")]
+    assert bank.paid == [] and upstream.scripts == []

@@ -9,8 +9,9 @@
 See docs/client.md.
 """
 
+from adapter._ids import new_id
 from adapter.client._calls import CallReader, StreamedCall
-from adapter.client._client import AGUIClient, Target, Thread, new_id
+from adapter.client._client import AGUIClient, Target, Thread
 from adapter.client._errors import ClientError, ProtocolError, RequestRefused
 from adapter.client._gates import GatedCall, gated_call
 from adapter.client._lifecycle import Lifecycle

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -13,6 +12,7 @@ import httpx
 from ag_ui.core import BaseEvent, Interrupt, RunAgentInput
 from starlette.types import ASGIApp
 
+from adapter._ids import new_id
 from adapter._jsonpatch import PatchError, apply_patch
 from adapter.client._errors import ProtocolError, RequestRefused
 from adapter.client._messages import fold_messages
@@ -25,11 +25,6 @@ RunInput: TypeAlias = "RunAgentInput | Mapping[str, Any] | bytes"
 
 _IN_PROCESS = "http://agui.invalid/"
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
-
-
-def new_id(prefix: str) -> str:
-    """A fresh opaque id."""
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 class AGUIClient:

@@ -5,10 +5,10 @@ A MESSAGES_SNAPSHOT replaces them; streamed text, tool calls (triads or chunks) 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from adapter._ids import new_id
 from adapter.client._calls import CallReader, StreamedCall
 
 Message = dict[str, Any]
@@ -66,7 +66,7 @@ class MessageFolder:
             kept["content"] = event.get("content")
 
     def _content(self, event: Mapping[str, Any]) -> None:
-        message_id = event.get("messageId") or self._text or _new_id("message")
+        message_id = event.get("messageId") or self._text or new_id("message")
         role = str(event.get("role") or "assistant")
         message = self._message(str(message_id), role)
         message["content"] = (message.get("content") or "") + str(event.get("delta") or "")
@@ -75,7 +75,7 @@ class MessageFolder:
 
     def _attach(self, call: StreamedCall) -> None:
         entry = {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
-        parent = self._message(call.parent_message_id or _new_id("assistant"), "assistant")
+        parent = self._message(call.parent_message_id or new_id("assistant"), "assistant")
         parent.setdefault("toolCalls", []).append(entry)
         self._entries[call.id] = entry
 
@@ -117,7 +117,3 @@ def _tool_message(event: Mapping[str, Any]) -> Message:
         "content": event.get("content", ""),
     }
     return message
-
-
-def _new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"

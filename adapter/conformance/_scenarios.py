@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 from ag_ui.core import AssistantMessage, StateDeltaEvent, StateSnapshotEvent, UserMessage
 
 from adapter._forms import FormDefinition
+from adapter._ids import new_id
 from adapter._tools import tool
 from adapter.backends import BackendError, ModelRequest, Passthrough, TextDelta, ToolCall
 
@@ -161,7 +161,7 @@ def _client_tool(request: ModelRequest, count: int = 1) -> list[Any]:
     if not tools:
         return [TextDelta("This scenario calls your first client tool: declare one in RunAgentInput.tools.")]
     arguments = json.dumps(_arguments(tools[0].parameters))
-    return [ToolCall(f"call_{uuid.uuid4().hex[:16]}", tools[0].name, arguments) for _ in range(count)]
+    return [ToolCall(new_id("call"), tools[0].name, arguments) for _ in range(count)]
 
 
 def _arguments(schema: Any) -> dict[str, Any]:
@@ -177,7 +177,7 @@ def _then_say(first: Callable[[ModelRequest], list[Any]], reply: str) -> Play:
 
 
 def _call(name: str, arguments: dict[str, Any]) -> Callable[[ModelRequest], list[Any]]:
-    return lambda request: [ToolCall(f"call_{uuid.uuid4().hex[:16]}", name, json.dumps(arguments))]
+    return lambda request: [ToolCall(new_id("call"), name, json.dumps(arguments))]
 
 
 _EMAIL = {"to": "ada@example.com", "subject": "Hello", "body": "Proposed text."}
