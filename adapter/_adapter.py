@@ -33,8 +33,7 @@ from adapter._predict import PredictState
 from adapter._record_handle import RecordHandle
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
-from adapter._tools import BaseTool, FrontendOutcome
-from adapter._toolset import ClientToolLimits, check_unique
+from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_unique
 from adapter._types import Backend
 from adapter.stores import MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy

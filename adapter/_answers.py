@@ -29,8 +29,7 @@ from adapter._interrupts import Suspension, suspend
 from adapter._predict import predicted_operations
 from adapter._record import OpenTurn
 from adapter._state import Kept, Operation, ToolState
-from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult
-from adapter._toolset import Toolset
+from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import ToolCall
 
 log = logging.getLogger("adapter.answers")

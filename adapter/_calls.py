@@ -17,8 +17,7 @@ from adapter._interrupts import Suspension, suspend
 from adapter._jsonpatch import PatchError
 from adapter._limits import loads
 from adapter._state import Kept, Operation, ToolState, patched
-from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult
-from adapter._toolset import Toolset
+from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import JSON, ToolCall
 
 TOOL_LIMIT = "tool_limit"

@@ -16,8 +16,7 @@ from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._parsed import ParsedThreads
 from adapter._predict import PredictState
-from adapter._tools import BaseTool
-from adapter._toolset import ClientToolLimits
+from adapter._tools import BaseTool, ClientToolLimits
 from adapter._types import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy

@@ -54,9 +54,8 @@ from adapter._predict import Predictor
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
-from adapter._step import Step
-from adapter._toolset import Toolset, client_toolset
-from adapter._translate import model_request, stream_step
+from adapter._tools import Toolset, client_toolset
+from adapter._translate import Step, model_request, stream_step
 from adapter._types import ModelRequest, ToolCall, Usage, wire_json
 from adapter.stores import StoreUnavailable
 

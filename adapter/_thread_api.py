@@ -21,7 +21,7 @@ from adapter._ids import new_id
 from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
-from adapter._toolset import Toolset
+from adapter._tools import Toolset
 from adapter._types import wire_json
 from adapter.stores import StoredMessage, TurnStore
 
