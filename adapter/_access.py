@@ -37,6 +37,7 @@ from ag_ui.core import (
 
 from adapter import _errors as codes
 from adapter._errors import AdapterError, Forbidden
+from adapter._gate import answers_missing, answers_required
 from adapter._record import OpenTurn, PendingCall, ThreadRecord
 
 log = logging.getLogger("adapter.access")
@@ -179,11 +180,9 @@ class View:
         listed = [i for i in wanted or [] if await self._answers(turn.find(str(i)))]
         hidden = len(wanted or []) - len(listed)
         named = ", ".join([*listed, *([f"{hidden} this caller may not see"] if hidden else [])])
-        message = f"every open interrupt needs an answer; missing: {named}"
         if error.code == codes.RESUME_REQUIRED:
-            message = f"this thread waits for answers to: {named}"
-        details = listed if error.code == codes.RESUME_INCOMPLETE else None
-        return type(error)(message, code=error.code, details=details)
+            return answers_required(named)
+        return answers_missing(named, listed)
 
     async def _interrupt(self, interrupt: Interrupt, turn: OpenTurn | None) -> Interrupt:
         if await self._answers(turn.find(interrupt.id) if turn is not None else None):

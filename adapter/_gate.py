@@ -125,18 +125,32 @@ async def check_resume(
             ids = ", ".join(entry.interrupt_id for entry in entries)
             raise ResumeError(f"no open interrupt on this thread matches: {ids}", code=codes.RESUME_UNKNOWN_INTERRUPT)
         return None
-    if turn.claim_holds(now, claim_lease):
-        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
-    applied = record.applied if record is not None else None
-    earlier = applied if lapsed and applied is not None and applied.run_id == turn.claimed_by else None
+    earlier = claimable(turn, record.applied if record is not None else None, now=now, claim_lease=claim_lease)
     if earlier is not None:
         entries = _still_to_apply(earlier, turn, entries)
     answers = _collect_answers(turn, entries, run_input)
     if earlier is not None:
-        _refuse_contradiction(earlier, answers)
+        refuse_contradiction(earlier, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
     return Resume(turn, answers, earlier)
+
+
+def claimable(
+    turn: OpenTurn, applied: AppliedResume | None, *, now: datetime, claim_lease: timedelta
+) -> AppliedResume | None:
+    """The claim rules, for every door that answers a turn: refuse one being applied; find a lapsed claim's answers.
+
+    Returns:
+        The lapsed claim's applied resume (a takeover keeps its answers: `refuse_contradiction`), or None.
+
+    Raises:
+        ResumeError: RESUME_CONFLICT while another run's claim holds.
+    """
+    if turn.claim_holds(now, claim_lease):
+        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
+    lapsed = turn.claim_lapsed(now, claim_lease)
+    return applied if lapsed and applied is not None and applied.run_id == turn.claimed_by else None
 
 
 def _still_to_apply(earlier: AppliedResume, turn: OpenTurn, entries: list[ResumeEntry]) -> list[ResumeEntry]:
@@ -164,7 +178,7 @@ def _repeats(applied: AppliedResume, entry: ResumeEntry) -> bool:
     return answer_fingerprint(entry.status, entry.payload) == applied.fingerprints[entry.interrupt_id]
 
 
-def _refuse_contradiction(earlier: AppliedResume, answers: list[Answer]) -> None:
+def refuse_contradiction(earlier: AppliedResume, answers: list[Answer]) -> None:
     """After the lease, only the lapsed claim's own answer may finish a call that claim may have started.
 
     The replica that claimed the turn may have run the tool before it died or stalled: storing another
@@ -225,16 +239,23 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
                 _refuse_tool_message_approval(call)
                 by_interrupt[call.interrupt_id] = Answer(call, "resolved", _content_payload(message), message=message)
     if not by_interrupt:
-        listed = ", ".join(call.interrupt_id for call in turn.pending)
-        raise ResumeError(f"this thread waits for answers to: {listed}", code=codes.RESUME_REQUIRED)
+        raise answers_required(", ".join(call.interrupt_id for call in turn.pending))
     missing = [call.interrupt_id for call in turn.pending if call.interrupt_id not in by_interrupt]
     if missing:
-        raise ResumeError(
-            f"every open interrupt needs an answer; missing: {', '.join(missing)}",
-            code=codes.RESUME_INCOMPLETE,
-            details=missing,
-        )
+        raise answers_missing(", ".join(missing), missing)
     return [by_interrupt[call.interrupt_id] for call in turn.pending]
+
+
+def answers_required(named: str) -> ResumeError:
+    """RESUME_REQUIRED: a new input while a turn waits; `named` lists the interrupts (as the caller may see them)."""
+    return ResumeError(f"this thread waits for answers to: {named}", code=codes.RESUME_REQUIRED)
+
+
+def answers_missing(named: str, missing: list[str]) -> ResumeError:
+    """RESUME_INCOMPLETE: a resume that leaves open interrupts unanswered; `missing` are their ids, in `details`."""
+    return ResumeError(
+        f"every open interrupt needs an answer; missing: {named}", code=codes.RESUME_INCOMPLETE, details=missing
+    )
 
 
 def _refuse_tool_message_approval(call: PendingCall) -> None:

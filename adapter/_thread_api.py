@@ -16,7 +16,7 @@ from adapter._calls import tool_message
 from adapter._config import EngineConfig
 from adapter._errors import AdapterError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, notify
-from adapter._gate import Answer, Replay, Resume, check_resume
+from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction
 from adapter._ids import new_id
 from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
@@ -186,18 +186,13 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
-    if turn.claim_holds(config.now(), config.claim_lease):
-        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
-    earlier = record.applied if turn.claimed_by is not None else None
-    if earlier is not None and earlier.run_id == turn.claimed_by and earlier.may_have_started():
-        raise ResumeError(
-            "an earlier attempt answered this turn and its tools may have run; only the same answers can finish it",
-            code=codes.RESUME_CONFLICT,
-        )
+    earlier = claimable(turn, record.applied, now=config.now(), claim_lease=config.claim_lease)
+    answers = [Answer(call, "cancelled") for call in turn.pending]
+    if earlier is not None:
+        refuse_contradiction(earlier, answers)  # a lapsed claim may have run a tool: cancelling would deny it
     # A resume whose answers are all `cancelled`, applied as a resume applies them (nothing runs): the same
     # ToolMessages, form cards and approval records; a backend's own interrupt is not forwarded, and the call it
     # names, if any, is cancelled too.
-    answers = [Answer(call, "cancelled") for call in turn.pending]
     cancelling = RunAgentInput(
         thread_id=thread_id, run_id=new_id("run"), messages=[], tools=[], context=[], state=None, forwarded_props=None
     )
