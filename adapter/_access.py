@@ -106,6 +106,11 @@ class Access:
 _ORDER: tuple[Action, ...] = ("run", "resume", "approve", "read")
 
 
+def answer_action(call: PendingCall) -> Action:
+    """The permission an answer to `call` needs: "approve" for an approval, "resume" for any other call."""
+    return "approve" if call.kind == "approval" else "resume"
+
+
 def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iterator[Action]:
     """The actions of an input's answers: "approve" per approval answered, "resume" for any other answer.
 
@@ -117,8 +122,10 @@ def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iter
     replayable = record.applied.approvals if record is not None and record.applied is not None else []
     for entry in run_input.resume or []:
         call = turn.find(entry.interrupt_id) if turn is not None else None
-        approval = call.kind == "approval" if call is not None else entry.interrupt_id in replayable
-        yield "approve" if approval else "resume"
+        if call is not None:
+            yield answer_action(call)
+        else:
+            yield "approve" if entry.interrupt_id in replayable else "resume"
     if turn is None:
         return
     answered = {m.tool_call_id for m in run_input.messages if isinstance(m, ToolMessage)}
@@ -193,5 +200,4 @@ class View:
         """Whether the principal may answer `call`: then it may see what the call asks."""
         if call is None:
             return False
-        action: Action = "approve" if call.kind == "approval" else "resume"
-        return await self.access.allows(self.principal, self.owner, action)
+        return await self.access.allows(self.principal, self.owner, answer_action(call))
