@@ -3,7 +3,8 @@
 A size cap cut whole concepts into pieces (issue 28), so there is none. What is checked instead:
 - no import circles among the private modules of `adapter` and `schema_tools`;
 - no module inside a package imports the package's public door (the facade re-exports; it never serves);
-- every private module opens with a docstring that names its one concept.
+- every private module opens with a docstring that names its one concept;
+- docs/architecture.md's module tables name every engine module and the tests that test it (files that exist).
 
 An import inside a function (a lazy import) counts like any other: a circle through one is still a circle.
 """
@@ -11,6 +12,7 @@ An import inside a function (a lazy import) counts like any other: a circle thro
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,3 +108,23 @@ def test_every_private_module_names_its_concept(path: Path) -> None:
     docstring = ast.get_docstring(ast.parse((ROOT / path).read_text(encoding="utf-8")))
     assert docstring, f"{path} has no docstring: its first line names the one concept it holds"
     assert len(docstring.splitlines()[0]) >= 20, f"{path}: the docstring's first line should name the concept"
+
+
+def module_rows() -> list[tuple[list[str], list[str]]]:
+    """docs/architecture.md's module tables: each row's modules and the test files it says test them."""
+    rows = []
+    for line in (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if len(cells) == 3 and cells[0].startswith("`") and cells[2].startswith("`tests/"):
+            rows.append((re.findall(r"`([^`]+\.py)`", cells[0]), re.findall(r"`(tests/[^`]+\.py)`", cells[2])))
+    return rows
+
+
+def test_the_architecture_table_names_every_private_module_and_where_it_is_tested() -> None:
+    rows = module_rows()
+    named = {module for modules, _ in rows for module in modules}
+    engine = {path.name for path in (ROOT / "adapter").glob("_*.py") if path.name != "__init__.py"}
+    assert engine <= named, f"modules with no row in docs/architecture.md: {sorted(engine - named)}"
+    cited = [test for _, tests in rows for test in tests]
+    assert all(tests for _, tests in rows), "every row names the tests of its modules"
+    assert [test for test in cited if not (ROOT / test).is_file()] == []
