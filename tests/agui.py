@@ -22,7 +22,7 @@ from ag_ui.encoder import EventEncoder
 from ag_ui_validate.pytest_plugin import validate_agui
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from adapter.client import AGUIClient, fold_messages
+from adapter.client import AGUIClient, Lifecycle, fold_messages
 from adapter.client import parse_sse as client_parse_sse
 
 _EVENT = TypeAdapter(Event)
@@ -111,45 +111,13 @@ def split_runs(events: Sequence[Mapping[str, Any]]) -> list[list[dict[str, Any]]
     return runs
 
 
-_OPENERS = {
-    "TEXT_MESSAGE_START": ("text", "messageId"),
-    "TOOL_CALL_START": ("tool", "toolCallId"),
-    "STEP_STARTED": ("step", "stepName"),
-    "REASONING_START": ("reasoning", "messageId"),
-    "REASONING_MESSAGE_START": ("reasoning_message", "messageId"),
-    "SUBAGENT_STARTED": ("subagent", "subagentRunId"),
-}
-_CLOSERS = {
-    "TEXT_MESSAGE_END": ("text", "messageId"),
-    "TOOL_CALL_END": ("tool", "toolCallId"),
-    "STEP_FINISHED": ("step", "stepName"),
-    "REASONING_END": ("reasoning", "messageId"),
-    "REASONING_MESSAGE_END": ("reasoning_message", "messageId"),
-    "SUBAGENT_FINISHED": ("subagent", "subagentRunId"),
-    "SUBAGENT_ERROR": ("subagent", "subagentRunId"),
-}
-
-
-def open_items(events: Iterable[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """The text messages, tool calls, steps, reasoning spans and subagents left open by `events`."""
-    opened: set[tuple[str, str]] = set()
-    for event in events:
-        kind = event["type"]
-        if kind in _OPENERS:
-            item, key = _OPENERS[kind]
-            opened.add((item, str(event.get(key))))
-        elif kind in _CLOSERS:
-            item, key = _CLOSERS[kind]
-            opened.discard((item, str(event.get(key))))
-    return opened
-
-
-def open_items_at_finish(run: Sequence[Mapping[str, Any]]) -> set[tuple[str, str]]:
-    """What is still open when the run's RUN_FINISHED arrives (LIFE-4); empty when it never finishes."""
-    for index, event in enumerate(run):
-        if event["type"] == "RUN_FINISHED":
-            return open_items(run[:index])
-    return set()
+def lifecycle_problems(run: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What breaks one run's lifecycle (LIFE-1..4), by `adapter.client`'s own `Lifecycle`, the table of what opens
+    and what closes it: RUN_STARTED (or RUN_ERROR) first, one terminal event last, and every text message, tool
+    call, step, reasoning span and subagent that starts also ends, before RUN_FINISHED and only once."""
+    lifecycle = Lifecycle()
+    problems = [problem for event in run for problem in lifecycle.feed(event)]
+    return problems + lifecycle.close()
 
 
 def severity_overrides(*, resumed: bool) -> dict[str, str]:
@@ -168,9 +136,7 @@ def assert_clean_stream(body: bytes, *, resumed: bool = False) -> list[dict[str,
     shapes = {index: check_event_shape(event) for index, event in enumerate(events)}
     assert {index: found for index, found in shapes.items() if found} == {}
     for run in split_runs(events):
-        assert run[0]["type"] in ("RUN_STARTED", "RUN_ERROR")
-        assert open_items_at_finish(run) == set()
-        assert sum(event["type"] in TERMINAL for event in run) == 1, [event["type"] for event in run]
+        assert lifecycle_problems(run) == [], [event["type"] for event in run]
         finished = [event for event in run if event["type"] == "RUN_FINISHED"]
         if run[0]["type"] == "RUN_STARTED" and finished:
             started = run[0]

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import os
 import socket
 import threading
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
@@ -15,13 +17,32 @@ import pytest
 import uvicorn
 from agui import ORDER, Client
 from externals import in_ci, missing_chromium, missing_copilotkit, missing_framework, missing_node, missing_strands
+from hypothesis import HealthCheck, settings
 from offices import Office, OpenOffice, by_header
 from starlette.applications import Starlette
+from upstreams.kit import UpstreamServer
 
 from adapter import Adapter, FunctionTool, InputRequired, ToolContext, ToolError, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
+from examples.serving import KEEP_ALIVE_SECONDS
 
 T = TypeVar("T")
+
+# Hypothesis profiles: what every property test would otherwise say itself. A test states only its own
+# budget (`@settings(max_examples=...)`) and the health checks it alone needs, added to the profile's.
+# - local, a plain `python -m pytest`: no deadline (a loaded machine makes any example slow now and then)
+#   and no too_slow health check, for the same reason; failing examples are kept in .hypothesis/ and replayed.
+# - ci, under CI (`.ci/run` sets it): the same, derandomized (every run tries the same examples,
+#   as Hypothesis's own "ci" profile, which this one replaces, does), without the example database, and
+#   printing the blob that reproduces a failure (`@reproduce_failure`).
+# - dev, `HYPOTHESIS_PROFILE=dev python -m pytest`: a quick local run, 10 examples for each test that
+#   states no budget of its own (a stated budget is deliberate, and is kept).
+# HYPOTHESIS_PROFILE picks any of them. Each is built on Hypothesis's defaults, whatever profile it loaded itself.
+_LOCAL = settings(settings.get_profile("default"), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("local", _LOCAL)
+settings.register_profile("ci", _LOCAL, derandomize=True, database=None, print_blob=True)
+settings.register_profile("dev", _LOCAL, max_examples=10)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "local"))
 
 _BOUND = 10.0  # seconds any server start, stop or cross-loop call may take
 
@@ -248,6 +269,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason=f"{marker}: {problem}"))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _collect_what_the_module_left() -> Iterator[None]:
+    """Collect a module's garbage when it ends, so that what it leaked (an unclosed socket, a coroutine never
+    awaited) is reported at its own last teardown, not in whichever later test the collector happens to run."""
+    yield
+    gc.collect()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     deadline = time.monotonic() + _BOUND
     for thread in _STOPPING:
@@ -259,8 +288,17 @@ def _start(app: Starlette) -> tuple[uvicorn.Server, threading.Thread, asyncio.Ab
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
+    # Served as examples/serving.py serves the demo: an idle connection outlives the client pool's 5 s (uvicorn's own
+    # default is also 5 s: a loaded client reuses connections the server is closing; docs/clients.md#keep-alive).
     config = uvicorn.Config(
-        app, lifespan="off", log_level="warning", ws="none", http="h11", loop="asyncio", timeout_graceful_shutdown=2
+        app,
+        lifespan="off",
+        log_level="warning",
+        ws="none",
+        http="h11",
+        loop="asyncio",
+        timeout_graceful_shutdown=2,
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = uvicorn.Server(config)
     loops: list[asyncio.AbstractEventLoop] = []
@@ -357,6 +395,16 @@ def connect(serve: Serve, make_adapter: MakeAdapter) -> Connect:
         return served.client
 
     return start
+
+
+@pytest.fixture(scope="session")
+def servers() -> Iterator[dict[str, UpstreamServer]]:
+    """The wrapped frameworks' servers (tests/upstreams), each started the first time a test needs it
+    (`upstreams.matrix.server_of`) and shared by every module of the session."""
+    started: dict[str, UpstreamServer] = {}
+    yield started
+    for server in started.values():
+        server.stop()
 
 
 @pytest.fixture

@@ -69,7 +69,7 @@ def attempt(policy: Policy, principal: str, ids: list[str]) -> tuple[str, str] |
     return None
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(policies, st.sampled_from(["alice", "bob"]), st.lists(st.sampled_from(IDS), max_size=3, unique=True))
 def test_a_caller_who_may_not_read_is_refused_the_same_way_whatever_it_asks(
     policy: Policy, principal: str, ids: list[str]
@@ -80,7 +80,7 @@ def test_a_caller_who_may_not_read_is_refused_the_same_way_whatever_it_asks(
         assert refusal == ("THREAD_FORBIDDEN", "this caller may not use this thread")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(policies, st.sampled_from(["alice", "bob"]))
 def test_a_caller_who_may_not_read_sees_no_content_and_no_interrupt_it_may_not_answer(
     policy: Policy, principal: str
@@ -110,7 +110,7 @@ def test_a_caller_who_may_not_read_sees_no_content_and_no_interrupt_it_may_not_a
         assert interrupt == (call.interrupt() if answerable else Interrupt(id=call.interrupt_id, reason="tool_call"))
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=50)
 @given(policies, st.sampled_from(["alice", "bob"]))
 def test_a_caller_who_may_not_run_has_only_its_answers_used(policy: Policy, principal: str) -> None:
     view = asyncio.run(View.of(access(policy), principal, RECORD))
@@ -132,7 +132,7 @@ def test_a_caller_who_may_not_run_has_only_its_answers_used(policy: Policy, prin
         assert "steer" not in used.model_dump_json()
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(policies, st.sampled_from(["alice", "bob"]), st.sampled_from(["RESUME_INCOMPLETE", "RESUME_REQUIRED"]))
 def test_a_refusal_names_no_interrupt_the_caller_may_neither_read_nor_answer(
     policy: Policy, principal: str, code: str

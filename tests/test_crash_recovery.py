@@ -193,7 +193,15 @@ def journaled(journal: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.slow
-async def test_a_replica_killed_mid_tool_is_finished_by_the_next(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mid", "say"),
+    [
+        pytest.param("tool", "pay 10", id="mid-tool"),  # while the approved tool runs
+        pytest.param("forward", "confirm", id="mid-forward"),  # while it forwards an answer to the upstream's own
+    ],
+)
+async def test_a_replica_killed_mid_resume_is_finished_by_the_next(tmp_path: Path, mid: str, say: str) -> None:
+    """Killed mid-tool or mid-forward: the same answer, sent to the next replica, finishes the turn, once."""
     db, journal = tmp_path / "turns.db", tmp_path / "journal"
     hold = tmp_path / "journal.hold"
     first = Replica(db, journal, lease=0.5)
@@ -202,66 +210,18 @@ async def test_a_replica_killed_mid_tool_is_finished_by_the_next(tmp_path: Path)
         async with httpx.AsyncClient(timeout=_BOUND) as http:
             await first.ready(http)
             thread = Client(http, first.url).thread()
-            (interrupt,) = (await thread.say("pay 10")).interrupts
-            approval = resolved(interrupt["id"], {"approved": True})
-            hold.touch()
-            applying = asyncio.ensure_future(thread.resume(approval))
-
-            async def tool_started() -> bool | None:
-                return len(journaled(journal)) == 1 or None
-
-            await until(tool_started, "the tool to start")
-            first.kill()
-            with contextlib.suppress(httpx.TransportError):
-                await applying
-            hold.unlink()
-            second = Replica(db, journal, lease=0.5)
-            replicas.append(second)
-            await second.ready(http)
-            again = Client(http, second.url).thread(thread_id=thread.id)
-
-            async def finished() -> Reply | None:
-                reply = await again.resume(approval, clean=False)
-                return None if reply.of("RUN_ERROR") and reply.error["code"] == "RESUME_CONFLICT" else reply
-
-            reply = await until(finished, "the lease to lapse")
-            replayed = await again.resume(approval)
-    finally:
-        for replica in replicas:
-            if replica.process.poll() is None:
-                replica.kill()
-
-    assert reply.outcome == {"type": "success"}
-    assert "paid 10" in reply.results()[interrupt["toolCallId"]]["content"]
-    runs = journaled(journal)
-    assert [run["pid"] for run in runs] == [first.process.pid, second.process.pid]
-    assert runs[0]["key"] == runs[1]["key"]  # at-least-once, with one idempotency key
-    assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
-
-
-@pytest.mark.slow
-async def test_a_replica_killed_mid_forward_is_finished_by_the_next(tmp_path: Path) -> None:
-    """Killed while it forwards an answer to the upstream's own interrupt: the same answer finishes the turn, once."""
-    db, journal = tmp_path / "turns.db", tmp_path / "journal"
-    hold = tmp_path / "journal.hold"
-    first = Replica(db, journal, lease=0.5)
-    replicas = [first]
-    try:
-        async with httpx.AsyncClient(timeout=_BOUND) as http:
-            await first.ready(http)
-            thread = Client(http, first.url).thread()
-            (interrupt,) = (await thread.say("confirm")).interrupts
+            (interrupt,) = (await thread.say(say)).interrupts
             answer = resolved(interrupt["id"], {"approved": True})
             hold.touch()
-            forwarding = asyncio.ensure_future(thread.resume(answer))
+            resuming = asyncio.ensure_future(thread.resume(answer))
 
-            async def forwarded() -> bool | None:
+            async def journaled_once() -> bool | None:
                 return len(journaled(journal)) == 1 or None
 
-            await until(forwarded, "the answer to be forwarded")
+            await until(journaled_once, f"the {mid} to start")
             first.kill()
             with contextlib.suppress(httpx.TransportError):
-                await forwarding
+                await resuming
             hold.unlink()
             second = Replica(db, journal, lease=0.5)
             replicas.append(second)
@@ -282,7 +242,13 @@ async def test_a_replica_killed_mid_forward_is_finished_by_the_next(tmp_path: Pa
 
     assert reply.outcome == {"type": "success"}
     runs = journaled(journal)
-    assert runs == [{"forward": {"approved": True}, "pid": p} for p in (first.process.pid, second.process.pid)]
+    assert [run.pop("pid") for run in runs] == [first.process.pid, second.process.pid]
+    # At least once, and the same work both times: the tool with one idempotency key, or the one answer forwarded.
+    assert runs[0] == runs[1] == ({"forward": {"approved": True}} if mid == "forward" else {"key": runs[0]["key"]})
     assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
-    said = [m.get("content") for m in stored["messages"] if m["role"] == "assistant"]
-    assert said.count("confirmed") == 1 and stored["interrupts"] == []
+    assert stored["interrupts"] == []
+    if mid == "tool":
+        assert "paid 10" in reply.results()[interrupt["toolCallId"]]["content"]
+    else:
+        said = [m.get("content") for m in stored["messages"] if m["role"] == "assistant"]
+        assert said.count("confirmed") == 1

@@ -15,11 +15,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 from dojo_model import Dojo, DojoModel
-from test_dojo_state import FIXTURES
-from test_ts_client import drive
+from dojo_state_fixtures import FIXTURES
+from ts_clients import drive
 
 if TYPE_CHECKING:
     from conftest import Serve
+
+pytestmark = pytest.mark.needs_node
 
 
 @pytest.fixture

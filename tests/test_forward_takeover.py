@@ -218,7 +218,7 @@ async def attempts(script: list[str]) -> None:
     assert texts(await replica().thread("t")) == ["accepted"]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(st.lists(st.sampled_from(["die", "refuse"]), max_size=4))
 def test_whatever_became_of_earlier_forwards_the_same_answer_ends_the_turn_once(script: list[str]) -> None:
     """No forward that died or was refused leaves the thread blocked; the same answer then ends the turn once."""

@@ -14,12 +14,12 @@ from typing import Any
 
 from ag_ui.core import Message, RunAgentInput, UserMessage
 from agui import collect, frontend_tool, new_id, resolved, run_input, user
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError
-from test_http_fuzz import JSON as JSON_VALUES
-from test_http_fuzz import messages as fuzzed_messages
+from strategies import JSON as JSON_VALUES
+from strategies import messages as fuzzed_messages
 
 from adapter import Adapter, LimitExceeded
 
@@ -115,7 +115,7 @@ class Scenario:
         return [wire_json(m) for m in model_view(await self.stored_messages())]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(st.lists(st.tuples(EDITS, st.integers(0, 99), st.text(min_size=1, max_size=8)), min_size=1, max_size=3))
 def test_a_client_copy_that_differs_from_the_store_never_reaches_the_model(edits: list[tuple[str, int, str]]) -> None:
     async def scenario() -> None:
@@ -183,7 +183,7 @@ def wire_messages(draw: st.DrawFn) -> Any:
     return message
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(wire_messages())
 def test_the_stored_text_is_pydantics_json_of_the_message(wire: Any) -> None:
     try:

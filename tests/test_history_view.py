@@ -94,7 +94,7 @@ def assert_paired(view: Sequence[Message], history: Sequence[Message], picked: S
     assert not waiting
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(conversations(), st.lists(st.booleans(), max_size=40), st.booleans())
 def test_any_view_the_app_picks_keeps_every_call_paired(
     history: list[Message], keep: list[bool], summarize: bool

@@ -428,19 +428,30 @@ async def test_health(client: httpx.AsyncClient) -> None:
 
 
 class _Store:
-    def __init__(self, error: Exception | None) -> None:
+    def __init__(self, error: Exception | None, *, hangs: bool = False) -> None:
         self.error = error
+        self.hangs = hangs
 
     async def ping(self) -> None:
+        if self.hangs:
+            await anyio.sleep_forever()
         if self.error is not None:
             raise self.error
 
 
-@pytest.mark.parametrize(("error", "status"), [(None, 200), (OSError("connection refused"), 503)], ids=["up", "down"])
+@pytest.mark.parametrize(
+    ("store", "status"),
+    [
+        pytest.param(_Store(None), 200, id="up"),
+        pytest.param(_Store(OSError("connection refused")), 503, id="down"),
+        pytest.param(_Store(None, hangs=True), 503, id="hung"),  # a store that never answers is not up
+    ],
+)
 async def test_health_reports_whether_the_store_answers(
-    handler: RecordingHandler, error: Exception | None, status: int
+    handler: RecordingHandler, store: _Store, status: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    handler.store = _Store(error)  # type: ignore[attr-defined]
+    monkeypatch.setattr("adapter._http._PING_TIMEOUT", 0.2)  # private: how long /health waits (5 s by default)
+    handler.store = store  # type: ignore[attr-defined]
     app = create_app(handler)
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:

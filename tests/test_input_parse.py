@@ -12,9 +12,9 @@ from typing import Any
 from unittest import mock
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_http_fuzz import HOSTILE, JSON, requests
+from strategies import HOSTILE, JSON, requests
 
 # private on purpose: the edge's two parse paths are compared with each other, body by body
 from adapter._input import InputRejected, _validate_checked, _validate_json, parse_run_input
@@ -46,13 +46,13 @@ def checked_only(body: bytes) -> Any:
         return parse_run_input(body).input
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(requests("thread-1", []))
 def test_fuzzed_bodies_parse_as_the_checked_path_does(request: tuple[str, bytes]) -> None:
     same_as_checked(request[1])
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(st.sampled_from(["state", "forwardedProps", "threadId", "messages"]), HOSTILE | JSON, st.booleans())
 def test_hostile_values_parse_as_the_checked_path_does(field: str, value: Any, ascii_only: bool) -> None:
     body = {"threadId": "t", "runId": "r", "messages": [], "tools": [], "context": [], field: value}

@@ -107,7 +107,7 @@ OPERATIONS = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(patch=st.lists(OPERATIONS, max_size=25), budget=st.integers(min_value=16, max_value=20_000))
 def test_an_applied_patch_never_builds_more_than_its_budget(patch: list[dict[str, Any]], budget: int) -> None:
     document = {"a": ["x", "y"], "b": []}

@@ -246,14 +246,18 @@ def check_the_rule(stores: Stores, value: str) -> None:
         stores.keeps(value)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, suppress_health_check=[*settings().suppress_health_check, HealthCheck.function_scoped_fixture]
+)
 @given(value=IDS)
 def test_an_id_the_rule_accepts_is_kept_by_every_store(every_store: Stores, value: str) -> None:
     check_the_rule(every_store, value)
 
 
 @pytest.mark.postgres
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, suppress_health_check=[*settings().suppress_health_check, HealthCheck.function_scoped_fixture]
+)
 @given(value=IDS)
 def test_an_id_the_rule_accepts_is_kept_by_postgres(postgres_store: Stores, value: str) -> None:
     check_the_rule(postgres_store, value)
@@ -363,7 +367,7 @@ _JSON = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(value=_JSON, limit=st.integers(0, 8), ascii_only=st.booleans())
 def test_the_nesting_rule_on_a_bodys_bytes_agrees_with_the_rule_on_its_value(
     value: Any, limit: int, ascii_only: bool
@@ -373,7 +377,7 @@ def test_the_nesting_rule_on_a_bodys_bytes_agrees_with_the_rule_on_its_value(
     assert body_depth_exceeds(body, limit) == depth_exceeds(value, limit)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(value=_JSON, limit=st.integers(0, 8), spaced=st.booleans())
 def test_the_nesting_rule_holds_for_arrays_of_siblings_and_escapes(value: Any, limit: int, spaced: bool) -> None:
     """Siblings (`},{`: the dips the byte scan drops) and escaped quotes and backslashes next to brackets."""
@@ -386,7 +390,7 @@ def test_the_nesting_rule_holds_for_arrays_of_siblings_and_escapes(value: Any, l
 _ID_CHARS = st.sampled_from(["a", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\ud800", "\udfff", "\U0001f600", "é"])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300)
 @given(ids=st.lists(st.text(_ID_CHARS, max_size=4) | st.integers(250, 260).map(lambda n: "a" * n), max_size=6))
 def test_the_ids_checked_at_once_give_the_first_bad_id_the_rule_gives(ids: list[str]) -> None:
     messages: list[Message] = [ToolMessage(id=f"m{n}", tool_call_id=value, content="x") for n, value in enumerate(ids)]

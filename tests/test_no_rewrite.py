@@ -54,7 +54,7 @@ async def race(existing: int, first: str, second: str, kept: int, new: int) -> t
     return [m.id for m in between.messages], [m.id for m in after.messages], refused
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150)
 @given(st.integers(0, 4), PEOPLE, PEOPLE, st.integers(0, 4), st.integers(1, 3))
 def test_a_run_only_ever_adds_its_own_messages_after_what_it_did_not_read(
     existing: int, first: str, second: str, kept: int, new: int

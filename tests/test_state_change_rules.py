@@ -136,7 +136,7 @@ _OPERATIONS = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=400)
 @given(start=_VALUES, operations=st.lists(_OPERATIONS, min_size=1, max_size=3))
 def test_a_change_patch_state_accepts_is_one_the_client_receives_and_applies(start: Any, operations: Any) -> None:
     """Invariant: refused, and nothing changed; or accepted, encoded, and the client reaches the engine's state."""

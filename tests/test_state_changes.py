@@ -228,7 +228,7 @@ JSON_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     document=st.text(max_size=3000) | st.integers(0, 120_000).map(lambda n: "lorem ipsum é " * (n // 14)),
     cuts=st.lists(st.integers(min_value=1, max_value=400), min_size=1, max_size=6),
@@ -243,7 +243,7 @@ def test_a_streamed_string_costs_at_most_three_times_its_arguments(document: str
     assert shown[-1] == {"document": document}
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=80)
 @given(
     value=st.dictionaries(st.text(max_size=8), JSON_VALUES, max_size=6),
     whole=st.booleans(),

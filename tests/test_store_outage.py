@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
+from gate import BOUND, Gate
 from pg import base_dsn, fresh_schema_dsn
-from test_thread_takeover import _BOUND, Gate
 
 from adapter.backends import ScriptedBackend
 from adapter.stores import PostgresStore
@@ -110,7 +110,7 @@ async def test_a_store_cut_mid_run_ends_it_with_store_unavailable(served: tuple[
     thread = server.client.thread()
     assert (await thread.say("hello")).outcome == {"type": "success"}
     slow = asyncio.ensure_future(thread.say("slow: a long answer"))
-    await asyncio.to_thread(gate.entered.wait, _BOUND)
+    await asyncio.to_thread(gate.entered.wait, BOUND)
 
     proxy.cut()
     gate.release.set()

@@ -63,7 +63,7 @@ def attempt(record: ThreadRecord, answer: Given) -> str | None:
     return None
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=200)
 @given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS), st.booleans())
 def test_a_takeover_may_not_contradict_work_the_lapsed_claim_may_have_started(
     kind: str, earlier: Given, later: Given, legacy: bool
@@ -92,7 +92,7 @@ def test_an_approval_starts_work_only_when_approved() -> None:
     ]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(st.sampled_from(KINDS), st.sampled_from(ANSWERS), st.sampled_from(ANSWERS))
 def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
     kind: str, earlier: Given, later: Given

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -11,34 +10,17 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from agui import Client, Reply
+from gate import BOUND, Gate
 from offices import by_header
 from pg import every_store
 
-from adapter.backends import BackendItem, ModelRequest, ScriptedBackend
+from adapter.backends import ScriptedBackend
 from adapter.stores import TurnStore
 
 if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve, Served
 
 STORES = every_store()
-_BOUND = 60.0
-
-
-class Gate:
-    """Holds a run whose last message says "slow" inside the backend until released; the server has its own loop."""
-
-    def __init__(self, backend: ScriptedBackend) -> None:
-        self.backend = backend
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
-        last = request.messages[-1] if request.messages else None
-        if last is not None and "slow" in str(getattr(last, "content", "")):
-            self.entered.set()
-            await asyncio.to_thread(self.release.wait, _BOUND)
-        async for item in self.backend.stream(request):
-            yield item
 
 
 @pytest.fixture(params=STORES)
@@ -54,7 +36,7 @@ class Two:
         self.http: list[httpx.AsyncClient] = []
 
     def client(self, name: str) -> Client:
-        self.http.append(httpx.AsyncClient(headers={"x-user": name}, timeout=_BOUND))
+        self.http.append(httpx.AsyncClient(headers={"x-user": name}, timeout=BOUND))
         return Client(self.http[-1], self.served.url)
 
     async def stored(self, thread_id: str) -> Any:
@@ -86,7 +68,7 @@ async def test_a_run_on_a_new_thread_never_replaces_what_its_creator_wrote(two: 
     place, gate = two
     mallory = place.client("mallory").thread(thread_id="thread-x")
     slow = asyncio.ensure_future(mallory.say("slow: overwrite this thread"))
-    await asyncio.to_thread(gate.entered.wait, _BOUND)
+    await asyncio.to_thread(gate.entered.wait, BOUND)
 
     victim = place.client("alice").thread(thread_id="thread-x")
     assert (await victim.say("hello")).outcome == {"type": "success"}
@@ -106,7 +88,7 @@ async def test_two_runs_of_one_owner_racing_to_create_a_thread_both_keep_their_m
     place, gate = two
     first = place.client("alice").thread(thread_id="thread-y")
     slow = asyncio.ensure_future(first.say("slow: first tab"))
-    await asyncio.to_thread(gate.entered.wait, _BOUND)
+    await asyncio.to_thread(gate.entered.wait, BOUND)
     second = place.client("alice").thread(thread_id="thread-y")
     assert (await second.say("hello")).outcome == {"type": "success"}
     created = await place.stored("thread-y")

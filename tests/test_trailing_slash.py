@@ -105,7 +105,7 @@ def known_thread() -> Iterator[TestClient]:
         yield client
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(segment=SEGMENTS, method=st.sampled_from(["GET", "POST"]))
 def test_a_path_and_its_slashed_form_always_get_the_same_answer(
     known_thread: TestClient, segment: str, method: str

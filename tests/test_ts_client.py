@@ -9,19 +9,13 @@ from __future__ import annotations
 
 import contextlib
 import re
-import shutil
-import subprocess
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
-from externals import missing_node
 from served_demo import serve_demo
+from ts_clients import drive
 
 pytestmark = pytest.mark.needs_node
-
-NODE_DIR = Path(__file__).parent / "node"
-TIMEOUT = 180  # seconds for one driver: 15 scenarios, each one or two runs
 
 
 @pytest.fixture(scope="module")
@@ -38,17 +32,6 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str, st
             return urls[mode, history]
 
         yield endpoint
-
-
-def drive(
-    package: str, url: str, mode: str, script: str = "drive.mjs", history: str = "client"
-) -> subprocess.CompletedProcess[str]:
-    problem = missing_node()
-    assert problem is None, problem
-    node = shutil.which("node")
-    assert node is not None
-    command = [node, script, url, mode, history]
-    return subprocess.run(command, cwd=NODE_DIR / package, capture_output=True, text=True, timeout=TIMEOUT, check=False)
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """An upstream's approval, answered through the adapter: the gated call's own answer, once (issue 20).
 
-Runs on every framework of `test_upstream_frameworks` whose agent asks for approval; each names its
+Runs on every framework of the matrix (tests/upstreams/matrix.py) whose agent asks for approval; each names its
 gated call in its own way (by toolCallId, through ADK's metadata and confirmation call, or, as
 CrewAI's `@human_feedback`, not at all).
 """
@@ -13,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 from agui import resolved
-from test_upstream_frameworks import (
+from upstreams.kit import tool_call_problems
+from upstreams.matrix import (
     SERVED,
     Framework,
     Wrapped,
@@ -23,19 +24,17 @@ from test_upstream_frameworks import (
     said,
     served,
     server_of,
-    servers,
     thread,
     wrap,
     wrapped,
 )
-from upstreams.kit import tool_call_problems
 
 from adapter import create_app
 
 # Private on purpose: the model view's placeholder for a missing answer, which must never be stored.
 from adapter._conversation import MISSING_RESULT
 
-__all__ = ["framework", "servers", "thread", "wrapped"]  # the matrix's fixtures
+__all__ = ["framework", "thread", "wrapped"]  # the matrix's fixtures (upstreams.matrix)
 
 pytestmark = pytest.mark.filterwarnings("ignore::langgraph.warnings.LangGraphDeprecatedSinceV10")
 

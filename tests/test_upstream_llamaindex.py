@@ -7,18 +7,17 @@ and reports its own tools' results only in MESSAGES_SNAPSHOT.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from agui import NAVIGATE, new_id, resolved
-from test_upstream_frameworks import Framework, Wrapped, interrupts_of, served, server_of, servers, text_of, wrap
 from upstreams.kit import tool_call_problems
+from upstreams.matrix import Framework, Wrapped, interrupts_of, served, server_of, text_of, wrap, wrapped
 
 from adapter.stores import SQLiteStore
 
-__all__ = ["servers"]  # the session's framework servers, shared with the matrix
+__all__ = ["wrapped"]  # the matrix's fixture (upstreams.matrix), over this module's `framework`
 
 pytestmark = pytest.mark.needs_llamaindex
 OPENED = {"opened": "/orders"}
@@ -27,13 +26,6 @@ OPENED = {"opened": "/orders"}
 @pytest.fixture
 def framework(request: pytest.FixtureRequest) -> Framework:
     return served("llamaindex", server_of(request, "llamaindex"))
-
-
-@pytest.fixture
-async def wrapped(framework: Framework) -> AsyncIterator[Wrapped]:
-    each = wrap(framework)
-    yield each
-    await each.adapter.aclose()
 
 
 async def navigate(wrapped: Wrapped, thread: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 from ag_ui.core import RunAgentInput
 from agui import new_id, resolved, run_input, user
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -160,7 +160,7 @@ async def _check(plan: Plan) -> None:
     assert tool_call_problems(sent[-1]["messages"]) == []
 
 
-@settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60)
 @given(plan=plans())
 def test_each_call_is_answered_once_with_the_upstreams_last_word(plan: Plan) -> None:
     asyncio.run(_check(plan))

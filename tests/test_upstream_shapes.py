@@ -13,8 +13,8 @@ import httpx
 import pytest
 from ag_ui.core import Interrupt
 from agui import new_id, resolved
-from test_upstream_frameworks import Wrapped, in_process, interrupts_of, wrap
 from upstreams.kit import tool_call_problems
+from upstreams.matrix import Wrapped, in_process, interrupts_of, wrap
 from upstreams.shapes import SHAPES, ShapedUpstream
 
 from adapter import create_app

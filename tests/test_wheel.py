@@ -18,6 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # .ci/wheel's own bound is 600 s: it fails first, with its output
 def test_the_wheel_installs_outside_the_checkout_and_its_console_scripts_run() -> None:
     if importlib.util.find_spec("build") is None:
         missing = "the wheel test needs the build package: pip install --group dev (bash .ci/run does)"

@@ -153,7 +153,7 @@ async def in_process(name: str, make: Callable[[Executions], ASGIApp]) -> list[M
 
 
 def pydantic_ai(executions: Executions) -> ASGIApp:
-    from test_upstream_pydantic_ai import PydanticAgent
+    from upstreams.pydantic_agent import PydanticAgent
 
     return PydanticAgent(deleted=executions).app
 

@@ -34,8 +34,7 @@ def bounded(examples: int) -> settings:
     return settings(
         max_examples=examples,
         stateful_step_count=STEPS,
-        deadline=None,
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        suppress_health_check=[*settings().suppress_health_check, HealthCheck.filter_too_much],
     )
 
 

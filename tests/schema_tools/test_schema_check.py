@@ -4,7 +4,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from schema_tools_samples import FORMS, TOOLS
 
@@ -249,7 +249,7 @@ SCHEMA_LIKE = st.recursive(
 )
 
 
-@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(JSON)
 def test_check_schema_raises_only_policy_errors_on_arbitrary_json(value: Any) -> None:
     try:
@@ -258,7 +258,7 @@ def test_check_schema_raises_only_policy_errors_on_arbitrary_json(value: Any) ->
         pass
 
 
-@settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200)
 @given(SCHEMA_LIKE)
 def test_check_schema_raises_only_policy_errors_on_schema_like_json(value: Any) -> None:
     for policy in (DEFAULT_POLICY, STRICT_TOOL_POLICY):
@@ -268,7 +268,7 @@ def test_check_schema_raises_only_policy_errors_on_schema_like_json(value: Any) 
             pass
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(st.dictionaries(KEYWORDS | st.text(max_size=4), SCHEMA_LIKE, max_size=5))
 def test_metaschema_rule_agrees_with_the_official_meta_schema(value: dict[str, Any]) -> None:
     value = json.loads(json.dumps(value))

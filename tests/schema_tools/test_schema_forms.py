@@ -4,7 +4,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from schema_tools_samples import MEETING_ROOM_BOOKING
 
@@ -164,7 +164,7 @@ def as_form_strings(value: Any, schema: dict[str, Any]) -> Any:
     return value
 
 
-@settings(max_examples=100, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100)
 @given(st.data())
 def test_defaults_and_coercion_keep_valid_instances_valid(data: st.DataObject) -> None:
     schema, values = data.draw(forms())

@@ -9,7 +9,7 @@ import threading
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from jsonschema import Draft202012Validator
 
@@ -137,7 +137,7 @@ SCHEMAS = st.fixed_dictionaries(
 INSTANCES = st.dictionaries(NAMES, st.integers(0, 2) | NAMES, max_size=4)
 
 
-@settings(max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300)
 @given(SCHEMAS, INSTANCES)
 def test_re2_keywords_agree_with_jsonschema_on_ordinary_patterns(schema: dict[str, Any], instance: Any) -> None:
     schema = json.loads(json.dumps(schema))

@@ -16,6 +16,7 @@ from pg import every_store
 
 from adapter.stores import (
     KEEP,
+    MemoryStore,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -358,8 +359,16 @@ async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> 
     assert loaded is not None and loaded.head.claim == 1
 
 
-async def test_ping_answers_while_the_store_is_open(store: TurnStore) -> None:
+async def test_ping_answers_while_the_store_is_open_and_refuses_once_it_is_closed(store: TurnStore) -> None:
+    """`GET /health` reports what `ping` says: a store whose connection is gone must not answer it."""
     await store.ping()
+    await store.close()
+
+    if isinstance(store, MemoryStore):  # it lives in this process: closing releases nothing, and it still answers
+        await store.ping()
+    else:
+        with pytest.raises(RuntimeError, match="closed"):
+            await store.ping()
 
 
 async def test_each_store_keeps_the_whole_protocol_purge_and_ping_included(store: TurnStore) -> None:
