@@ -5,6 +5,11 @@
 "pay N" asks for approval of `pay`; once approved it appends `{"key", "pid", "thread"}` to JOURNAL (one
 line, one write, so replicas appending at once never interleave), then waits while JOURNAL.hold exists:
 a test kills the process with SIGKILL there, mid-tool.
+
+It is served the way examples/serving.py serves the demo: an idle connection stays open 75 s, longer than
+an httpx client keeps one in its pool (5 s). With uvicorn's own 5 s, a loaded machine lost requests: the
+client reads a stream's end late and starts its 5 s after the server started its own, so it reused
+connections the server was closing, and the request died unread on a reset (docs/clients.md#keep-alive).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from starlette.applications import Starlette
 from adapter import Adapter, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import PostgresStore
+from examples.serving import KEEP_ALIVE_SECONDS
 
 
 def build(dsn: str, journal: Path, lease: float) -> Starlette:
@@ -49,4 +55,5 @@ def build(dsn: str, journal: Path, lease: float) -> Starlette:
 
 if __name__ == "__main__":
     port, dsn, journal, lease = sys.argv[1:5]
-    uvicorn.run(build(dsn, Path(journal), float(lease)), host="127.0.0.1", port=int(port), log_level="warning")
+    app = build(dsn, Path(journal), float(lease))
+    uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS)

@@ -1,7 +1,11 @@
 """Real replicas on one PostgreSQL database: uvicorn processes on free ports, one store, one resume gate.
 
 Each replica is tests/replica_server.py in its own process; its `pay` tool journals every execution to a
-file, so a test counts executions across processes. Waits poll GET /health, never fixed sleeps.
+file, so a test counts executions across processes. Waits poll GET /health, never fixed sleeps; the one
+sleep is the idle time the keep-alive test is about.
+
+Concurrent requests go through `every`, which lets each of them end before the test does: a failure leaves
+none running into teardown, where the closed client and event loop would leak their sockets.
 """
 
 from __future__ import annotations
@@ -16,7 +20,8 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -81,6 +86,15 @@ async def until(condition: Callable[[], Awaitable[T | None]], what: str, bound: 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+async def every(requests: Iterable[Awaitable[T]]) -> list[T]:
+    """Await all `requests` at once; when any fails, raise every failure, after all of them have ended."""
+    results = await asyncio.gather(*requests, return_exceptions=True)
+    failures = [result for result in results if isinstance(result, BaseException)]
+    if failures:
+        raise BaseExceptionGroup(f"{len(failures)} of {len(results)} requests failed", failures)
+    return [result for result in results if not isinstance(result, BaseException)]
+
+
 @contextlib.contextmanager
 def replicas(count: int, dsn: str, journal: Path, *, lease: float = _LONG_LEASE) -> Iterator[list[Replica]]:
     """`count` replicas started at once on `dsn`, each up and healthy (its store reachable)."""
@@ -108,7 +122,14 @@ def pair(journal: Path) -> Iterator[list[Replica]]:
 
 @pytest.fixture
 async def http() -> Any:
-    limits = httpx.Limits(max_connections=400, max_keepalive_connections=400)
+    """A client that sends each request on a connection of its own, never on one idle in its pool.
+
+    httpcore's pool (1.0.9) decides to close an idle connection whose keep-alive expired in one step and
+    closes it in a later one; a request handed that connection in between is answered by the replica, then
+    reads a socket closed under it (ReadError: ClosedResourceError). Hundreds of concurrent requests on a
+    loaded machine met that (encode/httpcore#1110 is the same race, for a surplus idle connection).
+    """
+    limits = httpx.Limits(max_connections=400, max_keepalive_connections=0)
     async with httpx.AsyncClient(timeout=_BOUND, limits=limits) as client:
         yield client
 
@@ -121,6 +142,24 @@ def executions(journal: Path, thread_id: str) -> list[dict[str, Any]]:
 def ok(reply: Reply) -> bool:
     """A resume that applied (or replayed what was applied): the run finished, without an error."""
     return reply.status == 200 and "RUN_FINISHED" in reply.types and "RUN_ERROR" not in reply.types
+
+
+def test_a_replica_keeps_an_idle_connection_open_longer_than_the_client_pools_it(pair: list[Replica]) -> None:
+    a, _ = pair
+    idle = httpx.Limits().keepalive_expiry or 0.0  # how long an httpx client reuses an idle connection: 5 s
+    with contextlib.closing(HTTPConnection("127.0.0.1", a.port, timeout=_BOUND)) as connection:
+        connection.request("GET", "/health")
+        first = connection.getresponse()
+        first.read()
+        on = connection.sock.getsockname()
+        time.sleep(idle + 1)
+        connection.request("GET", "/health")
+        second = connection.getresponse()
+        second.read()
+        still_on = connection.sock.getsockname()
+
+    assert first.status == second.status == 200
+    assert still_on == on  # the second request went over the first one's connection, idle past httpx's pool
 
 
 async def test_a_turn_suspended_on_a_resumes_on_b_once_and_a_replay_on_a_executes_nothing(
@@ -151,7 +190,7 @@ async def test_hundreds_of_identical_resumes_at_both_replicas_run_the_tool_once(
     ).encode()
     clients = [Client(http, a.url), Client(http, b.url)]
 
-    replies = await asyncio.gather(*(clients[i % 2].post(body, clean=False) for i in range(200)))
+    replies = await every(clients[i % 2].post(body, clean=False) for i in range(200))
 
     statuses = Counter(reply.status for reply in replies)
     assert not [status for status in statuses if status >= 500], statuses
@@ -169,13 +208,13 @@ async def test_approve_against_reject_races_execute_exactly_the_approve_winners(
     async def race(thread: Any, interrupt: dict[str, Any]) -> tuple[Reply, Reply]:
         approve = run_input(thread.id, thread.messages, resume=[resolved(interrupt["id"], {"approved": True})])
         reject = run_input(thread.id, thread.messages, resume=[resolved(interrupt["id"], {"approved": False})])
-        approved, rejected = await asyncio.gather(
-            Client(http, a.url).post(approve, clean=False), Client(http, b.url).post(reject, clean=False)
+        approved, rejected = await every(
+            [Client(http, a.url).post(approve, clean=False), Client(http, b.url).post(reject, clean=False)]
         )
         return approved, rejected
 
     pairs = zip(threads, interrupts, strict=True)
-    results = await asyncio.gather(*(race(thread, interrupt) for thread, interrupt in pairs))
+    results = await every(race(thread, interrupt) for thread, interrupt in pairs)
 
     for thread, (approved, rejected) in zip(threads, results, strict=True):
         assert approved.status < 500 and rejected.status < 500
