@@ -78,6 +78,8 @@ class RecordHandle:
         self._access = access
         """Asked again when another request created the thread this run found missing."""
         self._known: list[str] = []
+        self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
+        """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
         """The ids of the stored messages as this run last read or wrote them: all it may build on."""
         self.version = 0
         self.base = 0
@@ -261,10 +263,15 @@ class RecordHandle:
         A branch may leave stored messages out of a run's history; a backend's new message or call may
         still not take their ids (a thread read from its tail checks the older part by other means).
         """
-        messages = self.conversation()
+        self.conversation()  # builds `_conversation` once per load
+        if self._held is not None and self._held[0] is self._conversation:
+            return self._held[1]  # asked at every model step: the loaded record is the same until the next load
+        messages = self._conversation or []
         answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
         calls = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
-        return {m.id for m in messages}, calls | answered, answered
+        held = {m.id for m in messages}, calls | answered, answered
+        self._held = (self._conversation, held)
+        return held
 
     async def _answers_before(self, history: Sequence[Message]) -> dict[str, str]:
         """The answers the thread stores before `base`, by call id; read only when a new answer's call is older.
