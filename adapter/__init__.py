@@ -8,7 +8,7 @@ ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architectur
 from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
 from adapter._config import HistoryMode
-from adapter._errors import AdapterError, ConfigurationError, Forbidden, LimitExceeded, ResumeError
+from adapter._errors import AdapterError, ConfigurationError, Forbidden, InputRejected, LimitExceeded, ResumeError
 from adapter._events import TurnEvent, TurnEventType
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
 from adapter._http import create_app, mount
@@ -39,6 +39,7 @@ __all__ = [
     "FrontendOutcome",
     "FunctionTool",
     "HistoryMode",
+    "InputRejected",
     "InputRequired",
     "LimitExceeded",
     "PredictState",

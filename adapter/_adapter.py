@@ -61,8 +61,8 @@ class Adapter:
         listeners: Called with a `TurnEvent` as turns start, suspend, resume and end.
         claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
         client_tool_policy: What a client tool's parameter schema and `metadata.resultSchema` must meet
-            (`schema_tools.check_schema`; a result schema's root need not be an object); a run with a
-            tool that fails it ends with `INVALID_TOOL_SCHEMA` before the backend is asked. None accepts
+            (`schema_tools.check_schema`; a result schema's root need not be an object); an input with a
+            tool that fails it is refused with 422 `INVALID_TOOL_SCHEMA` before any event. None accepts
             any schema (patterns are still matched in linear time).
         max_client_tools: Tools one input may declare; more get 413 `TOO_MANY_TOOLS` before any event.
         max_client_tool_bytes: Size of an input's tool declarations together, as JSON; more get 413
@@ -171,9 +171,12 @@ class Adapter:
 
         Raises:
             Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
-            LimitExceeded: At the first iteration, when the input's client tools are over `max_client_tools`
-                or `max_client_tool_bytes` (413), or it breaks the nesting or id rules of `adapter._limits`
-                (422 `INPUT_TOO_DEEP`, `INVALID_ID`, `DUPLICATE_MESSAGE_ID`), as over HTTP; nothing was run or stored.
+            InputRejected: At the first iteration, as over HTTP; nothing was run or stored: `LimitExceeded`
+                when the input's client tools are over `max_client_tools` or `max_client_tool_bytes` (413),
+                or it breaks the nesting or id rules of `adapter._limits` (422 `INPUT_TOO_DEEP`, `INVALID_ID`,
+                `DUPLICATE_MESSAGE_ID`); 422 `TOOL_NAME_CONFLICT` or `INVALID_TOOL_SCHEMA` for client tools
+                the run cannot use.
+            StoreUnavailable: At the first iteration, when the thread cannot be read; nothing changed.
         """
         async with aclosing(await self.start(run_input, principal=principal)) as events:
             async for event in events:
@@ -189,7 +192,8 @@ class Adapter:
 
         Raises:
             Forbidden: When the policy refuses; nothing was run or stored.
-            LimitExceeded: As for `run`; nothing was run or stored.
+            InputRejected: As for `run`; nothing was run or stored.
+            StoreUnavailable: When the thread cannot be read; nothing changed.
         """
         if isinstance(run_input, CheckedInput):
             run_input = run_input.input

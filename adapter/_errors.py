@@ -1,14 +1,17 @@
 """Errors, and every error code the adapter reports, in one place.
 
-    AdapterError                 base; `code` and a message that is safe to show a client
-    ├── ToolNameConflict         TOOL_NAME_CONFLICT
-    ├── InvalidClientTool        INVALID_TOOL_SCHEMA
+    InputRejected                the input cannot start a run, refused before any event: HTTP answers its
+    │                            `status_code` (INVALID_INPUT, INPUT_TOO_DEEP, ...); nothing was run or stored
+    ├── LimitExceeded            over one of the adapter's limits (413, or 422 for the nesting and id rules)
+    ├── ToolNameConflict         422 TOOL_NAME_CONFLICT
+    └── InvalidClientTool        422 INVALID_TOOL_SCHEMA
+
+    AdapterError                 a run's failure, after RUN_STARTED: `code` and a message safe to show a client
     ├── ResumeError              RESUME_* (the resume gate refused the input; nothing was executed)
     └── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
 
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
-`authorize` policy does not allow, before any event: HTTP answers it with 403. `LimitExceeded` refuses
-an input over one of the adapter's limits, before any event: HTTP answers it with its `status_code`.
+`authorize` policy does not allow, before any event: HTTP answers it with 403.
 The codes below are the whole vocabulary: `HTTP_CODES` answer a refused request before any stream
 opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE` is both. docs/resuming.md
 documents each one (a test keeps the two in step).
@@ -31,6 +34,8 @@ INVALID_ID: Final = "INVALID_ID"
 DUPLICATE_MESSAGE_ID: Final = "DUPLICATE_MESSAGE_ID"
 TOO_MANY_TOOLS: Final = "TOO_MANY_TOOLS"
 TOOLS_TOO_LARGE: Final = "TOOLS_TOO_LARGE"
+TOOL_NAME_CONFLICT: Final = "TOOL_NAME_CONFLICT"
+INVALID_TOOL_SCHEMA: Final = "INVALID_TOOL_SCHEMA"
 # Both: 503 on a route that does not stream, `RUN_ERROR.code` in a run.
 STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"
 INVALID_PAGE: Final = "INVALID_PAGE"
@@ -46,8 +51,6 @@ RESUME_CONFLICT: Final = "RESUME_CONFLICT"
 # `RUN_ERROR.code`: the run itself.
 RUN_INTERRUPTED: Final = "RUN_INTERRUPTED"
 THREAD_CONFLICT: Final = "THREAD_CONFLICT"
-TOOL_NAME_CONFLICT: Final = "TOOL_NAME_CONFLICT"
-INVALID_TOOL_SCHEMA: Final = "INVALID_TOOL_SCHEMA"
 INTERNAL_ERROR: Final = "INTERNAL_ERROR"
 STATE_PATCH_TOO_LARGE: Final = "STATE_PATCH_TOO_LARGE"
 # `RUN_ERROR.code`: the backend.
@@ -73,6 +76,8 @@ HTTP_CODES: Final = frozenset(
         DUPLICATE_MESSAGE_ID,
         TOO_MANY_TOOLS,
         TOOLS_TOO_LARGE,
+        TOOL_NAME_CONFLICT,
+        INVALID_TOOL_SCHEMA,
         INVALID_PAGE,
     }
 )
@@ -87,8 +92,6 @@ RUN_CODES: Final = frozenset(
         RESUME_CONFLICT,
         RUN_INTERRUPTED,
         THREAD_CONFLICT,
-        TOOL_NAME_CONFLICT,
-        INVALID_TOOL_SCHEMA,
         INTERNAL_ERROR,
         STORE_UNAVAILABLE,
         STATE_PATCH_TOO_LARGE,
@@ -115,14 +118,45 @@ class Forbidden(PermissionError):
         self.code = code
 
 
-class LimitExceeded(ValueError):
+class InputRejected(ValueError):
+    """The input cannot start a run; nothing was run or stored. HTTP answers `status_code` with `body()`."""
+
+    def __init__(self, status_code: int, code: str, message: str, details: list[Any] | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.code = code
+        self.message = message
+        self.details = details
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body: `{"error": {code, message, details}}`."""
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.details is not None:
+            error["details"] = self.details
+        return {"error": error}
+
+
+class LimitExceeded(InputRejected):
     """The input is over one of the adapter's limits; nothing was run or stored. HTTP answers `status_code`."""
 
     def __init__(self, message: str, *, code: str, status_code: int = 413) -> None:
-        super().__init__(message)
-        self.message = message
-        self.code = code
-        self.status_code = status_code
+        super().__init__(status_code, code, message)
+
+
+class ToolNameConflict(InputRejected):
+    """A client tool has the name of a server tool, or of another client tool; refused, never silently shadowed."""
+
+    def __init__(self, names: list[str]) -> None:
+        listed = ", ".join(sorted(names))
+        message = f"client tools clash with server tools of the same name: {listed}"
+        super().__init__(422, TOOL_NAME_CONFLICT, message, details=sorted(names))
+
+
+class InvalidClientTool(InputRejected):
+    """A client tool's parameter or result schema is not acceptable."""
+
+    def __init__(self, message: str, *, details: list[Any] | None = None) -> None:
+        super().__init__(422, INVALID_TOOL_SCHEMA, message, details)
 
 
 class AdapterError(Exception):
@@ -136,22 +170,6 @@ class AdapterError(Exception):
         self.details = details
         if code is not None:
             self.code = code
-
-
-class ToolNameConflict(AdapterError):
-    """A client tool has the name of a server tool; it is refused, never silently shadowed."""
-
-    code = TOOL_NAME_CONFLICT
-
-    def __init__(self, names: list[str]) -> None:
-        listed = ", ".join(sorted(names))
-        super().__init__(f"client tools clash with server tools of the same name: {listed}", details=sorted(names))
-
-
-class InvalidClientTool(AdapterError):
-    """A client tool's parameter or result schema is not acceptable."""
-
-    code = INVALID_TOOL_SCHEMA
 
 
 class ResumeError(AdapterError):

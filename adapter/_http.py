@@ -9,25 +9,28 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 413 `CONTENT_TOO_LARGE`: declared or actual body over `max_body_bytes`;
 - 422 `INVALID_INPUT`: bad JSON, or a malformed known field (pydantic errors in `details`);
 - 400 `UNSUPPORTED_PROTOCOL_VERSION`: a declared major version other than 1;
-- 422 `INPUT_TOO_DEEP` / `INVALID_ID`, 413 `TOO_MANY_TOOLS` / `TOOLS_TOO_LARGE`: over a limit
-  (docs/security.md, "Limits");
+- 422 `INPUT_TOO_DEEP` / `INVALID_ID` / `DUPLICATE_MESSAGE_ID`, 413 `TOO_MANY_TOOLS` / `TOOLS_TOO_LARGE`:
+  over a limit (docs/security.md, "Limits");
+- 422 `TOOL_NAME_CONFLICT` / `INVALID_TOOL_SCHEMA`: client tools the run cannot use;
 - 400 `INVALID_PAGE`: `GET /threads/{id}` with a `limit` outside 1..1000 or an unknown `after`;
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
-  (`adapter._access`). The run's first event is awaited before the response starts, so that its
-  check, made on the record the run itself loaded, can still become a 403.
+  (`adapter._access`), checked on the record the run itself loaded;
+- 503 `STORE_UNAVAILABLE`: the thread could not be read.
+
+The run starts in two phases: the edge awaits the handler's `start`, where every refusal above is
+raised, and only then opens the stream, which fails only after RUN_STARTED.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import inspect
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
 
-from ag_ui.core import AgentCapabilities, BaseEvent, RunAgentInput
+from ag_ui.core import AgentCapabilities, BaseEvent
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -36,8 +39,8 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter import _errors as codes
-from adapter._errors import AdapterError, Forbidden, LimitExceeded
-from adapter._input import CheckedInput, InputRejected, is_json, parse_body, read_body
+from adapter._errors import AdapterError, Forbidden, InputRejected
+from adapter._input import CheckedInput, is_json, parse_body, read_body
 from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
 from adapter._sse import EventStreamResponse
@@ -57,17 +60,16 @@ PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
 class RunHandler(Protocol):
     """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`).
 
-    A request with a principal calls `run` (or `start`) and `thread` with `principal=`; an anonymous one
-    without it. A handler with a `start` (`Adapter.start`) is started in two phases: the edge awaits it
-    with the `CheckedInput` it parsed, so refusals come before the stream opens and the input is not
-    checked twice. Any other handler's `run` gets the plain input, and its first event is awaited first.
+    A request with a principal calls `start` and `thread` with `principal=`; an anonymous one without it.
     """
 
-    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        """Yield the run's events, from RUN_STARTED to its terminal event.
+    async def start(self, run_input: CheckedInput) -> AsyncIterator[BaseEvent]:
+        """Check, authorize and load one run; then its events, from RUN_STARTED to its terminal event.
 
-        Failures should arrive as a RUN_ERROR event; an exception is still turned into one. `Forbidden`
-        raised for the first event becomes a 403.
+        The edge awaits it before the response starts, with the input it parsed and checked. What it
+        raises is the request's refusal: `Forbidden` (403), `InputRejected` (its `status_code`) and
+        `StoreUnavailable` (503). The events fail only after RUN_STARTED: an exception there still ends
+        the stream with a RUN_ERROR.
         """
         ...
 
@@ -179,12 +181,18 @@ async def _run(
         checked = await parse_body(body)
     except InputRejected as rejected:
         return _refuse(rejected)
-    started = await _start(handler, checked, await _principal(request, principal_of))
-    if isinstance(started, Forbidden):
-        return _refuse(InputRejected(403, started.code, started.message))
-    if isinstance(started, LimitExceeded):
-        return _refuse(InputRejected(started.status_code, started.code, started.message))
-    return EventStreamResponse(started, keepalive_interval=keepalive_interval)
+    who = await _principal(request, principal_of)
+    options = {} if who is None else {"principal": who}
+    try:
+        events = await handler.start(checked, **options)
+    except Forbidden as refused:
+        return _refuse(InputRejected(403, refused.code, refused.message))
+    except InputRejected as refused:
+        return _refuse(refused)
+    except StoreUnavailable:
+        logger.warning("POST /: the store could not be reached", exc_info=True)
+        return _store_down()
+    return EventStreamResponse(events, keepalive_interval=keepalive_interval)
 
 
 async def _thread(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
@@ -199,8 +207,7 @@ async def _thread(request: Request, handler: RunHandler, principal_of: Principal
         found = await _read_thread(handler, thread_id, who, page)
     except StoreUnavailable:
         logger.warning("GET /threads: the store could not be reached", exc_info=True)
-        message = "The store could not be reached; try again later."
-        return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
+        return _store_down()
     except AdapterError as error:
         if error.code != codes.INVALID_PAGE:
             raise
@@ -222,41 +229,6 @@ async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
     return await who if inspect.isawaitable(who) else who
 
 
-async def _start(
-    handler: RunHandler, checked: CheckedInput, who: str | None
-) -> Callable[[], AsyncIterator[BaseEvent]] | Forbidden | LimitExceeded:
-    """Start the run: in two phases with the handler's `start`, else by awaiting its first event; or its refusal."""
-    options = {} if who is None else {"principal": who}
-    start = getattr(handler, "start", None)
-    try:
-        if start is not None:
-            stream: AsyncIterator[BaseEvent] = await start(checked, **options)
-            return lambda: stream
-        events = handler.run(checked.input, **options)
-        first = await anext(events)
-    except (Forbidden, LimitExceeded) as refused:
-        return refused
-    except Exception as exc:  # reported in the stream, as a failure later in the run would be
-        return functools.partial(_failing, exc)
-    return functools.partial(_continued, first, events)
-
-
-async def _continued(first: BaseEvent, events: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
-    try:
-        yield first
-        async for event in events:
-            yield event
-    finally:
-        close = getattr(events, "aclose", None)
-        if close is not None:
-            await close()
-
-
-async def _failing(exc: Exception) -> AsyncIterator[BaseEvent]:
-    raise exc
-    yield  # pragma: no cover - makes this an async generator
-
-
 def _page(query: Mapping[str, str]) -> dict[str, object]:
     """`after` and `limit` from the query of `GET /threads/{id}`, checked; none when neither is given."""
     page: dict[str, object] = {}
@@ -275,6 +247,11 @@ def _page(query: Mapping[str, str]) -> dict[str, object]:
 def _refuse(rejected: InputRejected) -> Response:
     logger.info("refused a run request: %s %s", rejected.status_code, rejected.code)
     return _json_response(rejected.status_code, rejected.body())
+
+
+def _store_down() -> Response:
+    message = "The store could not be reached; nothing changed. Try again later."
+    return _json_response(503, {"error": {"code": codes.STORE_UNAVAILABLE, "message": message}})
 
 
 def _json_response(status_code: int, content: JSON) -> Response:

@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from adapter import _errors as codes
+from adapter._errors import InputRejected
 from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, repeated_message_id
 from adapter._types import JSON
 
@@ -37,24 +38,6 @@ _VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component 
 _LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check; pairs are verified after
 _LONG_STRINGS: Final = 8192  # bytes per message above which a body is checked by a parse rather than a search
-
-
-class InputRejected(Exception):
-    """The input cannot start a run; answer `status_code` with `{"error": {code, message, details}}`."""
-
-    def __init__(self, status_code: int, code: str, message: str, details: list[JSON] | None = None) -> None:
-        self.status_code = status_code
-        self.code = code
-        self.message = message
-        self.details = details
-        super().__init__(f"{status_code} {code}: {message}")
-
-    def body(self) -> dict[str, JSON]:
-        """The JSON error body."""
-        error: dict[str, JSON] = {"code": self.code, "message": self.message}
-        if self.details is not None:
-            error["details"] = self.details
-        return {"error": error}
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,27 +109,30 @@ class Run:
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
 
     async def start(self) -> AsyncGenerator[BaseEvent, None]:
-        """Authorize the input, read the thread and build the run's tools; then the run's events, not yet started.
+        """Read the thread, authorize the input and build the run's tools; then the run's events, not yet started.
 
-        The events go from RUN_STARTED to exactly one terminal event. A failure to read the store, or a
-        client tool the run cannot use, is reported in them as the run's RUN_ERROR.
+        Everything that can refuse the run happens here, before any event; the events then go from
+        RUN_STARTED to exactly one terminal event, and fail only after RUN_STARTED.
 
         Raises:
+            StoreUnavailable: When the thread cannot be read; nothing changed.
             Forbidden: When the `authorize` policy refuses the input; nothing changed.
-            LimitExceeded: When the client's tools are over the adapter's limits; nothing changed.
+            InputRejected: When the client's tools are over the adapter's limits (`LimitExceeded`), clash by
+                name (`ToolNameConflict`) or have a schema the policy refuses (`InvalidClientTool`); nothing changed.
         """
-        loaded = await self._load_checked()
+        record = await self.handle.load(messages=self.tail is None)  # with a tail: the head, then `_messages`
+        await self.config.access.check_input(self.principal, record, self.input)
+        self.view = await View.of(self.config.access, self.principal, record)
+        self.input = self.view.used(self.input)
         toolset = await client_toolset(
             self.config.tools,
             self.input.tools or [],
             client_policy=self.config.client_tool_policy,
             limits=self.config.client_tool_limits,
         )
-        return self._events(loaded, toolset)
+        return self._events(record, toolset)
 
-    async def _events(
-        self, loaded: ThreadRecord | None | Exception, toolset: Toolset | AdapterError
-    ) -> AsyncGenerator[BaseEvent, None]:
+    async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
             run_id=self.input.run_id,
@@ -140,11 +143,7 @@ class Run:
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # the client went away before the end, unless said otherwise below
         try:
-            if isinstance(loaded, Exception):
-                raise loaded
-            if isinstance(toolset, AdapterError):
-                raise toolset
-            async for event in self._run(loaded, toolset):
+            async for event in self._run(record, toolset):
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
                 shown = await self.view.shown(event, self.handle.record.open_turn)
@@ -183,17 +182,6 @@ class Run:
         exc = await self.view.refusal(exc, self.handle.record.open_turn)
         details = {"details": exc.details} if exc.details is not None else None
         yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
-
-    async def _load_checked(self) -> ThreadRecord | None | Exception:
-        """The stored record once the policy allows the input; a failure to read it is reported in the run."""
-        try:
-            record = await self.handle.load(messages=self.tail is None)  # with a tail: the head, then `_messages`
-        except Exception as exc:
-            return exc
-        await self.config.access.check_input(self.principal, record, self.input)
-        self.view = await View.of(self.config.access, self.principal, record)
-        self.input = self.view.used(self.input)
-        return record
 
     async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)

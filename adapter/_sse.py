@@ -25,8 +25,6 @@ logger = logging.getLogger(__name__)
 KEEPALIVE: Final = ": keep-alive\n\n"
 """An SSE comment: consumers ignore it, proxies see traffic (TRANS-5)."""
 
-EventSource: TypeAlias = Callable[[], AsyncIterator[BaseEvent]]
-"""Starts the run; called once, inside the producer task, so that even its errors travel in-stream."""
 
 _TERMINAL: Final = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
 _QUEUE_SIZE: Final = 16  # small, so a slow client slows the run instead of growing memory
@@ -54,13 +52,13 @@ class EventStreamResponse(Response):
     """A `200 text/event-stream` response carrying one run, up to and including its terminal event.
 
     Args:
-        events: Starts the run and returns its events.
+        events: The started run's events, from RUN_STARTED on; closed whatever ends the response.
         keepalive_interval: Seconds without an event after which a keep-alive comment is sent.
     """
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: EventSource, *, keepalive_interval: float) -> None:
+    def __init__(self, events: AsyncIterator[BaseEvent], *, keepalive_interval: float) -> None:
         self.status_code = 200
         self.background = None
         self.init_headers(_HEADERS)
@@ -125,9 +123,8 @@ class EventStreamResponse(Response):
         return "".join(frames), last
 
     async def _produce(self, queue: asyncio.Queue[_Frame]) -> None:
-        events: AsyncIterator[BaseEvent] | None = None
+        events = self._events
         try:
-            events = self._events()
             if not await _forward(events, queue):
                 logger.error("the run ended without RUN_FINISHED or RUN_ERROR")
                 await queue.put((_INTERNAL_ERROR_FRAME, True))
@@ -140,8 +137,7 @@ class EventStreamResponse(Response):
             logger.exception("the run failed")
             await queue.put((_INTERNAL_ERROR_FRAME, True))
         finally:
-            if events is not None:
-                await _close(events)
+            await _close(events)
 
 
 async def _forward(events: AsyncIterator[BaseEvent], queue: asyncio.Queue[_Frame]) -> bool:

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
 from adapter import _errors as codes
-from adapter._errors import AdapterError, ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
+from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
 from adapter._state import ToolState
 from adapter._types import JSON
 from schema_tools import (
@@ -366,22 +366,18 @@ async def client_toolset(
     *,
     client_policy: SchemaPolicy | None,
     limits: ClientToolLimits,
-) -> Toolset | AdapterError:
+) -> Toolset:
     """The run's `Toolset`, built (and its client schemas checked) on a worker thread when the declarations are large.
 
-    Returns:
-        The toolset, or the `ToolNameConflict` / `InvalidClientTool` that the run reports as its RUN_ERROR.
-
     Raises:
-        LimitExceeded: Over `limits`, before anything is checked: a refusal before any event.
+        LimitExceeded: Over `limits`, before anything is checked.
+        ToolNameConflict: 422, a client tool named like a server tool or another client tool.
+        InvalidClientTool: 422, a client schema the policy does not accept.
     """
     build = functools.partial(Toolset, server_tools, client_tools, client_policy=client_policy, cache=limits.cache)
-    try:
-        if limits.measure(client_tools) <= _INLINE_BYTES:
-            return build()
-        return await asyncio.to_thread(build)
-    except AdapterError as refused:
-        return refused
+    if limits.measure(client_tools) <= _INLINE_BYTES:
+        return build()
+    return await asyncio.to_thread(build)
 
 
 class Toolset:

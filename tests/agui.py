@@ -296,6 +296,12 @@ class Reply:
         (event,) = self.of("RUN_FINISHED")
         return event
 
+    def refusal(self, status: int) -> dict[str, Any]:
+        """The error body of a request refused with `status` before any stream opened."""
+        assert (self.status, self.events) == (status, []), self.body[:300]
+        error: dict[str, Any] = json.loads(self.body)["error"]
+        return error
+
     @property
     def error(self) -> dict[str, Any]:
         """The RUN_ERROR event."""

@@ -19,6 +19,7 @@ from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
 from adapter import Adapter, AdapterError, LimitExceeded, create_app
+from adapter._input import CheckedInput  # private on purpose: a handler between the edge and the adapter
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS  # private on purpose: the tests sit at the limits
 from adapter.backends import (
     BackendInterrupt,
@@ -204,9 +205,9 @@ class Rewriting:
     def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None]) -> None:
         self.adapter, self.change = adapter, change
 
-    def run(self, run_input: RunAgentInput, **options: Any) -> AsyncIterator[Any]:
-        self.change(run_input)
-        return self.adapter.run(run_input, **options)
+    async def start(self, checked: CheckedInput, **options: Any) -> AsyncIterator[Any]:
+        self.change(checked.input)
+        return await self.adapter.start(checked.input, **options)  # a plain input: checked again
 
     def capabilities(self) -> Any:
         return self.adapter.capabilities()

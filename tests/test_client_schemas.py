@@ -43,9 +43,9 @@ async def test_a_hostile_result_schema_is_refused_before_the_run_starts(
 
     reply = await thread.say("go to settings")
 
-    assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
-    assert reply.error["code"] == "INVALID_TOOL_SCHEMA"
-    details = reply.error["metadata"]["details"]
+    refusal = reply.refusal(422)
+    assert refusal["code"] == "INVALID_TOOL_SCHEMA"
+    details = refusal["details"]
     assert {"schema": "/tools/0/metadata/resultSchema", "pointer": pointer, "rule": rule} in [
         {key: detail[key] for key in ("schema", "pointer", "rule")} for detail in details
     ]

@@ -57,11 +57,12 @@ def test_no_other_module_spells_a_code() -> None:
 
 
 def test_every_error_class_reports_a_documented_code() -> None:
-    classes: list[type[_errors.AdapterError]] = [
-        _errors.AdapterError,
-        _errors.ToolNameConflict,
-        _errors.InvalidClientTool,
-        _errors.BackendError,
-    ]
+    classes: list[type[_errors.AdapterError]] = [_errors.AdapterError, _errors.BackendError]
     assert {cls.code for cls in classes} <= _errors.RUN_CODES
+    refusals = [
+        _errors.ToolNameConflict(["x"]),
+        _errors.InvalidClientTool("x"),
+        _errors.LimitExceeded("x", code=_errors.TOO_MANY_TOOLS),
+    ]
+    assert {(r.status_code // 100, r.code in _errors.HTTP_CODES) for r in refusals} == {(4, True)}
     assert _errors.Forbidden("x").code in _errors.HTTP_CODES  # refused before any stream: a 403

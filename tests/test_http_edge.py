@@ -26,6 +26,7 @@ from starlette.routing import Mount
 from starlette.types import Message
 
 from adapter import create_app
+from adapter._input import CheckedInput  # private on purpose: a handler of its own, as the edge calls it
 from adapter.client import parse_sse
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
@@ -41,8 +42,11 @@ class RecordingHandler:
 
     received: list[RunAgentInput] = field(default_factory=list)
 
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        self.received.append(run_input)
+    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
+        self.received.append(checked.input)
+        return self.events(checked.input)
+
+    async def events(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
         yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
         yield RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
 

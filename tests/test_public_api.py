@@ -25,6 +25,7 @@ DOORS = {
         "FrontendOutcome",
         "FunctionTool",
         "HistoryMode",
+        "InputRejected",
         "InputRequired",
         "LimitExceeded",
         "PredictState",
@@ -110,7 +111,7 @@ DOORS = {
     ],
 }
 
-APP_AUTHOR_LIMIT = 24
+APP_AUTHOR_LIMIT = 25
 """The most names `adapter` may hold: what an app author wires, and no more."""
 
 # ../shared/DESIGN.md "Public surface": names tests and users outside the package import from `adapter`.

@@ -219,9 +219,9 @@ async def test_client_tool_named_like_a_server_tool_is_refused(connect: Connect,
 
     reply = await thread.say("where is order A17")
 
-    assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
-    assert reply.error["code"] == "TOOL_NAME_CONFLICT"
-    assert "lookup_order" in reply.error["message"]
+    refusal = reply.refusal(422)
+    assert refusal["code"] == "TOOL_NAME_CONFLICT"
+    assert "lookup_order" in refusal["message"] and refusal["details"] == ["lookup_order"]
     assert kit.count("lookup_order") == 0
 
 
@@ -283,9 +283,9 @@ async def test_a_client_tool_with_an_unsafe_schema_is_refused(
 
     reply = await thread.say("where is order A17")
 
-    assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
-    assert reply.error["code"] == "INVALID_TOOL_SCHEMA"
-    assert pointer in [detail["pointer"] for detail in reply.error["metadata"]["details"]]
+    refusal = reply.refusal(422)
+    assert refusal["code"] == "INVALID_TOOL_SCHEMA"
+    assert pointer in [detail["pointer"] for detail in refusal["details"]]
     assert kit.count("lookup_order") == 0
 
 
@@ -309,7 +309,7 @@ async def test_two_client_tools_with_one_name_are_refused(connect: Connect) -> N
 
     reply = await client.thread(tools=twice).say("hello")
 
-    assert reply.error["code"] == "TOOL_NAME_CONFLICT"
+    assert reply.refusal(422)["code"] == "TOOL_NAME_CONFLICT"
 
 
 async def test_the_client_tool_policy_can_be_turned_off(connect: Connect) -> None:
