@@ -13,7 +13,7 @@
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
 `authorize` policy does not allow, before any event: HTTP answers it with 403.
 The codes below are the whole vocabulary: `HTTP_CODES` answer a refused request before any stream
-opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE` is both. docs/resuming.md
+opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE` and `INTERNAL_ERROR` are both. docs/resuming.md
 documents each one (a test keeps the two in step).
 """
 
@@ -79,6 +79,7 @@ HTTP_CODES: Final = frozenset(
         TOOL_NAME_CONFLICT,
         INVALID_TOOL_SCHEMA,
         INVALID_PAGE,
+        INTERNAL_ERROR,
     }
 )
 RUN_CODES: Final = frozenset(

@@ -15,7 +15,8 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 400 `INVALID_PAGE`: `GET /threads/{id}` with a `limit` outside 1..1000 or an unknown `after`;
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
   (`adapter._access`), checked on the record the run itself loaded;
-- 503 `STORE_UNAVAILABLE`: the thread could not be read.
+- 503 `STORE_UNAVAILABLE`: the thread could not be read;
+- 500 `INTERNAL_ERROR`: a bug while starting the run (logged; the message holds nothing of it).
 
 The run starts in two phases: the edge awaits the handler's `start`, where every refusal above is
 raised, and only then opens the stream, which fails only after RUN_STARTED.
@@ -63,7 +64,7 @@ class RunHandler(Protocol):
     A request with a principal calls `start` and `thread` with `principal=`; an anonymous one without it.
     """
 
-    async def start(self, run_input: CheckedInput) -> AsyncIterator[BaseEvent]:
+    async def start(self, run_input: CheckedInput, /) -> AsyncIterator[BaseEvent]:
         """Check, authorize and load one run; then its events, from RUN_STARTED to its terminal event.
 
         The edge awaits it before the response starts, with the input it parsed and checked. What it
@@ -192,6 +193,10 @@ async def _run(
     except StoreUnavailable:
         logger.warning("POST /: the store could not be reached", exc_info=True)
         return _store_down()
+    except Exception:
+        logger.exception("POST /: the run could not start")
+        message = "The run could not start because of an internal error."  # internals never reach the client
+        return _json_response(500, {"error": {"code": codes.INTERNAL_ERROR, "message": message}})
     return EventStreamResponse(events, keepalive_interval=keepalive_interval)
 
 

@@ -5,17 +5,21 @@
 
 Every run is a fresh `Run` over the adapter's frozen `EngineConfig`: nothing about a request lives
 on the adapter. The stored record is read and written through one `RecordHandle`. `Run` is one class:
-its start (`start`: the policy, the load, the tools), its gate and resume, its model loop (model steps,
-each streamed and its calls run or suspended, until the model answers without calls, a call waits, or
-`max_steps` runs out) and its endings (finished, suspended again, failed, left by its client, or
-replayed: each stored once and told to the listeners).
+its start (`start`: the load, the policy, the tools, each refusal raised before any event), its gate
+and resume, its model loop (model steps, each streamed and its calls run or suspended, until the model
+answers without calls, a call waits, or `max_steps` runs out) and its endings. Where it is is one named
+`Phase` (settling, running, suspended, finished, failed, given back, left); what its turn carries from
+phase to phase is one immutable `Turn`, replaced as the run moves on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from ag_ui.core import (
@@ -69,6 +73,72 @@ Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedC
 _outcome = TypeAdapter[Outcome](Outcome)
 
 
+class Phase(enum.Enum):
+    """Where a run is. A run moves forward only; each ending is stored once and told to the listeners."""
+
+    STARTING = "starting"
+    """Before the gate: nothing of the thread changed yet."""
+    SETTLING = "settling"
+    """A resume's answers are being applied under a claim; they are applied to the end even if the client leaves."""
+    RUNNING = "running"
+    """The model loop: model steps, each streamed and its calls run or suspended."""
+    SUSPENDED = "suspended"
+    """Ended: the turn waits for its answers (stored as an open turn)."""
+    FINISHED = "finished"
+    """Ended: the model answered, or ran out of steps (stored as finished)."""
+    FAILED = "failed"
+    """Ended with a RUN_ERROR (a resume's failure is stored as its outcome)."""
+    GIVEN_BACK = "given back"
+    """The backend refused the answers forwarded to its interrupts, or was unreachable: the turn waits as before."""
+    LEFT = "left"
+    """The client went away before an ending; a resume records that once its answers are applied."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether the run's ending is stored."""
+        return self in (Phase.SUSPENDED, Phase.FINISHED, Phase.FAILED)
+
+
+def _frozen(messages: Mapping[str, ToolMessage] | None = None) -> Mapping[str, ToolMessage]:
+    return MappingProxyType(dict(messages or {}))
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What one turn carries from phase to phase: replaced as the run moves on, never changed."""
+
+    turn_id: str
+    budget: CallBudget
+    """The tool calls this turn has made."""
+    resumed: bool = False
+    """The run resumes a stored turn: its ending is recorded, so replaying the resume tells what happened."""
+    deferred: frozenset[str] = frozenset()
+    """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
+    provisional: Mapping[str, ToolMessage] = field(default_factory=_frozen)
+    """What stands for some of those calls unless the backend answers them (`adapter._answers`)."""
+    decided: Mapping[str, ToolMessage] = field(default_factory=_frozen)
+    """The person's answers to the interrupts that named those calls: each stands if the backend leaves it open."""
+    held: OpenTurn | None = None
+    """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
+
+    @classmethod
+    def resuming(cls, gate: Resume, max_tool_calls: int | None) -> Turn:
+        """The stored turn that `gate` lets this run resume, with the answers' bearing on its deferred calls."""
+        stored = gate.turn
+        return cls(
+            stored.turn_id,
+            CallBudget(max_tool_calls, frozenset(stored.counted_calls)),
+            resumed=True,
+            deferred=frozenset(stored.deferred_calls),
+            provisional=_frozen(resumed_provisional(stored, gate.answers)),
+            decided=_frozen(decided_answers(stored, gate.answers)),
+        )
+
+    def after(self, step: Step) -> Turn:
+        """The turn once `step` is taken over: its deferred calls and provisional results; forwarded answers spent."""
+        return replace(self, deferred=frozenset(step.deferred), provisional=_frozen(step.provisional), held=None)
+
+
 class Run:
     """One run of the agent for one `RunAgentInput`."""
 
@@ -87,24 +157,11 @@ class Run:
         self.span = telemetry.NULL_SPAN
         """The run's span (`agui.run`), the parent of every span the run starts."""
         self.older_calls: set[str] | None = None
-        """The call ids of the thread before the tail this run read (`ModelLoop._check_older_calls`), once read."""
-        self.resuming = False
-        self.ended = False
-        """True once the run's ending is stored: finished, failed or suspended again."""
+        """The call ids of the thread before the tail this run read (`_check_older_calls`), once read."""
+        self.phase = Phase.STARTING
+        self.turn = Turn(new_id("turn"), CallBudget(config.max_tool_calls))
         self.settling: asyncio.Future[Settled] | None = None
-        self.turn_id = new_id("turn")
-        self.budget = CallBudget(config.max_tool_calls)
-        """The tool calls this turn has made; replaced, never changed, as calls are made."""
-        self.deferred: frozenset[str] = frozenset()
-        """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
-        self.provisional: dict[str, ToolMessage] = {}
-        """What stands for some of those calls unless the backend answers them (`adapter._answers`)."""
-        self.decided: dict[str, ToolMessage] = {}
-        """The person's answers to the interrupts that named those calls: each stands if the backend leaves it open."""
-        self.held: OpenTurn | None = None
-        """The turn whose answers to the backend's own interrupts are being forwarded, claimed until it accepts them."""
-        self.reopened = False
-        """The backend refused those answers (or was unreachable): the turn waits again as it was."""
+        """A resume's settling, shielded from the client: what must be stored before the run's ending."""
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
 
@@ -150,7 +207,7 @@ class Run:
                 if shown is not None:
                     yield shown
         except (GeneratorExit, asyncio.CancelledError):
-            self._left_unfinished()
+            self._leave()
             raise
         except Exception as exc:
             error = self._reported(exc)
@@ -208,6 +265,7 @@ class Run:
         else:
             history = await self.handle.history(self.input.messages, server_kept=self.config.history == "server")
             await self._notify(TurnEventType.TURN_STARTED)
+            self.phase = Phase.RUNNING
             stream = self._model_loop(history, self.input.state, toolset)
         async for event in stream:
             yield event
@@ -220,18 +278,15 @@ class Run:
             await self.handle.load_same()
 
     async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
-        self.resuming = True
-        self.turn_id = gate.turn.turn_id
-        self.budget = CallBudget(self.config.max_tool_calls, frozenset(gate.turn.counted_calls))
-        self.deferred = frozenset(gate.turn.deferred_calls)
-        self.provisional = resumed_provisional(gate.turn, gate.answers)
-        self.decided = decided_answers(gate.turn, gate.answers)
+        self.turn = Turn.resuming(gate, self.config.max_tool_calls)
         history, held = self.handle.resumed_history(self.input.messages)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
             # does not know (RES-2); a client that sent the whole thread needs no restatement.
             yield MessagesSnapshotEvent(messages=history)
+        self.phase = Phase.SETTLING
         settled = await self._apply(gate, toolset, history)
+        self.phase = Phase.RUNNING
         for activity in settled.activities:
             yield activity_event(activity)
         for message in settled.messages:
@@ -281,7 +336,7 @@ class Run:
         """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
         settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
-        settled.apply_to(history, self.turn_id, self.config.now(), self.principal)
+        settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.moved)
         await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
         return settled
@@ -292,11 +347,12 @@ class Run:
         except BaseException:
             await self.handle.release()
             raise
-        settled.apply_to(history, self.turn_id, self.config.now(), self.principal)
+        settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
             backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
-            self.held = await self.handle.hold_turn(backend_calls, history, settled.moved)
+            held = await self.handle.hold_turn(backend_calls, history, settled.moved)
+            self.turn = replace(self.turn, held=held)
         else:
             await self.handle.close_turn(history, settled.moved)
         return settled
@@ -342,12 +398,13 @@ class Run:
         called = {call.id for m in history if isinstance(m, AssistantMessage) for call in m.tool_calls or []}
         answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
         held_messages, held_calls, held_answers = self.handle.held_ids()
-        sent = {m.id for m in [*self.provisional.values(), *self.decided.values()]}  # named in what the backend gets
+        turn = self.turn
+        sent = {m.id for m in [*turn.provisional.values(), *turn.decided.values()]}  # named in what the backend gets
         self.open_step = Step(
             new_id("msg"),
-            deferred=set(self.deferred - answered),
-            provisional=dict(self.provisional),
-            decided=dict(self.decided),
+            deferred=set(turn.deferred - answered),
+            provisional=dict(turn.provisional),
+            decided=dict(turn.decided),
             predictor=Predictor(self.config.predictions, state),
             taken={m.id for m in history} | held_messages | sent,
             called=called | answered | held_calls,
@@ -367,8 +424,8 @@ class Run:
             state,
             toolset.specs(),
             resume,
-            unanswered=self.deferred,
-            provisional=list(self.provisional.values()),
+            unanswered=self.turn.deferred,
+            provisional=list(self.turn.provisional.values()),
             view=self.config.history_view,
         )
 
@@ -379,7 +436,7 @@ class Run:
             async for event in stream_step(self.config.backend, request, step):
                 yield event
         except Exception:
-            await self._reopen()
+            await self._give_back()
             raise
         finally:
             telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
@@ -389,10 +446,9 @@ class Run:
         await self._check_older_calls(step)
         self.open_step = None
         self.usage.extend(step.usage)
-        self.deferred, self.provisional = frozenset(step.deferred), dict(step.provisional)
         history.extend(step.messages())
-        if self.held is not None:
-            self.held = None
+        forwarded, self.turn = self.turn.held, self.turn.after(step)
+        if forwarded is not None:
             await self.handle.close_turn(history)  # the backend took its answers: they are spent
 
     async def _check_older_calls(self, step: Step) -> None:
@@ -421,7 +477,8 @@ class Run:
         self, step: Step, toolset: Toolset, state: Any, history: list[Message]
     ) -> tuple[StepCalls, list[Suspension]]:
         """Run the step's calls that can run now; the calls that wait: the backend's interrupts and open calls too."""
-        self.budget, over_limit = self.budget.spend(step.calls)
+        budget, over_limit = self.turn.budget.spend(step.calls)
+        self.turn = replace(self.turn, budget=budget)
         predicted = step.predictor.operations()
         done = await run_calls(
             step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted, self.span
@@ -447,21 +504,22 @@ class Run:
             yield await self._complete(success, history)
             return
         pending = [s.pending for s in suspensions]
+        turn_id = self.turn.turn_id
         turn = OpenTurn(
-            turn_id=self.turn_id,
+            turn_id=turn_id,
             run_id=self.input.run_id,
             pending=pending,
             state=state,
-            counted_calls=sorted(self.budget.counted),
-            deferred_calls=sorted(self.deferred),
-            provisional_results=list(self.provisional.values()),
+            counted_calls=sorted(self.turn.budget.counted),
+            deferred_calls=sorted(self.turn.deferred),
+            provisional_results=list(self.turn.provisional.values()),
         )
-        forms = [pending_form(self.turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
+        forms = [pending_form(turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
-        await self.handle.open_turn(turn, history, wire_json(outcome) if self.resuming else None)
+        await self.handle.open_turn(turn, history, wire_json(outcome) if self.turn.resumed else None)
         telemetry.opened.add(len(pending))
-        self.ended = True
+        self.phase = Phase.SUSPENDED
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         for form in forms:
             yield activity_event(form)
@@ -484,34 +542,35 @@ class Run:
 
     async def _complete(self, outcome: Outcome, history: list[Message]) -> RunFinishedEvent:
         """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run."""
-        resumed = wire_json(outcome) if self.resuming else None
+        resumed = wire_json(outcome) if self.turn.resumed else None
         await self.handle.finish(history, self.input.run_id, resumed)
-        self.ended = True
+        self.phase = Phase.FINISHED
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)
         return self._finished_event(outcome)
 
     async def _failed(self, exc: AdapterError) -> None:
-        if isinstance(exc, ResumeError) or self.reopened:
+        if isinstance(exc, ResumeError) or self.phase is Phase.GIVEN_BACK:
             return  # the turn was refused, not failed: it still waits exactly as before
-        if self.resuming:
+        if self.turn.resumed:
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
             try:
                 await self.handle.record_outcome(self.input.run_id, outcome)
             except Exception:
                 log.exception("could not record the failed outcome of run %s", self.input.run_id)
-        self.ended = True
+        self.phase = Phase.FAILED
         await self._notify(TurnEventType.TURN_FAILED, code=exc.code)
 
-    def _left_unfinished(self) -> None:
-        """The client went away mid-run: a resume records that, once its answers are applied.
+    def _leave(self) -> None:
+        """The client went away mid-run: a held turn is given back; a resume records it, once its answers are applied.
 
         Replaying that resume then says what happened, instead of waiting for an outcome that will never come.
         """
-        if self.held is not None:
-            self.config.background.keep(asyncio.ensure_future(self._reopen()))
+        was, self.phase = self.phase, Phase.LEFT
+        if self.turn.held is not None:
+            self.config.background.keep(asyncio.ensure_future(self._give_back()))
             return
-        if not self.resuming or self.ended:
+        if not self.turn.resumed or was.ended or was is Phase.GIVEN_BACK:
             return
         outcome = {
             "type": "error",
@@ -526,17 +585,20 @@ class Run:
 
         self.config.background.keep(asyncio.ensure_future(record_once_settled()))
 
-    async def _reopen(self) -> None:
+    async def _give_back(self) -> None:
         """Give the held turn back: the same interrupts wait, and the same or a corrected resume may come."""
-        held, self.held = self.held, None
+        held = self.turn.held
         if held is not None:
+            self.turn = replace(self.turn, held=None)
             await self.handle.reopen_turn(held)
-            self.reopened = True
+            if self.phase is not Phase.LEFT:
+                self.phase = Phase.GIVEN_BACK
 
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
     ) -> None:
-        event = TurnEvent(kind, self.input.thread_id, self.turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
+        turn_id = self.turn.turn_id
+        event = TurnEvent(kind, self.input.thread_id, turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
         await notify(self.config.listeners, event)
 
     def _finished_event(self, outcome: Outcome) -> RunFinishedEvent:

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from strategies import HOSTILE, JSON, requests
 
 # private on purpose: the edge's two parse paths are compared with each other, body by body
-from adapter._input import InputRejected, _validate_checked, _validate_json, parse_run_input
+from adapter._errors import InputRejected
+from adapter._input import _validate_checked, _validate_json, parse_run_input
 
 
 def outcome(parse: Any, body: bytes) -> tuple[str, Any]:

@@ -28,6 +28,7 @@ from agui import http_scope, parse_sse
 from starlette.types import Message
 
 from adapter import create_app
+from adapter._input import CheckedInput  # private on purpose: handlers of their own, as the edge starts them
 from adapter._sse import KEEPALIVE, encode_event  # private on purpose: SSE framing is one pure function, tested alone
 from adapter.client import AGUIClient
 
@@ -45,7 +46,23 @@ TEXT = [
 ]
 
 
-class ScriptedHandler:
+class Handler:
+    """What `create_app` serves, started as the edge starts it: `run` gives the events."""
+
+    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
+        return self.run(checked.input)
+
+    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+        raise NotImplementedError
+
+    def capabilities(self) -> AgentCapabilities:
+        return AgentCapabilities()
+
+    async def thread(self, thread_id: str) -> None:
+        return None  # it keeps no threads: GET /threads/{id} answers 404
+
+
+class ScriptedHandler(Handler):
     """Plays a script: events are yielded, numbers are pauses in seconds, exceptions are raised."""
 
     def __init__(self, *script: BaseEvent | float | BaseException) -> None:
@@ -65,12 +82,6 @@ class ScriptedHandler:
                     await asyncio.sleep(step)
         finally:
             self.closed = True
-
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities()
-
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
 
 
 async def post(handler: Any, **options: Any) -> httpx.Response:
@@ -165,15 +176,22 @@ async def test_a_raising_handler_ends_with_one_generic_run_error(caplog: pytest.
     assert handler.closed
 
 
-class FailsToStart:
-    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+class FailsToStart(Handler):
+    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
         raise RuntimeError("secret-detail")
 
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities()
 
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
+class FailsAtOnce(Handler):
+    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
+        raise RuntimeError("secret-detail")
+        yield STARTED  # pragma: no cover - makes this an async generator
+
+
+async def test_a_handler_that_fails_to_start_gets_a_clean_500(caplog: pytest.LogCaptureFixture) -> None:
+    response = await post(FailsToStart())
+
+    assert (response.status_code, response.json()["error"]["code"]) == (500, "INTERNAL_ERROR")
+    assert "secret-detail" not in response.text and "secret-detail" in caplog.text
 
 
 class YieldsGarbage(ScriptedHandler):
@@ -185,7 +203,7 @@ class YieldsGarbage(ScriptedHandler):
 @pytest.mark.parametrize(
     "handler",
     [
-        pytest.param(FailsToStart(), id="run-raises-before-iterating"),
+        pytest.param(FailsAtOnce(), id="run-raises-before-iterating"),
         pytest.param(ScriptedHandler(STARTED, *TEXT), id="no-terminal-event"),
         pytest.param(YieldsGarbage(), id="non-event-item"),
         pytest.param(ScriptedHandler(STARTED, asyncio.CancelledError()), id="own-cancelled-error"),
@@ -200,7 +218,7 @@ async def test_a_run_that_cannot_finish_ends_with_internal_error(handler: Any) -
     assert "secret-detail" not in response.text
 
 
-class Endless:
+class Endless(Handler):
     """Streams RUN_STARTED, then waits on a backend task (or keeps yielding) forever."""
 
     def __init__(self, *, chatty: bool) -> None:
@@ -223,12 +241,6 @@ class Endless:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.backend
             self.finalised.set()
-
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities()
-
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
 
 
 def body_scope(body: bytes) -> dict[str, Any]:
@@ -290,7 +302,7 @@ async def test_send_failing_with_oserror_closes_the_run() -> None:
     assert asyncio.all_tasks() == {asyncio.current_task()}
 
 
-class Gated:
+class Gated(Handler):
     """Sends RUN_STARTED, then holds the rest of the run until the test opens the gate."""
 
     def __init__(self) -> None:
@@ -300,12 +312,6 @@ class Gated:
         yield STARTED
         await self.gate.wait()
         yield FINISHED
-
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities()
-
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
 
 
 async def test_events_arrive_incrementally_over_real_http() -> None:
