@@ -25,6 +25,7 @@ from starlette.applications import Starlette
 from adapter import Adapter, ToolContext, create_app, tool
 from adapter.backends import BackendInterrupt, BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore
+from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server
 
 
 async def held(journal: Path, entry: dict[str, object]) -> None:
@@ -71,4 +72,10 @@ def build(db: str, journal: Path, lease: float) -> Starlette:
 
 if __name__ == "__main__":
     port, db, journal, lease = sys.argv[1:5]
-    uvicorn.run(build(db, Path(journal), float(lease)), host="127.0.0.1", port=int(port), log_level="warning")
+    uvicorn.run(
+        build(db, Path(journal), float(lease)),
+        host="127.0.0.1",
+        port=int(port),
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
+    )

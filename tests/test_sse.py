@@ -31,6 +31,7 @@ from adapter import create_app
 from adapter._input import CheckedInput  # private on purpose: handlers of their own, as the edge starts them
 from adapter._sse import KEEPALIVE, encode_event  # private on purpose: SSE framing is one pure function, tested alone
 from adapter.client import AGUIClient
+from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server
 
 if TYPE_CHECKING:
     from conftest import Connect
@@ -319,7 +320,9 @@ async def test_events_arrive_incrementally_over_real_http() -> None:
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    config = uvicorn.Config(create_app(handler), lifespan="off", ws="none", log_level="warning")
+    config = uvicorn.Config(
+        create_app(handler), lifespan="off", ws="none", log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
+    )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
     try:

@@ -43,6 +43,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import BaseRoute, Mount, Route
 
+KEEP_ALIVE_SECONDS = 75  # as examples/serving.py: longer than any client pool keeps an idle connection
+
 WORDS = 2_000
 STREAM_TEXT = " ".join(f"w{i}" for i in range(WORDS))
 """The reply of workload A: split into one delta per word by the ScriptedBackend."""
@@ -165,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     sock.bind(("127.0.0.1", 0))
     sock.listen(128)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=KEEP_ALIVE_SECONDS)
+    )
     asyncio.run(server.serve(sockets=[sock]))
 
 

@@ -41,6 +41,8 @@ from typing import Any
 
 import httpx
 
+KEEP_ALIVE_SECONDS = 75  # as examples/serving.py: longer than any client pool keeps an idle connection
+
 HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 NAVIGATE = {
     "name": "navigate",
@@ -79,7 +81,11 @@ def serve(db: str) -> None:
     sock.listen(128)
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     app = create_app(adapter, principal=principal)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app, log_level="warning", access_log=False, lifespan="off", timeout_keep_alive=KEEP_ALIVE_SECONDS
+        )
+    )
     asyncio.run(server.serve(sockets=[sock]))
 
 

@@ -16,6 +16,7 @@ from externals import CHROMIUM as CHROMIUM  # re-exported for the scripts beside
 from externals import MISSING_PLAYWRIGHT as MISSING_PLAYWRIGHT
 
 from examples.demo import build_app
+from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server
 
 # No internet here: these flags keep Chromium from reaching out (QUIC, updates, sync, background fetches).
 CHROMIUM_ARGS = [
@@ -39,7 +40,12 @@ class DemoServer:
         sock.bind(("127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
         config = uvicorn.Config(
-            build_app(str(db_path), **options), log_level="warning", ws="none", http="h11", loop="asyncio"
+            build_app(str(db_path), **options),
+            log_level="warning",
+            ws="none",
+            http="h11",
+            loop="asyncio",
+            timeout_keep_alive=KEEP_ALIVE_SECONDS,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(

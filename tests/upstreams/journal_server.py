@@ -12,6 +12,8 @@ import socket
 import uvicorn
 from fastapi import FastAPI
 
+KEEP_ALIVE_SECONDS = 75  # as examples/serving.py: longer than any client pool keeps an idle connection
+
 
 def add_journal(served: FastAPI, journal: list[str]) -> FastAPI:
     """GET /deleted lists what the server's tools really did; POST /deleted clears it between tests."""
@@ -36,7 +38,7 @@ def serve(served: FastAPI) -> None:
 async def _serve(served: FastAPI) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(served, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(served, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS))
     serving = asyncio.ensure_future(server.serve(sockets=[listener]))
     while not server.started:
         await asyncio.sleep(0.01)
