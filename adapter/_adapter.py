@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
+from importlib import metadata
 from typing import Any
 
 from ag_ui.core import BaseEvent, RunAgentInput
@@ -12,6 +13,7 @@ from ag_ui.core.capabilities import (
     AgentCapabilities,
     ExecutionCapabilities,
     HumanInTheLoopCapabilities,
+    IdentityCapabilities,
     StateCapabilities,
     ToolsCapabilities,
     TransportCapabilities,
@@ -89,6 +91,8 @@ class Adapter:
             a thread owned by `owner` (the principal of the run that created it, or None)? The default
             allows iff `owner is None or principal == owner`. See docs/security.md.
         clock: The time source, for tests.
+        name: The agent's name in `capabilities()` (AG-UI's `identity.name`); the backend's class name when None.
+        description: What the agent does, for `identity.description`.
     """
 
     def __init__(
@@ -115,6 +119,8 @@ class Adapter:
         history_view: HistoryView | None = None,
         authorize: Authorize | None = None,
         clock: Callable[[], datetime] | None = None,
+        name: str | None = None,
+        description: str | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
         check_options(
@@ -146,6 +152,13 @@ class Adapter:
             access=Access(authorize or owner_only),
         )
         """The engine's frozen configuration, which every run reads."""
+        self.identity = IdentityCapabilities(
+            name=name or type(backend).__name__,
+            type="agui-adapter",
+            description=description,
+            version=_version(),
+        )
+        """Who answers: `capabilities().identity`."""
 
     @property
     def backend(self) -> Backend:
@@ -205,6 +218,7 @@ class Adapter:
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
         return AgentCapabilities(
+            identity=self.identity,
             transport=TransportCapabilities(streaming=True),
             tools=ToolsCapabilities(
                 supported=True,
@@ -212,7 +226,10 @@ class Adapter:
                 parallel_calls=True,
                 client_provided=True,
             ),
-            state=StateCapabilities(snapshots=True, deltas=True),
+            # Persistent: a durable store keeps each turn's state with the turn (the in-memory store does not).
+            state=StateCapabilities(
+                snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, MemoryStore)
+            ),
             execution=ExecutionCapabilities(max_iterations=self.config.max_steps),
             human_in_the_loop=HumanInTheLoopCapabilities(
                 supported=True,
@@ -319,3 +336,11 @@ class Adapter:
         if close_backend is not None:
             await close_backend()
         await self.config.store.close()
+
+
+def _version() -> str | None:
+    """This package's version, as installed; None when it runs from a checkout that was never installed."""
+    try:
+        return metadata.version("agui-adapter")
+    except metadata.PackageNotFoundError:
+        return None

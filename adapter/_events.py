@@ -12,7 +12,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
-from ag_ui.core import ActivityMessage, ActivitySnapshotEvent, TokenUsage, ToolCallResultEvent, ToolMessage
+from ag_ui.core import (
+    ActivityMessage,
+    ActivitySnapshotEvent,
+    TokenUsage,
+    ToolCallResultEvent,
+    ToolMessage,
+    aggregate_token_usage,
+)
 
 from adapter._types import Usage
 
@@ -38,19 +45,28 @@ def activity_event(message: ActivityMessage) -> ActivitySnapshotEvent:
 
 
 def token_usage(usage: Sequence[Usage]) -> list[TokenUsage] | None:
-    """`RUN_FINISHED.usage` in AG-UI's accounting; None when the backend reported nothing (LIFE-10)."""
+    """A run's usage in AG-UI's accounting: one entry per provider and model; None when the backend reported nothing.
+
+    The steps' counts are summed as the SDK's `aggregate_token_usage` sums them: a count no step
+    reported stays unset, so "not reported" is not zero (LIFE-10).
+    """
     if not usage:
         return None
-    return [
-        TokenUsage(
-            provider=u.provider,
-            model=u.model,
-            input_tokens=u.input_tokens,
-            output_tokens=u.output_tokens,
-            total_tokens=u.input_tokens + u.output_tokens,
-        )
-        for u in usage
-    ]
+    return aggregate_token_usage(
+        [
+            TokenUsage(
+                provider=u.provider,
+                model=u.model,
+                input_tokens=u.input_tokens,
+                output_tokens=u.output_tokens,
+                total_tokens=u.input_tokens + u.output_tokens,
+                reasoning_tokens=u.reasoning_tokens,
+                cached_input_tokens=u.cached_input_tokens,
+                cache_write_input_tokens=u.cache_write_input_tokens,
+            )
+            for u in usage
+        ]
+    )
 
 
 log = logging.getLogger("adapter.lifecycle")

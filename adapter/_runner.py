@@ -238,7 +238,7 @@ class Run:
         await self._failed(exc)
         exc = await self.view.refusal(exc, self.handle.record.open_turn)
         details = {"details": exc.details} if exc.details is not None else None
-        yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details)
+        yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details, usage=token_usage(self.usage))
 
     async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)
@@ -358,8 +358,12 @@ class Run:
         return settled
 
     def _close_open(self) -> list[BaseEvent]:
+        """The events that end what a failed step left open; what it spent is reported all the same."""
         step, self.open_step = self.open_step, None
-        return step.close_all() if step else []
+        if step is None:
+            return []
+        self.usage.extend(step.usage)
+        return step.close_all()
 
     # The model loop: model steps, each streamed and its calls run or suspended.
 

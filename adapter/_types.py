@@ -110,6 +110,12 @@ class Usage:
     output_tokens: int
     provider: str | None = None
     model: str | None = None
+    reasoning_tokens: int | None = None
+    """Of `output_tokens`, those spent reasoning, when the model server says."""
+    cached_input_tokens: int | None = None
+    """Of `input_tokens`, those read from the provider's prompt cache, when it says."""
+    cache_write_input_tokens: int | None = None
+    """Of `input_tokens`, those written to the provider's prompt cache, when it says."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,6 +4,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,6 +29,7 @@ from starlette.types import Message
 from adapter import create_app
 from adapter._input import CheckedInput  # private on purpose: a handler of its own, as the edge calls it
 from adapter.client import parse_sse
+from adapter.stores import SQLiteStore
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
 
@@ -517,6 +519,30 @@ async def test_capabilities_declare_interrupts_and_only_server_tools(connect: Co
     assert body["tools"]["clientProvided"] is True
     assert [item["name"] for item in body["tools"]["items"]] == [t.name for t in kit.tools]
     assert body["transport"]["streaming"] is True
+
+
+@pytest.mark.parametrize(
+    ("options", "identity", "persistent"),
+    [
+        pytest.param({}, {"name": "ScriptedBackend", "type": "agui-adapter"}, False, id="defaults-in-memory"),
+        pytest.param(
+            {"name": "orders", "description": "Finds orders.", "store": SQLiteStore(":memory:")},
+            {"name": "orders", "type": "agui-adapter", "description": "Finds orders."},
+            True,
+            id="named-durable",
+        ),
+    ],
+)
+async def test_capabilities_say_who_answers_and_whether_state_persists(
+    connect: Connect, options: dict[str, Any], identity: dict[str, Any], persistent: bool
+) -> None:
+    client = await connect(**options)
+
+    body = (await client.get("/capabilities")).json()
+
+    assert {key: body["identity"][key] for key in identity} == identity
+    assert body["identity"]["version"] == metadata.version("agui-adapter")
+    assert body["state"].get("persistentState", False) is persistent
 
 
 async def test_capabilities_follow_the_approve_with_edits_option(connect: Connect) -> None:

@@ -652,9 +652,8 @@ async def test_a_tool_round_trip_takes_two_requests(router: respx.MockRouter, ma
     assert json.loads(events[8]["content"]) == {"order": "A17", "status": "shipped"}
     finished = events[-1]
     assert finished["outcome"] == {"type": "success"}
-    assert finished["usage"] == [
-        {"model": "gpt-test-0613", "inputTokens": 20, "outputTokens": 9, "totalTokens": 29},
-        {"model": "gpt-test-0613", "inputTokens": 40, "outputTokens": 4, "totalTokens": 44},
+    assert finished["usage"] == [  # the two steps, summed per provider and model
+        {"model": "gpt-test-0613", "inputTokens": 60, "outputTokens": 13, "totalTokens": 73},
     ]
 
     first, second = bodies(route)
