@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -273,6 +274,7 @@ def tool(
 
     def wrap(function: AnyFunction) -> FunctionTool:
         signature = CallableSignature.from_callable(function, injected=(ToolContext,))
+        _warn_if_vague(name or signature.name, description or signature.description, signature.schema, fn is not None)
         return FunctionTool(
             name=name or signature.name,
             description=description or signature.description or signature.name,
@@ -287,25 +289,53 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
+def _warn_if_vague(name: str, description: str | None, schema: Mapping[str, Any], bare: bool) -> None:
+    """Warn, at the decorator, about what leaves the model guessing: no description, or a parameter of any type."""
+    where = 4 if bare else 3  # the line with the decorator: through `wrap`, and `tool` when used bare
+    if not description:
+        message = f"the tool {name!r} has no docstring or description: the model sees only its name"
+        warnings.warn(message, UserWarning, stacklevel=where)
+    untyped = [param for param, each in (schema.get("properties") or {}).items() if each == {}]
+    if untyped:
+        listed = ", ".join(repr(param) for param in untyped)
+        message = f"the tool {name!r} has parameters without a type annotation ({listed}): the model may send any value"
+        warnings.warn(message, UserWarning, stacklevel=where)
+
+
 _INLINE_BYTES: Final = 64 * 1024  # larger declarations are checked off the event loop, as large bodies are parsed
 
 
 DEFAULT_ENTRIES: Final = 4096
-"""Schemas remembered per adapter: a digest and (rarely) a few violations each, well under 1 MiB in all."""
+"""Schemas remembered per adapter: a digest and (rarely) a few violations each."""
+DEFAULT_BYTES: Final = 4 * 1024 * 1024
+"""What the remembered checks may hold in all, as `_cost` counts them: a thousand violations are not a digest."""
+_ENTRY_BYTES: Final = 256  # a key (policy, 32-byte digest), its tuple and its place in the map
+_VIOLATION_BYTES: Final = 128  # a PolicyViolation besides the text of its pointer, rule and message
 
 _Key = tuple[SchemaPolicy, bytes]
 
 
-class SchemaCache:
-    """`check_schema` results by (policy, schema digest); the least recently used entry goes first."""
+def _cost(found: tuple[PolicyViolation, ...]) -> int:
+    return _ENTRY_BYTES + sum(_VIOLATION_BYTES + len(v.pointer) + len(v.rule) + len(v.message) for v in found)
 
-    def __init__(self, entries: int = DEFAULT_ENTRIES) -> None:
+
+class SchemaCache:
+    """`check_schema` results by (policy, schema digest); the least recently used go first, past either bound."""
+
+    def __init__(self, entries: int = DEFAULT_ENTRIES, max_bytes: int = DEFAULT_BYTES) -> None:
         self._entries = entries
+        self._max_bytes = max_bytes
         self._found: OrderedDict[_Key, tuple[PolicyViolation, ...]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._found)
+
+    @property
+    def bytes(self) -> int:
+        """What the remembered checks hold, as `_cost` counts them."""
+        return self._bytes
 
     def violations(self, schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
         """What `check_schema(schema, policy=policy)` finds: remembered, or checked now and remembered."""
@@ -319,11 +349,19 @@ class SchemaCache:
                 self._found.move_to_end(key)
                 return found
         found = _check(schema, policy)
-        with self._lock:
-            self._found[key] = found
-            while len(self._found) > self._entries:
-                self._found.popitem(last=False)
+        self._keep(key, found)
         return found
+
+    def _keep(self, key: _Key, found: tuple[PolicyViolation, ...]) -> None:
+        cost = _cost(found)
+        if cost > self._max_bytes:
+            return
+        with self._lock:
+            previous = self._found.pop(key, None)
+            self._bytes += cost - (_cost(previous) if previous is not None else 0)
+            self._found[key] = found
+            while self._bytes > self._max_bytes or len(self._found) > self._entries:
+                self._bytes -= _cost(self._found.popitem(last=False)[1])
 
 
 def _check(schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
@@ -438,10 +476,24 @@ def _check_client_schemas(
             raise InvalidClientTool(message, details=details)
 
 
+def _not_a_tool(index: int, given: object) -> str:
+    if isinstance(given, Mapping):
+        return (
+            f"tools[{index}] is a dict, as OpenAI declares tools; a server tool is a function decorated with"
+            " @tool (from adapter import tool), and a tool the page runs comes from the client in RunAgentInput.tools"
+        )
+    if callable(given):
+        shown = getattr(given, "__name__", type(given).__name__)
+        return f"tools[{index}] ({shown}) is a plain function: decorate it with @tool (from adapter import tool)"
+    return f"tools[{index}] is a {type(given).__name__}, not a tool: pass functions decorated with @tool"
+
+
 def check_unique(tools: Iterable[BaseTool]) -> list[BaseTool]:
-    """Return `tools` as a list, refusing two tools with one name at start-up."""
+    """Return `tools` as a list, refusing anything that is not a tool, and two tools with one name, at start-up."""
     seen: dict[str, BaseTool] = {}
-    for each in tools:
+    for index, each in enumerate(tools):
+        if not isinstance(each, BaseTool):
+            raise ConfigurationError(_not_a_tool(index, each))
         if each.name in seen:
             raise ConfigurationError(f"two tools are named {each.name!r}")
         seen[each.name] = each
