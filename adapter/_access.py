@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
@@ -92,6 +92,23 @@ class Access:
         code = codes.APPROVAL_FORBIDDEN if action == "approve" else codes.THREAD_FORBIDDEN
         raise Forbidden(f"{_who(principal)} may not {action} on this thread", code=code)
 
+    async def admit(self, principal: str | None, record: ThreadRecord | None, actions: Iterable[Action]) -> None:
+        """Refuse an outsider before anything of the thread but its owner is read (a door of the thread API).
+
+        An outsider may neither read the thread nor take any of `actions` on it: it gets `require`'s one answer,
+        whatever it asked and whatever the thread holds. Which action an answer needs (`answer_action`) depends on
+        the open turn, which only an insider may learn about: a door admits first, then asks for each action
+        (`check_input`), as a run does.
+
+        Raises:
+            Forbidden: `THREAD_FORBIDDEN`, the same for every outsider.
+        """
+        owner = record.owner if record is not None else None
+        for action in ("read", *actions):
+            if await self.allows(principal, owner, action):
+                return
+        raise Forbidden(f"{_who(principal)} may not use this thread", code=codes.THREAD_FORBIDDEN)
+
     async def check_input(self, principal: str | None, record: ThreadRecord | None, run_input: RunAgentInput) -> None:
         """Check every action `run_input` takes on the thread of `record`.
 
@@ -104,6 +121,10 @@ class Access:
 
 
 _ORDER: tuple[Action, ...] = ("run", "resume", "approve", "read")
+
+
+ANSWERS: tuple[Action, ...] = ("resume", "approve")
+"""The actions an answer may need: what a door that answers a turn admits a caller for (`Access.admit`)."""
 
 
 def answer_action(call: PendingCall) -> Action:

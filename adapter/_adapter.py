@@ -26,13 +26,11 @@ from adapter._config import EngineConfig, HistoryMode, check_options, checked_pr
 from adapter._conversation import HistoryView
 from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
-from adapter._ids import new_id
 from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._limits import check_id, check_run_input
 from adapter._predict import PredictState
-from adapter._record_handle import RecordHandle
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
 from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_unique
@@ -276,14 +274,12 @@ class Adapter:
         Raises:
             LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked;
                 the run checks the rest as `run` does.
+            Forbidden: `principal` may not read the thread: refused having read only its owner, before any
+                answer or action id is looked at.
+            ResumeError: RESUME_REQUIRED without `entries` when no answers were submitted.
         """
         check_id(thread_id, "/threadId")
-        if entries is None:
-            resolved = await _thread_api.queued_entries(self.config.store, thread_id)
-        else:
-            record = await RecordHandle(self.config.store, thread_id).load(messages=False)
-            resolved = _thread_api.resume_entries(record, entries, metadata)
-        run_input = RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
+        run_input = await _thread_api.resume_input(self.config, thread_id, entries, metadata, principal, run_id)
         async for event in self.run(run_input, principal=principal):
             yield event
 
@@ -313,7 +309,8 @@ class Adapter:
         """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none.
 
         Raises:
-            Forbidden: The `authorize` policy refuses `principal` the "resume" action; nothing changed.
+            Forbidden: The `authorize` policy refuses `principal` what a resume cancelling every open call
+                needs ("resume", and "approve" for each approval it cancels), as `run` would; nothing changed.
             LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep; the store is not asked.
         """
         return await _thread_api.cancel_turn(self.config, thread_id, principal)

@@ -17,7 +17,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._errors import ResumeError
 from adapter._limits import loads
-from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
+from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
 from schema_tools import SchemaPolicyError, avalidate
@@ -89,6 +89,9 @@ class Replay:
     """The input repeats a resume that was already applied: nothing runs again."""
 
     applied: AppliedResume
+    lapsed: bool = False
+    """The run that applied it recorded no outcome within the claim lease: `applied.outcome` is the one a replay
+    records in its place (`_record.lapsed_outcome`), once (`RecordHandle.settled`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +120,8 @@ async def check_resume(
     entries = run_input.resume or []
     turn = record.open_turn if record else None
     lapsed = turn is not None and turn.claim_lapsed(now, claim_lease)
-    replay = None if lapsed else _replay_of(record, entries)  # a lapsed claim's answers were never finished
+    # A lapsed claim's answers were never finished: they are taken over, not replayed.
+    replay = None if lapsed else _replay_of(record, entries, now=now, claim_lease=claim_lease)
     if replay is not None:
         return replay
     if turn is None:
@@ -148,7 +152,9 @@ def claimable(
         ResumeError: RESUME_CONFLICT while another run's claim holds.
     """
     if turn.claim_holds(now, claim_lease):
-        raise ResumeError(f"run {turn.claimed_by} is applying a resume of this turn", code=codes.RESUME_CONFLICT)
+        raise still_applying(
+            f"run {turn.claimed_by} is applying a resume of this turn", turn.retry_after(now, claim_lease)
+        )
     lapsed = turn.claim_lapsed(now, claim_lease)
     return applied if lapsed and applied is not None and applied.run_id == turn.claimed_by else None
 
@@ -201,7 +207,20 @@ def _request_id(metadata: Mapping[str, Any] | None) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _replay_of(record: ThreadRecord | None, entries: list[ResumeEntry]) -> Replay | None:
+def still_applying(what: str, retry_after: int) -> ResumeError:
+    """RESUME_CONFLICT while a claim holds: says when to retry (`details.retryAfter`, whole seconds)."""
+    return ResumeError(
+        f"{what}; retry in {retry_after} s", code=codes.RESUME_CONFLICT, details={"retryAfter": retry_after}
+    )
+
+
+def _replay_of(
+    record: ThreadRecord | None, entries: list[ResumeEntry], *, now: datetime, claim_lease: timedelta
+) -> Replay | None:
+    """The replay `entries` make of the applied resume, or None; a conflict while its run may still record an outcome.
+
+    Every "still applying" state has the claim's lease: after it, the replay ends with `lapsed_outcome`.
+    """
     applied = record.applied if record else None
     if not entries or applied is None or any(entry.interrupt_id not in applied.fingerprints for entry in entries):
         return None
@@ -210,8 +229,12 @@ def _replay_of(record: ThreadRecord | None, entries: list[ResumeEntry]) -> Repla
             raise ResumeError(
                 f"interrupt {entry.interrupt_id} was already answered differently", code=codes.RESUME_CONFLICT
             )
+    if applied.still_applying(now, claim_lease):
+        raise still_applying(
+            f"run {applied.run_id} is still applying this resume", applied.retry_after(now, claim_lease)
+        )
     if applied.outcome is None:
-        raise ResumeError(f"run {applied.run_id} is still applying this resume", code=codes.RESUME_CONFLICT)
+        return Replay(applied.model_copy(update={"outcome": lapsed_outcome()}), lapsed=True)
     return Replay(applied)
 
 
@@ -220,9 +243,7 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
     for entry in entries:
         call = turn.find(entry.interrupt_id)
         if call is None:
-            raise ResumeError(
-                f"interrupt {entry.interrupt_id} is not open on this thread", code=codes.RESUME_UNKNOWN_INTERRUPT
-            )
+            raise ResumeError(f"{_addressed(entry)} is not open on this thread", code=codes.RESUME_UNKNOWN_INTERRUPT)
         if entry.interrupt_id in by_interrupt:
             raise ResumeError(f"interrupt {entry.interrupt_id} is answered twice", code=codes.RESUME_DUPLICATE)
         action_id = (entry.metadata or {}).get("actionId")
@@ -244,6 +265,12 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
     if missing:
         raise answers_missing(", ".join(missing), missing)
     return [by_interrupt[call.interrupt_id] for call in turn.pending]
+
+
+def _addressed(entry: ResumeEntry) -> str:
+    """How the entry named its interrupt: by an action id no request has (`_thread_api.resume_entries`), or its id."""
+    action_id = (entry.metadata or {}).get("actionId")
+    return f"action {action_id}" if action_id == entry.interrupt_id else f"interrupt {entry.interrupt_id}"
 
 
 def answers_required(named: str) -> ResumeError:

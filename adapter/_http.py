@@ -24,7 +24,6 @@ raised, and only then opens the stream, which fails only after RUN_STARTED.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import logging
@@ -47,6 +46,7 @@ from adapter._limits import id_problem
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable, TurnStore
+from adapter.stores._health import health
 
 logger = logging.getLogger(__name__)
 
@@ -265,16 +265,9 @@ def _json_response(status_code: int, content: JSON) -> Response:
 
 
 async def _store_answers(handler: RunHandler) -> bool:
-    """Whether the handler's store answers its `ping`; a handler without a store (not an `Adapter`) is healthy."""
+    """Whether the handler's store answers its `ping` and can be written; a handler without a store is healthy."""
     store: TurnStore | None = getattr(handler, "store", None)
-    if store is None:
-        return True
-    try:
-        await asyncio.wait_for(store.ping(), _PING_TIMEOUT)
-    except Exception:
-        logger.warning("GET /health: the store did not answer", exc_info=True)
-        return False
-    return True
+    return store is None or await health(store, _PING_TIMEOUT) == "ok"
 
 
 def mount(path: str, app: ASGIApp, *, name: str | None = None) -> Mount:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
+from adapter import _errors as codes
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
 
@@ -97,6 +99,10 @@ class OpenTurn(BaseModel):
         """A run claimed the turn and never finished applying it within `lease`: another may take over."""
         return self.claimed_by is not None and not self.claim_holds(now, lease)
 
+    def retry_after(self, now: datetime, lease: timedelta) -> int:
+        """Whole seconds until the claim lapses (at least 1): when another attempt may take the turn over."""
+        return seconds_until(self.claimed_at, now, lease)
+
     def find(self, interrupt_id: str) -> PendingCall | None:
         """The pending call an interrupt id names."""
         return next((call for call in self.pending if call.interrupt_id == interrupt_id), None)
@@ -118,7 +124,21 @@ class AppliedResume(BaseModel):
     """The interrupt ids whose answers start work on the server (an approved tool, a tool given its input, the
     backend's own interrupt). None in a record from before this field."""
     outcome: dict[str, Any] | None = None
-    """The RUN_FINISHED outcome of the resumed run, once it finished."""
+    """The RUN_FINISHED outcome of the resumed run, once it finished; the first one recorded stands."""
+    applied_at: datetime | None = None
+    """When the run that applies these answers claimed the turn. None in a record from before this field."""
+
+    def still_applying(self, now: datetime, lease: timedelta) -> bool:
+        """No outcome yet, and less than `lease` since the claim: the run applying these answers may still record one.
+
+        After the lease none ever will (its replica died, or its store was cut before it could record it): a
+        replay then records `lapsed_outcome`. A record from before `applied_at` has no lease left.
+        """
+        return self.outcome is None and self.applied_at is not None and now - self.applied_at < lease
+
+    def retry_after(self, now: datetime, lease: timedelta) -> int:
+        """Whole seconds until `still_applying` ends (at least 1)."""
+        return seconds_until(self.applied_at, now, lease)
 
     def may_have_started(self) -> list[str]:
         """The interrupts whose answers may have started work; an older record's answered approvals all count."""
@@ -153,6 +173,23 @@ class ThreadRecord(BaseModel):
         """The records of a stored head. Only these small records are validated, never the messages."""
         records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
         return cls.model_validate({"thread_id": thread_id, "owner": head.owner, **records})
+
+
+LAPSED_MESSAGE = (
+    "The answers were applied, but the run that applied them did not record how it ended within the claim lease "
+    "(its server may have stopped). Read the thread, then send a new message."
+)
+
+
+def lapsed_outcome() -> dict[str, Any]:
+    """The outcome a replay records for answers whose run recorded none within the lease: `RUN_INTERRUPTED`."""
+    return {"type": "error", "code": codes.RUN_INTERRUPTED, "message": LAPSED_MESSAGE}
+
+
+def seconds_until(since: datetime | None, now: datetime, lease: timedelta) -> int:
+    """Whole seconds from `now` until `lease` after `since` (at least 1): what a "retry in" message says."""
+    left = (since + lease - now).total_seconds() if since is not None else 0.0
+    return max(1, math.ceil(left))
 
 
 def answer_fingerprint(status: str, payload: JSON) -> str:

@@ -19,7 +19,7 @@ from adapter import _errors as codes
 from adapter._access import Access
 from adapter._conversation import keep_server_activity, refuse_second_answers, server_said
 from adapter._errors import AdapterError, ResumeError
-from adapter._gate import Resume
+from adapter._gate import Replay, Resume
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
     AppliedResume,
@@ -420,26 +420,53 @@ class RecordHandle:
         self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
     async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
-        """Store the conversation of a finished run, and how a resumed run ended (for replays)."""
+        """Store the conversation of a finished run, and how a resumed run ended (for replays).
+
+        An outcome already recorded stands (`record_outcome`): the messages are stored after it all the same.
+        """
 
         def finished(history: Sequence[Message]) -> ThreadChange:
-            applied = self.record.applied
-            if resumed_outcome is not None and applied is not None and applied.run_id == run_id:
+            applied = self._unsettled(run_id)
+            if resumed_outcome is not None and applied is not None:
                 return self._change(history, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
             return self._change(history)
 
         await self._update(finished, history)
 
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
-        """Remember how a resumed run ended, so that a replay of its resume ends the same way."""
+        """Remember how a resumed run ended, so that a replay of its resume ends the same way.
+
+        The first outcome recorded for a run stands: a replay that recorded `lapsed_outcome` after the lease, and
+        the run's own late ending, race by compare-and-set, and the loser keeps what the winner stored.
+        """
 
         def recorded(history: Sequence[Message]) -> ThreadChange | None:
-            applied = self.record.applied
-            if applied is None or applied.run_id != run_id:
+            applied = self._unsettled(run_id)
+            if applied is None:
                 return None
             return ThreadChange(applied=_json(applied.model_copy(update={"outcome": outcome})))
 
         await self._update(recorded)
+
+    async def settled(self, gate: Replay | Resume | None) -> Replay | Resume | None:
+        """The gate's choice, with a lapsed replay's outcome recorded once (`Replay.lapsed`); any other as it is.
+
+        Of two replays racing after the lease, and the run's own late ending, the first outcome stored stands,
+        and the replay gives that one.
+        """
+        if not isinstance(gate, Replay) or not gate.lapsed or gate.applied.outcome is None:
+            return gate
+        run_id = gate.applied.run_id
+        await self.record_outcome(run_id, gate.applied.outcome)
+        stored = self.record.applied
+        if stored is not None and stored.run_id == run_id and stored.outcome is not None:
+            return Replay(stored)  # another request recorded it first (read again after the conflict)
+        return Replay(gate.applied)
+
+    def _unsettled(self, run_id: str) -> AppliedResume | None:
+        """The applied resume of `run_id`, as last read, while it has no outcome recorded."""
+        applied = self.record.applied
+        return applied if applied is not None and applied.run_id == run_id and applied.outcome is None else None
 
     async def _update(
         self,
@@ -526,6 +553,7 @@ def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, Applie
         action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
         approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
         started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
+        applied_at=now,
     )
     if gate.earlier is not None:
         applied = gate.earlier.taken_over_by(applied)

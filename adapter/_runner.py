@@ -66,7 +66,7 @@ from adapter.stores import StoreUnavailable
 log = logging.getLogger("adapter.runner")
 
 _STORE_DOWN = (
-    "The store could not be reached; what this run changed may not be stored. Read the thread before retrying."
+    "The store could not be used; what this run changed may not be stored. Read the thread before retrying."
 )
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
@@ -219,8 +219,9 @@ class Run:
 
     def _reported(self, exc: Exception) -> AdapterError:
         """What the client is told of a failure: an `AdapterError` as is, anything else without its internals."""
-        if isinstance(exc, StoreUnavailable):
-            exc = AdapterError(_STORE_DOWN, code=codes.STORE_UNAVAILABLE)
+        if isinstance(exc, StoreUnavailable):  # its message says which failure, never a path or a DSN
+            log.warning("run %s on thread %s: %s", self.input.run_id, self.input.thread_id, exc)
+            exc = AdapterError(f"{_STORE_DOWN} ({exc})", code=codes.STORE_UNAVAILABLE)
         if not isinstance(exc, AdapterError):
             log.exception("run %s on thread %s failed", self.input.run_id, self.input.thread_id)
             exc = AdapterError("The run failed with an internal error.")  # internals never reach the client
@@ -254,6 +255,7 @@ class Run:
             telemetry.finish(span, "refused", refused.code)
             raise
         telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
+        gate = await self.handle.settled(gate)  # a replay past the lease records its final outcome, once
         await self._messages(gate)
         if isinstance(gate, Replay):
             telemetry.duplicates.add(1)
@@ -560,6 +562,8 @@ class Run:
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
             try:
                 await self.handle.record_outcome(self.input.run_id, outcome)
+            except StoreUnavailable as down:
+                log.warning("could not record the failed outcome of run %s: %s", self.input.run_id, down)
             except Exception:
                 log.exception("could not record the failed outcome of run %s", self.input.run_id)
         self.phase = Phase.FAILED

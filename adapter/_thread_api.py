@@ -11,6 +11,7 @@ from typing import Any, Final
 from ag_ui.core import ResumeEntry, RunAgentInput
 
 from adapter import _errors as codes
+from adapter._access import ANSWERS
 from adapter._answers import cancelled, settle_answers
 from adapter._calls import tool_message
 from adapter._config import EngineConfig
@@ -37,7 +38,9 @@ def resume_entries(
 ) -> list[ResumeEntry]:
     """Entries as `ResumeEntry`, addressed by `interruptId` or by the seed's `actionId` (the tool call id).
 
-    `metadata` (audit fields such as `submittedBy` and `requestId`) is added to every entry.
+    `metadata` (audit fields such as `submittedBy` and `requestId`) is added to every entry. An action id that no
+    open or applied request has is kept as the entry's interrupt id: the gate refuses it (RESUME_UNKNOWN_INTERRUPT)
+    after the policy, as any unknown interrupt, so a caller learns no more of the thread than the policy lets it.
     """
     resolved = []
     for entry in entries:
@@ -62,7 +65,7 @@ def _interrupt_for(record: ThreadRecord | None, action_id: str) -> str:
     applied = record.applied if record else None
     if applied is not None and action_id in applied.action_ids:
         return applied.action_ids[action_id]
-    raise ResumeError(f"no open request has action id {action_id}", code=codes.RESUME_UNKNOWN_INTERRUPT)
+    return action_id  # no request has it: the gate refuses it by its action id (`_gate._addressed`)
 
 
 async def submit_resume(
@@ -72,10 +75,14 @@ async def submit_resume(
     metadata: Mapping[str, Any] | None,
     principal: str | None,
 ) -> bool:
-    """Check the answers against the open turn and store them for `resume`; False if already applied."""
+    """Check the answers against the open turn and store them for `resume`; False if already applied.
+
+    The policy is asked as a run asks it (`Access.check_input`), after an outsider is refused on the head alone.
+    """
     check_id(thread_id, "/threadId")
     handle = RecordHandle(config.store, thread_id)
     record = await handle.load(messages=False)
+    await config.access.admit(principal, record, ANSWERS)
     resolved = resume_entries(record, entries, metadata)
     probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
     check_run_input(probe)
@@ -83,6 +90,7 @@ async def submit_resume(
     gate = await check_resume(
         record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
     )
+    gate = await handle.settled(gate)
     if isinstance(gate, Replay):
         return False
     queued = [wire_json(entry) for entry in resolved]
@@ -94,8 +102,36 @@ async def submit_resume(
 
 
 async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
-    """The answers `submit_resume` stored for the thread."""
-    record = await RecordHandle(store, thread_id).load(messages=False)
+    """The answers `submit_resume` stored for the thread (asks no policy: `resume_input` does)."""
+    return _queued(await RecordHandle(store, thread_id).load(messages=False))
+
+
+async def resume_input(
+    config: EngineConfig,
+    thread_id: str,
+    entries: Iterable[EntryLike] | None,
+    metadata: Mapping[str, Any] | None,
+    principal: str | None,
+    run_id: str | None = None,
+) -> RunAgentInput:
+    """The input `Adapter.resume` runs: `entries` (see `resume_entries`), or the submitted answers without them.
+
+    The run asks the policy for each answer (`Access.check_input`); an outsider is refused first, on the head
+    alone, so that neither an action id nor whether answers wait tells it anything.
+
+    Raises:
+        Forbidden: THREAD_FORBIDDEN for a caller the policy lets neither read the thread nor answer on it.
+        ResumeError: RESUME_REQUIRED without `entries` when no answers were submitted.
+        LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked.
+    """
+    check_id(thread_id, "/threadId")
+    record = await RecordHandle(config.store, thread_id).load(messages=False)
+    await config.access.admit(principal, record, ANSWERS)
+    resolved = _queued(record) if entries is None else resume_entries(record, entries, metadata)
+    return RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
+
+
+def _queued(record: ThreadRecord | None) -> list[ResumeEntry]:
     if record is None or not record.queued:
         raise ResumeError("no answers were submitted for this thread", code=codes.RESUME_REQUIRED)
     return [ResumeEntry.model_validate(entry) for entry in record.queued]
@@ -178,18 +214,26 @@ class Page:
 
 
 async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | None) -> bool:
-    """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none."""
+    """Abandon the open turn: every waiting call is answered as cancelled and nothing runs. False if none.
+
+    The policy is asked what a resume cancelling every call would be asked (an approval's answer needs "approve"),
+    after an outsider is refused on the head alone.
+    """
     check_id(thread_id, "/threadId")
     handle = RecordHandle(config.store, thread_id)
-    record = await handle.load()
-    await config.access.require(principal, record, "resume")
+    record = await handle.load(messages=False)
+    await config.access.admit(principal, record, ANSWERS)
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
+    cancels = [ResumeEntry(interrupt_id=call.interrupt_id, status="cancelled") for call in turn.pending]
+    probe = RunAgentInput(thread_id=thread_id, run_id=new_id("cancel"), messages=[], resume=cancels)
+    await config.access.check_input(principal, record, probe)
     earlier = claimable(turn, record.applied, now=config.now(), claim_lease=config.claim_lease)
     answers = [Answer(call, "cancelled") for call in turn.pending]
     if earlier is not None:
         refuse_contradiction(earlier, answers)  # a lapsed claim may have run a tool: cancelling would deny it
+    await handle.load_same()  # the messages, of the version the checks read
     # A resume whose answers are all `cancelled`, applied as a resume applies them (nothing runs): the same
     # ToolMessages, form cards and approval records; a backend's own interrupt is not forwarded, and the call it
     # names, if any, is cancelled too.

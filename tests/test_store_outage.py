@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 import pytest
 from gate import BOUND, Gate
 from pg import base_dsn, fresh_schema_dsn
+from tcp_proxy import Proxy
 
 from adapter.backends import ScriptedBackend
 from adapter.stores import PostgresStore
@@ -23,55 +24,6 @@ if TYPE_CHECKING:
     from conftest import MakeAdapter, Serve, Served
 
 pytestmark = pytest.mark.postgres
-
-
-class Proxy:
-    """Forwards TCP connections to the PostgreSQL server until cut."""
-
-    def __init__(self, host: str, port: int) -> None:
-        self.target = (host, port)
-        self.open = True
-        self.links: set[asyncio.StreamWriter] = set()
-        self.server: asyncio.Server | None = None
-
-    async def start(self) -> int:
-        self.server = await asyncio.start_server(self._link, "127.0.0.1", 0)
-        port: int = self.server.sockets[0].getsockname()[1]
-        return port
-
-    def drop(self) -> None:
-        """Kill every live connection, as a restart does; new ones are let through."""
-        for writer in list(self.links):
-            writer.transport.abort()
-        self.links.clear()
-
-    def cut(self) -> None:
-        """Kill every live connection and refuse new ones: the server is down."""
-        self.open = False
-        self.drop()
-
-    async def close(self) -> None:
-        self.cut()
-        if self.server is not None:
-            self.server.close()
-            await self.server.wait_closed()
-
-    async def _link(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self.open:
-            writer.transport.abort()
-            return
-        upstream_reader, upstream_writer = await asyncio.open_connection(*self.target)
-        self.links.update({writer, upstream_writer})
-        await asyncio.gather(_pump(reader, upstream_writer), _pump(upstream_reader, writer), return_exceptions=True)
-
-
-async def _pump(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while chunk := await reader.read(65536):
-            writer.write(chunk)
-            await writer.drain()
-    finally:
-        writer.transport.abort()
 
 
 @pytest.fixture

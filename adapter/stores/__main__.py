@@ -8,7 +8,8 @@ the threads that finished (no open turn, no queued answers) and were last writte
 Durations are a number and a unit: s (seconds), m (minutes), h (hours), d (days) or w (weeks).
 
 A mistake (a database that does not exist, a bad duration, a missing extra, a database that does not
-answer) gets one line on stderr and exit status 2 (usage) or 1 (the database), never a traceback.
+answer) gets one line on stderr and exit status 2 (usage) or 1 (the database), never a traceback. The
+purge may take `PURGE_TIMEOUT` seconds (a store call's own deadline is seconds: a purge deletes much more).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from adapter.stores._postgres import PostgresStore
-from adapter.stores._protocol import TurnStore
+from adapter.stores._protocol import StoreUnavailable, TurnStore
 from adapter.stores._retention import parse_duration
 from adapter.stores._sqlite import SQLiteStore
 
 UNITS = "s (seconds), m (minutes), h (hours), d (days) or w (weeks)"
+PURGE_TIMEOUT: Final = 3600.0
 
 
 class StoreCommandError(Exception):
@@ -41,7 +43,7 @@ def open_store(url: str) -> TurnStore:
     """
     if url.startswith(("postgresql://", "postgres://")):
         try:
-            return PostgresStore(url, min_size=1, max_size=1)
+            return PostgresStore(url, min_size=1, max_size=1, timeout=PURGE_TIMEOUT)
         except ImportError as missing:
             raise StoreCommandError(str(missing)) from None
     path = Path(url.removeprefix("sqlite://"))
@@ -49,7 +51,7 @@ def open_store(url: str) -> TurnStore:
         raise StoreCommandError(f"no folder {str(path.parent)!r} for the SQLite database {str(path)!r}")
     if not path.is_file():  # opening it would create an empty database, and purge would report 0
         raise StoreCommandError(f"no SQLite database at {str(path)!r}: check --db")
-    return SQLiteStore(path)
+    return SQLiteStore(path, timeout=PURGE_TIMEOUT)
 
 
 async def _purge(url: str, older_than: timedelta, grace: timedelta) -> int:
@@ -118,8 +120,8 @@ def _database_errors() -> tuple[type[Exception], ...]:
     try:
         import psycopg
     except ImportError:
-        return (OSError, sqlite3.Error)
-    return (OSError, sqlite3.Error, psycopg.Error)
+        return (OSError, sqlite3.Error, StoreUnavailable)
+    return (OSError, sqlite3.Error, StoreUnavailable, psycopg.Error)
 
 
 _DATABASE_ERRORS: Final = _database_errors()

@@ -35,7 +35,8 @@ class MemoryStore:
     """A process-local store, for tests and single-process use. Nothing survives a restart.
 
     Messages are kept as the immutable `StoredMessage`s the engine appended: a load hands out the
-    same objects, never a copy.
+    same objects, never a copy. No call ever waits (nothing is read or written outside this process,
+    and the lock is never held across an `await`), so it needs no deadline, and it is always writable.
     """
 
     def __init__(self) -> None:
@@ -105,8 +106,8 @@ class MemoryStore:
                 del self._threads[thread_id]
         return len(doomed)
 
-    async def ping(self) -> None:
-        """Always answers: the store is in this process."""
+    async def ping(self, *, write: bool = False) -> None:
+        """Always answers, and can always be written: the store is in this process."""
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline, checked_timeout
 from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
     JSONValue,
@@ -25,6 +25,8 @@ from adapter.stores._retention import cutoffs, turn_expiry
 if TYPE_CHECKING:
     from psycopg_pool import AsyncConnectionPool
 
+DEFAULT_MIGRATION_TIMEOUT: Final = 300.0
+"""Seconds the schema migration of a store's first call may take by default."""
 _INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip install 'agui-adapter[postgres]'"
 # SQLSTATEs our save function raises (class "AG", user-defined), mapped back to the protocol's exceptions.
 _STALE_CLAIM: Final = "AG001"
@@ -32,6 +34,9 @@ _CONFLICT: Final = "AG002"
 _BAD_POSITION: Final = "AG003"
 _UNIQUE_VIOLATION: Final = "23505"
 _LAST: Final = 2**31 - 1  # past any position (an integer column)
+_READ_ONLY: Final = "25006"  # read_only_sql_transaction: a standby, or default_transaction_read_only
+_DISK_FULL: Final = "53100"
+_T = TypeVar("_T")
 
 _LOAD: Final = """
     SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner,
@@ -76,28 +81,47 @@ class PostgresStore:
       checks the fencing token and the version, and writes the change, all in the statement's
       transaction. The loser of a race gets `StoreConflict` (or `StaleClaim`) with nothing written.
     - Head records and messages are stored as the JSON text they were given, so they come back as is.
+    - Every call ends within `timeout` (waiting for a connection included) or raises `StoreUnavailable`,
+      even when the network delivers nothing and drops nothing (a partition): the caller stops waiting
+      then, and the query is cancelled behind it. Each connection's `statement_timeout` is the same, so
+      the server abandons what nobody waits for (a save blocked on a row lock, say). A database that
+      cannot be reached, is read-only, or is out of disk raises `StoreUnavailable` naming which, and the
+      connection that failed is closed, so that the store works again as soon as the database does.
     - After `aclose`, every call raises `RuntimeError`; `aclose` may be called again.
 
     Args:
         dsn: A libpq connection string or URL, e.g. `postgresql://user@host:5432/db`.
         min_size: Connections the pool keeps open.
         max_size: Connections the pool may open.
-        timeout: Seconds a call waits for a connection before it fails as `StoreUnavailable`
-            (`STORE_UNAVAILABLE`): while PostgreSQL is down, a request waits this long. The pool's
-            own default, 30, would hold a client's request for half a minute.
-        **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `max_idle`).
+        timeout: Seconds one call may take in all before it fails as `StoreUnavailable`
+            (`STORE_UNAVAILABLE`): while PostgreSQL is down or cut off, a request waits this long. The
+            pool's own default wait for a connection, 30, would hold a client's request for half a minute.
+        migration_timeout: Seconds the first call's schema migration may take (creating an index on a
+            large table takes long); meanwhile every call still ends within `timeout`.
+        **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `max_idle`; a `configure` runs after
+            the store's own).
 
     Raises:
         ImportError: psycopg or psycopg_pool is missing (the `postgres` extra).
     """
 
     def __init__(
-        self, dsn: str, *, min_size: int = 1, max_size: int = 10, timeout: float = 5.0, **options: Any
+        self,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = DEFAULT_TIMEOUT,
+        migration_timeout: float = DEFAULT_MIGRATION_TIMEOUT,
+        **options: Any,
     ) -> None:
         try:
             from psycopg_pool import AsyncConnectionPool
         except ImportError as error:  # pragma: no cover - depends on what is installed
             raise ImportError(_INSTALL_HINT) from error
+        self._deadline = Deadline(timeout, "PostgreSQL")
+        self._migration_timeout = checked_timeout(migration_timeout)
+        self._configure_also: Callable[[Any], Awaitable[None]] | None = options.pop("configure", None)
         self._pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             dsn,
             min_size=min_size,
@@ -106,6 +130,7 @@ class PostgresStore:
             open=False,
             name="agui-postgres",
             timeout=timeout,
+            configure=self._configure,
             **options,
         )
         self._ready: asyncio.Task[None] | None = None
@@ -115,9 +140,7 @@ class PostgresStore:
         """Return the thread's head and its messages from position `since` on (before `until`), or None."""
         from_position = _LAST if since is None else min(max(since, 0), _LAST)
         before = _LAST if until is None else min(max(until, 0), _LAST)
-        async with self._connection() as connection:
-            cursor = await connection.execute(_LOAD, {"thread": thread_id, "since": from_position, "until": before})
-            rows = await cursor.fetchall()
+        rows = await self._rows("a load", _LOAD, {"thread": thread_id, "since": from_position, "until": before})
         if not rows:
             return None
         first = rows[0]
@@ -129,10 +152,8 @@ class PostgresStore:
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
         """The position of the thread's first message with this id, or None: one lookup in an index."""
-        async with self._connection() as connection:
-            cursor = await connection.execute(_FIND, (thread_id, message_id))
-            row = await cursor.fetchone()
-        return None if row is None or row[0] is None else int(row[0])
+        rows = await self._rows("a lookup", _FIND, (thread_id, message_id))
+        return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
@@ -150,17 +171,20 @@ class PostgresStore:
         import psycopg
 
         params = _save_params(thread_id, change, expected_version, fence)
-        try:
-            async with self._connection() as connection:
-                if expected_version == 0 and change.owner is not None:
-                    # A save that creates the thread sets its owner, in the same transaction.
-                    async with connection.transaction():
-                        cursor = await connection.execute(_SAVE, params)
-                        row = await cursor.fetchone()
-                        await connection.execute(_SET_OWNER, (change.owner, thread_id))
-                else:
+
+        async def saved(connection: Any) -> Any:
+            if expected_version == 0 and change.owner is not None:
+                # A save that creates the thread sets its owner, in the same transaction.
+                async with connection.transaction():
                     cursor = await connection.execute(_SAVE, params)
                     row = await cursor.fetchone()
+                    await connection.execute(_SET_OWNER, (change.owner, thread_id))
+                return row
+            cursor = await connection.execute(_SAVE, params)
+            return await cursor.fetchone()
+
+        try:
+            row = await self._call("a save", saved)
         except psycopg.Error as error:
             refused = _refusal(error.sqlstate, thread_id, change, expected_version, fence)
             if refused is None:
@@ -179,15 +203,22 @@ class PostgresStore:
         no longer finished) or finds the thread gone (`StoreConflict`).
         """
         idle, expired = cutoffs(older_than, grace, now)
-        async with self._connection() as connection:
-            cursor = await connection.execute(_PURGE, {"idle": idle, "expired": expired})
-            row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        rows = await self._rows("a purge", _PURGE, {"idle": idle, "expired": expired})
+        return int(rows[0][0]) if rows else 0
 
-    async def ping(self) -> None:
-        """Raise unless the database answers a trivial query (for a health check)."""
-        async with self._connection() as connection:
+    async def ping(self, *, write: bool = False) -> None:
+        """Raise unless the database answers a trivial query; with `write`, unless it can be written too.
+
+        The write check updates no row: a read-only database (a standby, `default_transaction_read_only`)
+        refuses it all the same.
+        """
+
+        async def pinged(connection: Any) -> None:
             await connection.execute("SELECT 1")
+            if write:
+                await connection.execute("UPDATE agui_schema_version SET version = version WHERE false")
+
+        await self._call("a ping", pinged)
 
     async def close(self) -> None:
         """Close the pool's connections."""
@@ -198,32 +229,92 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        if self._ready is not None and not self._ready.done():
+            self._ready.cancel()
+        await self._deadline.settle()
         await self._pool.close()
 
-    @contextlib.asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Any]:
-        """A pooled connection; a server that cannot be reached (restarting, cut off) raises `StoreUnavailable`."""
+    async def _rows(self, what: str, query: str, params: Any) -> list[Any]:
+        async def fetched(connection: Any) -> list[Any]:
+            cursor = await connection.execute(query, params)
+            return list(await cursor.fetchall())
+
+        return await self._call(what, fetched)
+
+    async def _call(self, what: str, operation: Callable[[Any], Awaitable[_T]]) -> _T:
+        """`operation` on a pooled connection, within the store's deadline (`what` names it in the message).
+
+        Raises:
+            StoreUnavailable: Past the deadline, or PostgreSQL could not be used (`_unusable`).
+        """
+        return await self._deadline.run(self._on_connection(operation), what)
+
+    async def _on_connection(self, operation: Callable[[Any], Awaitable[_T]]) -> _T:
         import psycopg
 
         try:
-            pool = await self._open()
-            async with pool.connection() as connection:
-                yield connection
-        except (psycopg.OperationalError, psycopg.InterfaceError) as error:
-            raise StoreUnavailable(f"PostgreSQL could not be reached: {type(error).__name__}") from error
+            await self._open()
+            return await self._with_connection(operation)
+        except psycopg.Error as error:
+            reason = _unusable(error)
+            if reason is None:
+                raise  # the statement's own refusal (a conflict, a bad position), or a bug
+            raise StoreUnavailable(f"PostgreSQL {reason} ({type(error).__name__})") from error
+
+    async def _with_connection(self, operation: Callable[[Any], Awaitable[_T]]) -> _T:
+        """`operation` on a pooled connection; one that failed for an outage is closed, and the pool drops it."""
+        import psycopg
+
+        async with self._pool.connection() as connection:
+            try:
+                return await operation(connection)
+            except psycopg.Error as error:
+                if _unusable(error) is not None and not connection.closed:
+                    await connection.close()  # never used again: a session opened read-only stays so
+                raise
+
+    async def _configure(self, connection: Any) -> None:
+        """Each new connection: the server abandons a statement once the caller's deadline has passed."""
+        timeout = f"{round(self._deadline.seconds * 1000)}ms"
+        await connection.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
+        if self._configure_also is not None:
+            await self._configure_also(connection)
 
     async def _open(self) -> AsyncConnectionPool[Any]:
         if self._closed:
             raise RuntimeError("PostgresStore is closed")
         if self._ready is None or (self._ready.done() and self._ready.exception() is not None):
             self._ready = asyncio.ensure_future(self._start())
-        await asyncio.shield(self._ready)
+        try:
+            await asyncio.shield(self._ready)
+        except TimeoutError as error:
+            message = f"PostgreSQL's schema migration did not end within {self._migration_timeout:g} s"
+            raise StoreUnavailable(message) from error
         return self._pool
 
     async def _start(self) -> None:
         await self._pool.open(wait=False)
-        async with self._pool.connection() as connection:
-            await migrate(connection)
+        async with asyncio.timeout(self._migration_timeout):
+            await self._with_connection(lambda connection: migrate(connection, self._migration_timeout))
+
+
+def _unusable(error: Exception) -> str | None:
+    """What `error` says of the database when it is an outage (not reached, read-only, full), or None for any other.
+
+    Said after "PostgreSQL", in `StoreUnavailable`'s message.
+    """
+    import psycopg
+
+    sqlstate = getattr(error, "sqlstate", None) or ""
+    if sqlstate == _READ_ONLY:
+        return "cannot be written: the database is read-only"
+    if sqlstate == _DISK_FULL:
+        return "cannot be written: the disk is full"
+    if sqlstate.startswith("53"):  # insufficient resources: memory, connections
+        return "is out of resources"
+    if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError) or sqlstate.startswith(("08", "57", "58")):
+        return "could not be reached or did not answer"
+    return None
 
 
 def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]:

@@ -116,9 +116,16 @@ MIGRATIONS: Final[dict[int, str]] = {
 }
 
 
-async def migrate(connection: Any) -> None:
-    """Bring the schema to `SCHEMA_VERSION`, once, however many replicas start together."""
+async def migrate(connection: Any, timeout: float) -> None:
+    """Bring the schema to `SCHEMA_VERSION`, once, however many replicas start together.
+
+    A schema already there is only read (a read-only database can still be read). Each statement of a
+    migration may take `timeout` seconds (the connection's own `statement_timeout` is a call's deadline).
+    """
+    if await _version(connection) == SCHEMA_VERSION:
+        return
     async with connection.transaction():
+        await connection.execute("SELECT set_config('statement_timeout', %s, true)", (f"{round(timeout * 1000)}ms",))
         # Transaction-level: released at commit, even if this process dies mid-way.
         await connection.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         await connection.execute("CREATE TABLE IF NOT EXISTS agui_schema_version (version integer NOT NULL)")
@@ -130,3 +137,14 @@ async def migrate(connection: Any) -> None:
         for version in range(current + 1, SCHEMA_VERSION + 1):
             await connection.execute(MIGRATIONS[version])
             await connection.execute("INSERT INTO agui_schema_version (version) VALUES (%s)", (version,))
+
+
+async def _version(connection: Any) -> int | None:
+    """The schema's version, read without a lock or a write; None before the first migration."""
+    cursor = await connection.execute("SELECT to_regclass('agui_schema_version') IS NOT NULL")
+    row = await cursor.fetchone()
+    if not row or not row[0]:
+        return None
+    cursor = await connection.execute("SELECT max(version) FROM agui_schema_version")
+    row = await cursor.fetchone()
+    return int(row[0]) if row and row[0] is not None else None

@@ -133,10 +133,12 @@ class StaleClaim(StoreConflict):
 
 
 class StoreUnavailable(Exception):
-    """The store could not be reached (a database restarting, a connection cut, a file locked too long).
+    """The store could not be used: not reached, not in time, or not writable. The message names which.
 
-    A `load` that raises it may be tried again. A `save` that raises it may or may not have been applied:
-    read the thread again before deciding anything.
+    A database restarting or cut off, a call past the store's deadline, a file locked too long, read-only
+    or full. A `load` that raises it may be tried again. A `save` that raises it may or may not have been
+    applied: read the thread again before deciding anything. A store recovers by itself once it can be used
+    again (no connection that failed is used again).
     """
 
 
@@ -154,6 +156,8 @@ class TurnStore(Protocol):
       never goes back, not even when the turn is released or closed.
     - Messages are returned exactly as they were appended (the same JSON text), in position order.
       Nothing a caller does to what `load` returned changes what the store holds.
+    - Every call ends: within the store's deadline (its `timeout`), or with `StoreUnavailable`. A store
+      that cannot be written, for any reason, raises `StoreUnavailable` too, never a driver error.
     """
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
@@ -204,8 +208,13 @@ class TurnStore(Protocol):
         """
         ...
 
-    async def ping(self) -> None:
-        """Return once the store answers one trivial query; raise when it cannot (`GET /health` calls it)."""
+    async def ping(self, *, write: bool = False) -> None:
+        """Return once the store answers one trivial query; raise when it cannot (`GET /health` calls it).
+
+        With `write`, return only if the store can be written too, without changing any thread: a store
+        that can be read but not written (a read-only file, a read-only database) raises `StoreUnavailable`.
+        A store whose `ping` takes no `write` is asked without it (`adapter.stores._health`).
+        """
         ...
 
     async def close(self) -> None:

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
+from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline
 from adapter.stores._protocol import (
     KEEP,
     JSONValue,
@@ -28,11 +29,23 @@ from adapter.stores._sqlite_open import open_file
 
 _T = TypeVar("_T")
 
-# SQLite's primary result codes for a file that cannot be used now (locked past the busy timeout, unreadable,
-# full), as opposed to a bad statement: these become `StoreUnavailable`.
-_UNAVAILABLE: Final = frozenset(
-    {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_FULL}
-)
+# SQLite's primary result codes for a file that cannot be used now, as opposed to a bad statement (a bug): each
+# becomes `StoreUnavailable`, with what it says about the file.
+_UNUSABLE: Final = {
+    sqlite3.SQLITE_BUSY: "is locked by another writer",
+    sqlite3.SQLITE_LOCKED: "is locked by another writer",
+    sqlite3.SQLITE_PROTOCOL: "could not take its file's lock",
+    sqlite3.SQLITE_READONLY: "cannot be written: its file is read-only",
+    sqlite3.SQLITE_PERM: "cannot be written: permission denied",
+    sqlite3.SQLITE_AUTH: "cannot be written: not authorized",
+    sqlite3.SQLITE_FULL: "cannot be written: the disk is full",
+    sqlite3.SQLITE_NOLFS: "cannot be written: its file is too large for this system",
+    sqlite3.SQLITE_IOERR: "could not read or write its file (an I/O error)",
+    sqlite3.SQLITE_CANTOPEN: "could not open its file",
+    sqlite3.SQLITE_CORRUPT: "cannot be used: its file is damaged",
+    sqlite3.SQLITE_NOTADB: "cannot be used: its file is not a database",
+    sqlite3.SQLITE_NOMEM: "ran out of memory",
+}
 
 
 class SQLiteStore:
@@ -48,13 +61,19 @@ class SQLiteStore:
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
       version and claim number are read, so two instances (or processes) racing on one thread
       serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
-      that can't get the lock within the busy timeout (5 s) fails with `sqlite3.OperationalError`,
+      that can't get the lock within the busy timeout (`timeout`) fails with `StoreUnavailable`,
       which is not a conflict. A save writes the rows it changes: appended messages, replaced ones,
       the head; never the rest of the thread.
     - Head records are serialised before the call returns to the loop, so callers may mutate their
       values afterwards; `load` returns fresh copies each time.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
+    - Every call ends within `timeout` (waiting behind earlier calls, for the file's lock, or for a
+      disk that hangs included) or raises `StoreUnavailable`; the busy timeout is the same. A file that
+      cannot be used (locked, read-only, full, unreadable, damaged) raises `StoreUnavailable` naming
+      why, never a driver error. The connection that failed is closed, and one opened while the file
+      was read-only (which SQLite does silently, for good) serves one call: the next call opens the
+      file again, so the store works again as soon as the file does, without a restart.
 
     - `synchronous="NORMAL"` (the default) makes a commit durable against a crash or restart of the
       program, which is what a suspended turn needs; in WAL mode only a power loss or an OS crash can
@@ -63,25 +82,34 @@ class SQLiteStore:
     Args:
         path: The database file. Created if missing; its directory must exist.
         synchronous: SQLite's `synchronous` setting: "NORMAL" or "FULL".
+        timeout: Seconds one call may take in all before it raises `StoreUnavailable` (`STORE_UNAVAILABLE`).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, synchronous: Literal["NORMAL", "FULL"] = "NORMAL") -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        timeout: float = DEFAULT_TIMEOUT,
+    ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        self._deadline = Deadline(timeout, "the SQLite store")
         self._synchronous = synchronous
         self._path = os.fspath(path)
         self._connection: sqlite3.Connection | None = None
+        self._opened_read_only = False
         # One thread owns the connection: sqlite3 connections are bound to their creating thread.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-sqlite")
         self._closed = False
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         """Return the thread's head and its messages from position `since` on (before `until`), or None."""
-        return await self._call(self._load, thread_id, since, until)
+        return await self._call("a load", self._load, thread_id, since, until)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
         """The position of the thread's first message with this id, or None: one lookup in an index."""
-        return await self._call(self._find_message, thread_id, message_id)
+        return await self._call("a lookup", self._find_message, thread_id, message_id)
 
     async def save(
         self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
@@ -101,7 +129,7 @@ class SQLiteStore:
         if change.open_turn is not KEEP:
             expiry = turn_expiry(change.open_turn)
             records["expires_at"] = None if expiry is None else expiry.timestamp()
-        return await self._call(self._save, thread_id, change, records, expected_version, fence)
+        return await self._call("a save", self._save, thread_id, change, records, expected_version, fence)
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -112,35 +140,52 @@ class SQLiteStore:
         threads were deleted.
         """
         idle, expired = cutoffs(older_than, grace, now)
-        return await self._call(self._purge, idle.timestamp(), expired.timestamp())
+        return await self._call("a purge", self._purge, idle.timestamp(), expired.timestamp())
 
-    async def ping(self) -> None:
-        """Raise unless the file opens and answers a trivial query (for a health check)."""
-        await self._call(self._ping)
+    async def ping(self, *, write: bool = False) -> None:
+        """Raise unless the file opens and answers a trivial query; with `write`, unless it can be written too.
+
+        The write check takes the write lock and changes nothing (a statement that updates no row).
+        """
+        await self._call("a ping", self._ping, write)
 
     async def close(self) -> None:
         """Close the connection and stop the worker thread."""
         if self._closed:
             return
         self._closed = True
+        await self._deadline.settle()
         await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
         self._executor.shutdown(wait=False)
 
-    async def _call(self, function: Callable[..., _T], *args: Any) -> _T:
+    async def _call(self, what: str, function: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("SQLiteStore is closed")
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, function, *args)
-        except sqlite3.OperationalError as error:
-            if error.sqlite_errorcode & 0xFF in _UNAVAILABLE:
-                raise StoreUnavailable(f"the SQLite file could not be used: {error.sqlite_errorname}") from error
-            raise
+        work = asyncio.get_running_loop().run_in_executor(self._executor, self._guarded, function, *args)
+        return await self._deadline.run(work, what)
 
     # Everything below runs on the worker thread.
 
+    def _guarded(self, function: Callable[..., _T], *args: Any) -> _T:
+        """`function(*args)`; a file that cannot be used is `StoreUnavailable`, and its connection is dropped."""
+        try:
+            return function(*args)
+        except sqlite3.Error as error:
+            code = getattr(error, "sqlite_errorcode", None)
+            reason = _UNUSABLE.get(code & 0xFF) if isinstance(code, int) else None
+            if reason is None:
+                raise  # a bad statement: a bug, not an outage
+            self._disconnect()  # never used again: a connection opened read-only stays so after the file is fixed
+            raise StoreUnavailable(f"the SQLite store {reason} ({error.sqlite_errorname})") from error
+        finally:
+            if self._opened_read_only:
+                self._disconnect()  # serves this call only: the next one opens the file again, writable or not
+
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            self._connection = open_file(self._path, self._synchronous)
+            self._connection = open_file(self._path, self._synchronous, self._deadline.seconds)
+            # SQLite opens a file it may not write read-only, silently, and the connection stays so.
+            self._opened_read_only = self._path not in ("", ":memory:") and not os.access(self._path, os.W_OK)
         return self._connection
 
     def _purge(self, idle: float, expired: float) -> int:
@@ -160,13 +205,25 @@ class SQLiteStore:
             raise
         return count.rowcount
 
-    def _ping(self) -> None:
-        self._connect().execute("SELECT 1").fetchone()
+    def _ping(self, write: bool) -> None:
+        connection = self._connect()
+        connection.execute("SELECT 1").fetchone()
+        if not write:
+            return
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            connection.execute("UPDATE agui_threads SET version = version WHERE 0")  # refused by a read-only file
+        finally:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
 
     def _disconnect(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        connection, self._connection, self._opened_read_only = self._connection, None, False
+        if connection is not None:
+            try:
+                connection.close()
+            except sqlite3.Error:  # pragma: no cover - closing a connection whose file failed
+                pass
 
     def _find_message(self, thread_id: str, message_id: str) -> int | None:
         row = (

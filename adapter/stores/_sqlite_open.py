@@ -13,7 +13,6 @@ from typing import Final
 
 from adapter.stores._sqlite_migrate import migrate_documents
 
-_BUSY_TIMEOUT_MS: Final = 5_000
 _WAL_RETRY_PAUSE: Final = 0.01
 _SCHEMA: Final = (
     """
@@ -42,13 +41,16 @@ _SCHEMA: Final = (
 )
 
 
-def open_file(path: str, synchronous: str) -> sqlite3.Connection:
-    """A connection to the file at `path`, in WAL mode, with the tables of this layout (an older file upgraded once)."""
+def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3.Connection:
+    """A connection to the file at `path`, in WAL mode, with the tables of this layout (an older file upgraded once).
+
+    `busy_timeout` is the seconds a statement waits for another connection's lock before it fails (SQLITE_BUSY).
+    """
     # isolation_level=None: no implicit transactions, so the store's BEGIN IMMEDIATE is its own.
-    connection = sqlite3.connect(path, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
     try:
-        connection.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        _enable_wal(connection)
+        connection.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
+        _enable_wal(connection, busy_timeout)
         connection.execute(f"PRAGMA synchronous = {synchronous}")
         for statement in _SCHEMA:
             connection.execute(statement)
@@ -101,10 +103,10 @@ def _columns(connection: sqlite3.Connection) -> set[str]:
     return {row[1] for row in connection.execute("PRAGMA table_info(agui_threads)")}
 
 
-def _enable_wal(connection: sqlite3.Connection) -> None:
+def _enable_wal(connection: sqlite3.Connection, busy_timeout: float) -> None:
     # Switching the journal mode fails with SQLITE_BUSY at once, without the busy handler, while another
     # connection is opening the same new file; retry until the busy timeout instead.
-    deadline = time.monotonic() + _BUSY_TIMEOUT_MS / 1000
+    deadline = time.monotonic() + busy_timeout
     while True:
         try:
             connection.execute("PRAGMA journal_mode = WAL")

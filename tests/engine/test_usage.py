@@ -6,13 +6,13 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from ag_ui.core import RunAgentInput
+from agui import collect, run_input, user
 from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter import Adapter
 from adapter._events import token_usage  # private on purpose: the accounting rule, over generated steps
 from adapter.backends import BackendError, BackendItem, ModelRequest, TextDelta, Usage
-from tests.agui import collect, run_input, user
 
 COUNTS = ("reasoning_tokens", "cached_input_tokens", "cache_write_input_tokens")
 

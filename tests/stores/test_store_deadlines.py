@@ -1,0 +1,294 @@
+"""Every store call ends: within the store's deadline, or with StoreUnavailable; and the store works again after.
+
+A frozen store is PostgreSQL behind a TCP proxy that stops forwarding (a partition: nothing is dropped,
+nothing is delivered), or a SQLite file whose write lock a frozen writer holds. Each case waits for a
+condition, never for a time: a call must end while the store is still frozen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+from gate import BOUND
+from hypothesis import given
+from hypothesis import strategies as st
+from pg import base_dsn, fresh_schema_dsn
+from tcp_proxy import Proxy
+
+from adapter import Adapter
+from adapter.backends import ScriptedBackend
+from adapter.stores import (
+    PostgresStore,
+    SQLiteStore,
+    StoredMessage,
+    StoreUnavailable,
+    ThreadChange,
+    TurnStore,
+)
+
+# Private on purpose: the deadline rule itself, and what /health asks of a store.
+from adapter.stores._deadline import Deadline, checked_timeout
+from adapter.stores._health import health
+
+if TYPE_CHECKING:
+    from conftest import Serve
+
+TIMEOUT = 0.5  # seconds: each store's deadline here, so that a frozen store answers soon
+
+
+def msg(message_id: str) -> StoredMessage:
+    return StoredMessage(message_id, "user", f'{{"id": "{message_id}", "role": "user", "content": "hi"}}')
+
+
+@dataclass
+class Frozen:
+    """A store, and how to freeze and thaw what it talks to."""
+
+    store: TurnStore
+    freeze: Callable[[], None]
+    thaw: Callable[[], None]
+    frozen: Callable[[], bool]
+    reads_blocked: bool
+    """A frozen writer blocks only writes (SQLite's WAL readers never wait for it); a partition blocks everything."""
+    proxy: Proxy | None = None
+
+
+def through(proxy: Proxy, dsn: str) -> str:
+    """`dsn`, reached through `proxy`."""
+    target = urlsplit(dsn)
+    netloc = target.netloc.replace(f"{target.hostname}:{target.port}", f"127.0.0.1:{proxy.port}")
+    return target._replace(netloc=netloc).geturl()
+
+
+async def started_proxy() -> Proxy:
+    target = urlsplit(base_dsn())
+    running = Proxy(target.hostname or "127.0.0.1", target.port or 5432)
+    await running.start()
+    return running
+
+
+@pytest.fixture
+async def proxy() -> AsyncIterator[Proxy]:
+    running = await started_proxy()
+    yield running
+    await running.close()
+
+
+async def partitioned(tmp_path: Path) -> Frozen:
+    proxy = await started_proxy()
+    store = PostgresStore(through(proxy, fresh_schema_dsn()), max_size=4, timeout=TIMEOUT)
+    return Frozen(store, proxy.freeze, proxy.thaw, lambda: not proxy.flowing.is_set(), reads_blocked=True, proxy=proxy)
+
+
+async def locked(tmp_path: Path) -> Frozen:
+    path = tmp_path / "turns.db"
+    writer: list[sqlite3.Connection] = []
+
+    def freeze() -> None:
+        connection = sqlite3.connect(path, isolation_level=None)
+        connection.execute("BEGIN IMMEDIATE")  # a writer that froze inside its transaction
+        writer.append(connection)
+
+    def thaw() -> None:
+        connection = writer.pop()
+        connection.execute("ROLLBACK")
+        connection.close()
+
+    return Frozen(SQLiteStore(path, timeout=TIMEOUT), freeze, thaw, lambda: bool(writer), reads_blocked=False)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(partitioned, id="postgres-partitioned", marks=pytest.mark.postgres),
+        pytest.param(locked, id="sqlite-locked"),
+    ]
+)
+async def frozen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Frozen]:
+    """A frozen store's thaw, closed at teardown (by the adapter that serves it, if any: it lives on that loop)."""
+    made: Frozen = await request.param(tmp_path)
+    yield made
+    if made.frozen():
+        made.thaw()
+    await made.store.close()
+    if made.proxy is not None:
+        await made.proxy.close()
+
+
+CALLS: dict[str, Callable[[TurnStore], Awaitable[Any]]] = {
+    "load": lambda store: store.load("t1"),
+    "load a head": lambda store: store.load("t1", since=None),
+    "find_message": lambda store: store.find_message("t1", "m0"),
+    "save": lambda store: store.save("t1", ThreadChange(append=[msg("m1")]), expected_version=1),
+    "purge": lambda store: store.purge(timedelta(days=1)),
+    "ping": lambda store: store.ping(),
+    "ping to write": lambda store: store.ping(write=True),
+}
+WRITES = {"save", "purge", "ping to write"}
+
+
+async def ended(call: Awaitable[Any]) -> Any:
+    """The call's result, or the exception it raised; a call still running after BOUND seconds fails the test."""
+    try:
+        return await asyncio.wait_for(call, BOUND)
+    except TimeoutError:
+        pytest.fail(f"a store call did not end within {BOUND} s")
+    except Exception as error:
+        return error
+
+
+@pytest.mark.parametrize("name", list(CALLS))
+async def test_a_call_to_a_frozen_store_ends_with_store_unavailable(frozen: Frozen, name: str) -> None:
+    await frozen.store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)  # opened, and migrated
+    frozen.freeze()
+
+    outcome = await ended(CALLS[name](frozen.store))
+
+    assert frozen.frozen()  # it ended while the store was still frozen
+    if name in WRITES or frozen.reads_blocked:
+        assert isinstance(outcome, StoreUnavailable), outcome
+    else:
+        assert not isinstance(outcome, Exception), outcome  # reading needs no lock
+    frozen.thaw()
+    assert not isinstance(await ended(frozen.store.ping(write=True)), Exception)  # the same store works again
+    head = await frozen.store.load("t1", since=None)
+    assert head is not None
+    version = head.head.version
+    assert await frozen.store.save("t1", ThreadChange(append=[msg("after")]), expected_version=version) == version + 1
+
+
+async def test_health_says_a_frozen_store_is_not_ok(frozen: Frozen) -> None:
+    await frozen.store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
+    frozen.freeze()
+
+    said = await ended(health(frozen.store, BOUND))
+
+    assert frozen.frozen()
+    assert said == ("unreachable" if frozen.reads_blocked else "read-only")  # answers reads, cannot write
+    frozen.thaw()
+    assert await ended(health(frozen.store, BOUND)) == "ok"
+
+
+@pytest.mark.postgres
+async def test_a_store_partitioned_before_its_first_call_answers_within_its_deadline(proxy: Proxy) -> None:
+    """The schema migration of the first call hangs with the network; each call still ends, and it resumes after."""
+    store = PostgresStore(through(proxy, fresh_schema_dsn()), timeout=TIMEOUT)
+    proxy.freeze()
+    try:
+        first, second = await ended(store.load("t1")), await ended(store.load("t1"))
+
+        assert isinstance(first, StoreUnavailable) and isinstance(second, StoreUnavailable)
+        assert proxy.held > 0  # it did talk to the frozen network
+        proxy.thaw()
+
+        async def answered() -> None:
+            while isinstance(await ended(store.load("t1")), StoreUnavailable):
+                await asyncio.sleep(0)
+
+        await ended(answered())
+    finally:
+        proxy.thaw()
+        await store.close()
+
+
+async def refusal_code(reply: Any) -> str:
+    """The code a run was refused or ended with: a 503 before the stream, or its RUN_ERROR."""
+    if reply.status == 503:
+        return str(reply.refusal(503)["code"])
+    return str(reply.error["code"])
+
+
+async def test_a_served_run_and_a_thread_read_end_while_the_store_is_frozen(
+    frozen: Frozen, serve: Serve, backend: ScriptedBackend
+) -> None:
+    """The issue's case: no answer after 45 s for a run, after 30 s for GET /threads, over a partitioned PostgreSQL."""
+    server = await serve(Adapter(backend, store=frozen.store))
+    thread = server.client.thread()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
+    frozen.freeze()
+
+    cut_off = await ended(thread.say("hello", clean=False))
+    read = await ended(server.client.get(f"/threads/{thread.id}"))
+    checked = await ended(server.client.get("/health"))
+
+    assert frozen.frozen()
+    assert await refusal_code(cut_off) == "STORE_UNAVAILABLE"
+    if frozen.reads_blocked:
+        assert (read.status_code, read.json()["error"]["code"]) == (503, "STORE_UNAVAILABLE")
+    else:
+        assert cut_off.text == "héllo 👍🏽 👨‍👩‍👧"  # streamed, then not stored: said as the store's failure
+        assert read.status_code == 200
+    assert checked.status_code == 503
+    frozen.thaw()
+    assert (await thread.say("hello")).outcome == {"type": "success"}
+    assert (await server.client.get("/health")).status_code == 200
+
+
+@given(st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans()))
+def test_a_deadline_is_a_finite_number_of_seconds_above_zero(seconds: Any) -> None:
+    usable = not isinstance(seconds, bool) and 0 < seconds < math.inf
+    for make in (checked_timeout, lambda s: SQLiteStore(":memory:", timeout=s), lambda s: PostgresStore("", timeout=s)):
+        if usable:
+            make(seconds)
+        else:
+            with pytest.raises(ValueError, match="timeout"):
+                make(seconds)
+
+
+@given(steps=st.integers(min_value=0, max_value=50), cleanup=st.integers(min_value=0, max_value=50))
+async def test_work_past_its_deadline_is_cancelled_and_waited_for_at_close(steps: int, cleanup: int) -> None:
+    """A call ends at its deadline; the work it stops waiting for is cancelled, and its clean-up ends by `settle`."""
+    deadline = Deadline(0.01, "the test store")
+    finished = asyncio.Event()
+    cleaned: list[int] = []
+
+    async def quick() -> int:
+        for _ in range(steps):
+            await asyncio.sleep(0)
+        return steps
+
+    async def frozen() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            for step in range(cleanup):
+                try:
+                    await asyncio.sleep(0)
+                except asyncio.CancelledError:
+                    break  # cancelled again: the clean-up stops here
+                cleaned.append(step)
+            finished.set()
+
+    assert await Deadline(BOUND, "the test store").run(quick(), "a quick call") == steps
+    with pytest.raises(StoreUnavailable, match="the test store did not answer a frozen call within 0.01 s"):
+        await deadline.run(frozen(), "a frozen call")
+    await deadline.settle()
+
+    assert finished.is_set() and len(cleaned) <= cleanup
+
+
+async def test_a_cancelled_caller_cancels_its_work() -> None:
+    started, stopped = asyncio.Event(), asyncio.Event()
+
+    async def frozen() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.set()
+
+    caller = asyncio.ensure_future(Deadline(BOUND, "the test store").run(frozen(), "a frozen call"))
+    await started.wait()
+    caller.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    await asyncio.wait_for(stopped.wait(), BOUND)
