@@ -46,7 +46,7 @@ from adapter._limits import id_problem
 from adapter._sse import EventStreamResponse
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable, TurnStore
-from adapter.stores._health import health
+from adapter.stores._health import StoreHealth, health
 
 logger = logging.getLogger(__name__)
 
@@ -110,8 +110,9 @@ def create_app(
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
     - `GET /capabilities`: `handler.capabilities()` as JSON.
-    - `GET /health`: `{"status": "ok"}`, or 503 when the handler's store has a `ping()` that fails or
-      takes more than 5 s (a database that is down). One trivial query: cheap enough to poll.
+    - `GET /health`: `{"status": "ok"}`, or 503 `{"status": "unavailable", "store": "read-only"}` when the
+      handler's store answers but cannot be written, `"unreachable"` when its `ping()` fails or takes more
+      than 5 s (a database that is down). Trivial queries: cheap enough to poll.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
       for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
@@ -150,8 +151,9 @@ def create_app(
         return Response(body, media_type="application/json")
 
     async def health(request: Request) -> Response:
-        if not await _store_answers(handler):
-            return _json_response(503, {"status": "unavailable", "store": "unreachable"})
+        store = await _store_health(handler)
+        if store != "ok":
+            return _json_response(503, {"status": "unavailable", "store": store})
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
@@ -264,10 +266,10 @@ def _json_response(status_code: int, content: JSON) -> Response:
     return Response(json.dumps(content, separators=(",", ":")), status_code=status_code, media_type="application/json")
 
 
-async def _store_answers(handler: RunHandler) -> bool:
+async def _store_health(handler: RunHandler) -> StoreHealth:
     """Whether the handler's store answers its `ping` and can be written; a handler without a store is healthy."""
     store: TurnStore | None = getattr(handler, "store", None)
-    return store is None or await health(store, _PING_TIMEOUT) == "ok"
+    return "ok" if store is None else await health(store, _PING_TIMEOUT)
 
 
 def mount(path: str, app: ASGIApp, *, name: str | None = None) -> Mount:

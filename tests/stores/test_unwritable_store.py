@@ -102,7 +102,7 @@ async def test_a_served_run_on_a_read_only_file_ends_with_store_unavailable_and_
     checked = await server.client.get("/health")
     refused = await thread.say("hello", clean=False)
 
-    assert (checked.status_code, checked.json()["status"]) == (503, "unavailable")
+    assert (checked.status_code, checked.json()) == (503, {"status": "unavailable", "store": "read-only"})
     assert refused.types[-1] == "RUN_ERROR" and refused.error["code"] == "STORE_UNAVAILABLE"
     assert refused.text == "héllo 👍🏽 👨‍👩‍👧"  # streamed, then not stored: the store's failure, not a bug
     sqlite_file.set(False)
