@@ -19,7 +19,7 @@ from datetime import datetime
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _telemetry as telemetry
-from adapter._calls import execute, parse_arguments, starting_state, tool_context, tool_message, with_prediction
+from adapter._calls import execute, parse_arguments, tool_context, tool_message, with_prediction
 from adapter._config import EngineConfig
 from adapter._forms import ActivityConflict, activity_id, move_card
 from adapter._gate import Answer, Resume
@@ -179,7 +179,7 @@ async def settle_answers(
             continue
         predicted = _predicted(answer, config)
         limit = config.max_state_bytes
-        state = ToolState(starting_state(gate.turn.state, predicted, limit), limit)
+        state = ToolState(gate.turn.state, limit, predicted=predicted)
         outcome = await _settle_one(answer, toolset, run_input, state, principal, parent)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))

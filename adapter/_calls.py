@@ -14,9 +14,8 @@ from adapter._config import EngineConfig
 from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
-from adapter._jsonpatch import PatchError
 from adapter._limits import loads
-from adapter._state import Kept, Operation, ToolState, patched
+from adapter._state import Kept, Operation, ToolState
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import JSON, ToolCall
 
@@ -86,14 +85,6 @@ def with_prediction(suspension: Suspension, predicted: list[Operation]) -> Suspe
     if not predicted:
         return suspension
     return replace(suspension, pending=suspension.pending.model_copy(update={"state_patch": predicted}))
-
-
-def starting_state(state: JSON, predicted: list[Operation], max_bytes: int) -> JSON:
-    """The state a call starts from: the run's, with what the call's own arguments predicted."""
-    try:
-        return patched(state, predicted, max_bytes)
-    except PatchError:
-        return state
 
 
 def tool_message(call_id: str, result: ToolResult) -> ToolMessage:
@@ -168,7 +159,7 @@ async def run_calls(
         call.id: tool_context(
             run_input,
             call.id,
-            ToolState(starting_state(state, predicted.get(call.id, []), limit), limit),
+            ToolState(state, limit, predicted=predicted.get(call.id, [])),
             principal=principal,
         )
         for call, _ in runnable

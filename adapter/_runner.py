@@ -54,6 +54,7 @@ from adapter._forms import pending_form
 from adapter._gate import Replay, Resume, check_resume
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
+from adapter._jsonpatch import WORK_FACTOR, StateWork
 from adapter._predict import Predictor
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
@@ -65,9 +66,7 @@ from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
 
-_STORE_DOWN = (
-    "The store could not be used; what this run changed may not be stored. Read the thread before retrying."
-)
+_STORE_DOWN = "The store could not be used; what this run changed may not be stored. Read the thread before retrying."
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 _outcome = TypeAdapter[Outcome](Outcome)
@@ -160,6 +159,8 @@ class Run:
         """The call ids of the thread before the tail this run read (`_check_older_calls`), once read."""
         self.phase = Phase.STARTING
         self.turn = Turn(new_id("turn"), CallBudget(config.max_tool_calls))
+        self.state_work = StateWork(WORK_FACTOR * config.max_state_bytes)
+        """The state copying no patch accounts for, over the whole run (`adapter._jsonpatch`)."""
         self.settling: asyncio.Future[Settled] | None = None
         """A resume's settling, shielded from the client: what must be stored before the run's ending."""
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
@@ -418,6 +419,7 @@ class Run:
             elsewhere=self.handle.find if self.handle.base > 0 else None,
             state=state,
             max_state_bytes=self.config.max_state_bytes,
+            state_work=self.state_work,
         )
         return self.open_step
 

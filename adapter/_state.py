@@ -6,6 +6,10 @@
 A call's changes count only if the call succeeds: a tool that raises, asks for input, gets invalid
 arguments or is declined leaves the state as it was. The model's predicted changes (see
 `adapter._predict`) follow the same rule.
+
+Patches apply in place to a `PatchedDocument` that copies a shared state once, before its first change,
+not once per patch: a run whose state is megabytes pays for each small delta in proportion to the delta
+(`adapter._jsonpatch`). A tool's view copies the run's state only once the tool reads or changes it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
 from adapter._errors import STATE_PATCH_TOO_LARGE, AdapterError
-from adapter._jsonpatch import MAX_PATCHED_BYTES, PatchError, PatchTooLarge, apply_patch
+from adapter._jsonpatch import MAX_PATCHED_BYTES, PatchedDocument, PatchError, PatchTooLarge, StateWork
 from adapter._limits import STATE_DEPTH, depth_exceeds
 from adapter._record import OpenTurn, PendingCall
 from adapter._types import JSON
@@ -41,16 +45,24 @@ def as_json(value: Any) -> JSON:
         raise TypeError(f"state must be JSON: {exc}") from None
 
 
-def patched(state: JSON, operations: Sequence[Operation], max_bytes: int = MAX_PATCHED_BYTES) -> JSON:
-    """`state` with `operations` applied; no state yet counts as `{}` (AG-UI's baseline, SNAP-4)."""
-    return apply_patch(state if state is not None else {}, operations, max_bytes=max_bytes) if operations else state
+def shared(state: JSON, max_bytes: int = MAX_PATCHED_BYTES, work: StateWork | None = None) -> PatchedDocument:
+    """A document over `state`, copied before its first change; no state yet counts as `{}` (SNAP-4)."""
+    if state is None:
+        return PatchedDocument({}, max_bytes=max_bytes, work=work, owned=True)
+    return PatchedDocument(state, max_bytes=max_bytes, work=work)
 
 
 class ToolState:
-    """The run's state as one tool call sees it, with the changes the call makes to it."""
+    """The run's state as one tool call sees it, with the changes the call makes to it.
 
-    def __init__(self, base: JSON, max_bytes: int = MAX_PATCHED_BYTES) -> None:
-        self._value = copy.deepcopy(base)
+    The run's state is shared, not copied, until the tool reads or changes it; `predicted` (the state its
+    own arguments predicted) applies then, or not at all when it no longer applies.
+    """
+
+    def __init__(self, base: JSON, max_bytes: int = MAX_PATCHED_BYTES, predicted: Sequence[Operation] = ()) -> None:
+        self._base = base
+        self._predicted = list(predicted)
+        self._document: PatchedDocument | None = None
         self._max_bytes = max_bytes
         self.operations: list[Operation] = []
         self.replaced = False
@@ -58,12 +70,23 @@ class ToolState:
     @property
     def value(self) -> JSON:
         """The state, with this call's changes so far; a copy."""
-        return copy.deepcopy(self._value)
+        if self._document is None and not self._predicted:
+            return copy.deepcopy(self._base)
+        return copy.deepcopy(self._own().value)
 
     @property
     def changed(self) -> bool:
         """True once the call patched or replaced the state."""
         return self.replaced or bool(self.operations)
+
+    def _own(self) -> PatchedDocument:
+        if self._document is None:
+            self._document = shared(self._base, self._max_bytes)
+            try:
+                self._document.apply(self._predicted)
+            except PatchError:  # a prediction that no longer applies: the tool starts from the run's state
+                self._document = PatchedDocument(self._base, max_bytes=self._max_bytes)
+        return self._document
 
     def patch(self, operations: Sequence[Mapping[str, Any]]) -> None:
         """Apply RFC 6902 operations now; all or nothing.
@@ -77,8 +100,10 @@ class ToolState:
         ops = as_json([dict(operation) for operation in operations])
         _check_sendable(lambda: StateDeltaEvent(delta=ops))
         if ops:
-            base = self._value if self._value is not None else {}
-            self._value = apply_patch(base, ops, max_depth=STATE_DEPTH, max_bytes=self._max_bytes)
+            document = self._own()
+            if document.value is None:
+                document.reset({}, owned=True)
+            document.apply(ops, max_depth=STATE_DEPTH)
         self.operations.extend(ops)
 
     def replace(self, value: Any) -> None:
@@ -91,7 +116,7 @@ class ToolState:
         state = as_json(value)
         _check_depth(state)
         _check_sendable(lambda: StateSnapshotEvent(snapshot=state))
-        self._value = state
+        self._document = PatchedDocument(state, max_bytes=self._max_bytes, owned=True)
         self.replaced = True
 
 
@@ -128,12 +153,14 @@ def commit(
     The client already shows every predicted change (streamed with the arguments), so predictions
     apply first, then each tool's own changes in call order, the order its STATE_DELTAs take. A
     whole-state replacement, a change that no longer applies (two calls at odds), or `resync` (a
-    prediction the client shows was dropped) makes it one STATE_SNAPSHOT instead.
+    prediction the client shows was dropped) makes it one STATE_SNAPSHOT instead. `state` itself is
+    not changed: it is copied once, before the first change.
     """
     snapshot = resync
+    document = shared(state, max_bytes)
     for each in kept:
         try:
-            state = patched(state, each.predicted, max_bytes)
+            document.apply(each.predicted)
         except PatchError:
             log.warning("a predicted state change no longer applies; it is dropped")
             snapshot = True
@@ -142,15 +169,17 @@ def commit(
         if each.tool is None or not each.tool.changed:
             continue
         if each.tool.replaced:
-            state, snapshot = each.tool.value, True
+            document.reset(each.tool.value, owned=True)
+            snapshot = True
             continue
         try:
-            state = patched(state, each.tool.operations, max_bytes)
+            document.apply(each.tool.operations)
         except PatchError:
             log.warning("a tool's state change no longer applies after the other calls' changes; it is dropped")
             snapshot = True
             continue
         deltas.append(StateDeltaEvent(delta=each.tool.operations))
+    state = document.value if document.changed else state
     if snapshot:
         return state, [StateSnapshotEvent(snapshot=state if state is not None else {})]
     return state, deltas
@@ -162,28 +191,41 @@ def advance_state(state: JSON, events: Sequence[BaseEvent], max_bytes: int = MAX
     Raises:
         AdapterError: `STATE_PATCH_TOO_LARGE`, a delta that would build more than `max_bytes`.
     """
+    document = shared(state, max_bytes)
     for event in events:
-        if isinstance(event, StateSnapshotEvent):
-            state = event.snapshot
-        elif isinstance(event, StateDeltaEvent):
-            try:
-                delta = event.model_dump(mode="json", by_alias=True)["delta"]
-                state = apply_patch(state if state is not None else {}, delta, max_bytes=max_bytes)
-            except PatchTooLarge as exc:
-                raise AdapterError(f"The backend sent a state change that {exc}.", code=STATE_PATCH_TOO_LARGE) from None
-            except PatchError:
-                log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
-    return state
+        follow(document, event)
+    return document.value if document.changed else state
+
+
+def follow(document: PatchedDocument, event: BaseEvent) -> None:
+    """Move `document` by a backend's STATE_SNAPSHOT (copied: the event is sent on) or STATE_DELTA, in place.
+
+    Raises:
+        AdapterError: `STATE_PATCH_TOO_LARGE`, a delta that would build more than the document's `max_bytes`,
+            or copy more than its `work` allows.
+    """
+    if isinstance(event, StateSnapshotEvent):
+        document.reset(copy.deepcopy(event.snapshot), owned=True)
+    elif isinstance(event, StateDeltaEvent):
+        if document.value is None:
+            document.reset({}, owned=True)
+        try:
+            document.apply(event.model_dump(mode="json", by_alias=True)["delta"])
+        except PatchTooLarge as exc:
+            raise AdapterError(f"The backend sent a state change that {exc}.", code=STATE_PATCH_TOO_LARGE) from None
+        except PatchError:
+            log.warning("a STATE_DELTA from the backend does not apply to the run's state; it is ignored")
 
 
 def shown_state(state: JSON, pending: Sequence[PendingCall], max_bytes: int = MAX_PATCHED_BYTES) -> JSON:
     """The state as the client shows it while calls wait: the run's, with their predictions."""
+    document = shared(state, max_bytes)
     for call in pending:
         try:
-            state = patched(state, call.state_patch, max_bytes)
+            document.apply(call.state_patch)
         except PatchError:
             log.warning("the prediction of waiting call %s no longer applies; it is not shown", call.tool_call_id)
-    return state
+    return document.value if document.changed else state
 
 
 def resumed_state(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import hashlib
+import inspect
 import json
 import logging
 import threading
@@ -22,7 +23,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal, TypeAlias, overload
 
-from ag_ui.core import Tool
+from ag_ui.core import AudioPart, ContentPart, DocumentPart, ImagePart, TextPart, Tool, VideoPart
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
@@ -125,7 +126,7 @@ class ToolError(Exception):
 class ToolResult:
     """What a tool call produced, as the content of the ToolMessage that answers it."""
 
-    content: str
+    content: str | list[ContentPart]
     error: str | None = None
 
     def with_error(self, error: str) -> ToolResult:
@@ -134,10 +135,21 @@ class ToolResult:
 
     @classmethod
     def of(cls, value: Any) -> ToolResult:
-        """Serialise a tool's return value into message content."""
+        """Serialise a tool's return value into message content.
+
+        Content parts (`ag_ui.core` `TextPart`, `ImagePart`, `AudioPart`, `VideoPart`, `DocumentPart`), one or
+        a list of them, stay parts: the result carries media as media. Anything else becomes JSON text.
+        """
         if isinstance(value, str):
             return cls(value)
+        if isinstance(value, _PARTS):
+            return cls([value])
+        if isinstance(value, list | tuple) and value and all(isinstance(part, _PARTS) for part in value):
+            return cls(list(value))
         return cls(json.dumps(value, ensure_ascii=False, default=_json_default))
+
+
+_PARTS: Final = (TextPart, ImagePart, AudioPart, VideoPart, DocumentPart)
 
 
 def issues_text(issues: Iterable[SchemaIssue]) -> str:
@@ -274,7 +286,7 @@ def tool(
 
     def wrap(function: AnyFunction) -> FunctionTool:
         signature = CallableSignature.from_callable(function, injected=(ToolContext,))
-        _warn_if_vague(name or signature.name, description or signature.description, signature.schema, fn is not None)
+        _warn_if_vague(function, name or signature.name, description or signature.description, fn is not None)
         return FunctionTool(
             name=name or signature.name,
             description=description or signature.description or signature.name,
@@ -289,13 +301,17 @@ def tool(
     return wrap(fn) if fn is not None else wrap
 
 
-def _warn_if_vague(name: str, description: str | None, schema: Mapping[str, Any], bare: bool) -> None:
-    """Warn, at the decorator, about what leaves the model guessing: no description, or a parameter of any type."""
+def _warn_if_vague(function: AnyFunction, name: str, description: str | None, bare: bool) -> None:
+    """Warn, at the decorator, about what leaves the model guessing: no description, or a parameter with no type.
+
+    `Any` is a type someone chose; a missing annotation is one someone forgot.
+    """
     where = 4 if bare else 3  # the line with the decorator: through `wrap`, and `tool` when used bare
     if not description:
         message = f"the tool {name!r} has no docstring or description: the model sees only its name"
         warnings.warn(message, UserWarning, stacklevel=where)
-    untyped = [param for param, each in (schema.get("properties") or {}).items() if each == {}]
+    parameters = inspect.signature(function).parameters.values()
+    untyped = [p.name for p in parameters if p.annotation is inspect.Parameter.empty]
     if untyped:
         listed = ", ".join(repr(param) for param in untyped)
         message = f"the tool {name!r} has parameters without a type annotation ({listed}): the model may send any value"

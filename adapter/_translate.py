@@ -1,27 +1,36 @@
 """One model step: the backend's stream translated into AG-UI events, and collected in its `Step`.
 
-`Step` is what the step said and called, as the assistant messages (`Segment`s) it adds to the conversation.
+`Step` is what the step reasoned, said and called, as the messages (`Segment`s: the reasoning that led to an
+assistant message, the message, the answers to the calls the backend ran) it adds to the conversation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from ag_ui.core import (
     AssistantMessage,
     BaseEvent,
+    ContentPart,
     EventType,
     FunctionCall,
     Interrupt,
     Message,
+    ReasoningEncryptedValueEvent,
     ReasoningEndEvent,
+    ReasoningMessage,
+    ReasoningMessageChunkEvent,
+    ReasoningMessageContentEvent,
     ReasoningMessageEndEvent,
+    ReasoningMessageStartEvent,
+    ReasoningStartEvent,
     ResumeEntry,
     RunAgentInput,
     StepFinishedEvent,
+    SubagentErrorEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
@@ -37,10 +46,10 @@ from adapter._conversation import HistoryView, chosen_view
 from adapter._errors import AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
-from adapter._jsonpatch import MAX_PATCHED_BYTES
+from adapter._jsonpatch import MAX_PATCHED_BYTES, WORK_FACTOR, PatchedDocument, StateWork
 from adapter._limits import id_problem
 from adapter._predict import Predictor
-from adapter._state import advance_state
+from adapter._state import follow, shared
 from adapter._types import (
     JSON,
     Backend,
@@ -51,6 +60,7 @@ from adapter._types import (
     LateToolResult,
     ModelRequest,
     Passthrough,
+    ReasoningDelta,
     TextDelta,
     ToolCall,
     ToolCallChunk,
@@ -59,6 +69,28 @@ from adapter._types import (
 from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.translate")
+
+_WholeCall = ToolCall | ExecutedToolCall | DeferredToolCall
+_REASONING: Final = frozenset(
+    {
+        EventType.REASONING_START,
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_CONTENT,
+        EventType.REASONING_MESSAGE_CHUNK,
+        EventType.REASONING_MESSAGE_END,
+        EventType.REASONING_END,
+        EventType.REASONING_ENCRYPTED_VALUE,
+    }
+)
+_THOUGHT_WRITERS: Final = frozenset(
+    {
+        EventType.REASONING_START,
+        EventType.REASONING_MESSAGE_START,
+        EventType.REASONING_MESSAGE_CONTENT,
+        EventType.REASONING_MESSAGE_CHUNK,
+    }
+)
+"""The reasoning events that name a message the run may store (a span's id names one when only its value comes)."""
 
 
 def model_request(
@@ -110,7 +142,7 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
     except Exception as exc:
         log.exception("backend failed on thread %s", request.thread_id)
         raise BackendError("The agent backend failed.") from exc
-    for event in step.close_text() + settle_deferred(step):
+    for event in step.close_reasoning() + step.close_text() + settle_deferred(step):
         yield event
 
 
@@ -118,18 +150,20 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
     _check_ids(item)
     _check_new_call(item, step)
+    if isinstance(item, ReasoningDelta):
+        return _reasoning(item, step)
+    thought = step.close_reasoning() if isinstance(item, TextDelta | ToolCallChunk | _WholeCall) else []
     if isinstance(item, TextDelta):
-        return _text(item, step)
+        return thought + _text(item, step)
     if isinstance(item, ToolCallChunk):
-        return _chunk(item, step)
+        return thought + _chunk(item, step)
     if isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
         entered = [] if item.id in step.streaming else _enter(step, item.message_id)
-        return step.close_text() + entered + _call(item, step)
+        return thought + step.close_text() + entered + _call(item, step)
     if isinstance(item, LateToolResult):
         return _late_result(item, step)
     if isinstance(item, Passthrough):
-        step.track(item.event)
-        return [item.event]
+        return _passthrough(item.event, step)
     if isinstance(item, BackendInterrupt):
         _check_interrupts(item, step)
         step.interrupts.extend(item.interrupts)
@@ -211,9 +245,11 @@ def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:
         yield "tool call id", item.id
     if isinstance(item, LateToolResult):
         yield "tool call id", item.tool_call_id
-    if isinstance(item, TextDelta | ToolCall | ExecutedToolCall | DeferredToolCall | LateToolResult):
+    if isinstance(item, TextDelta | ReasoningDelta | ToolCall | ExecutedToolCall | DeferredToolCall | LateToolResult):
         if item.message_id is not None:
             yield "message id", item.message_id
+    if isinstance(item, Passthrough) and (thought := _thought_id(item.event)) is not None:
+        yield "message id", thought
     if isinstance(item, ExecutedToolCall) and item.result_id is not None:
         yield "message id", item.result_id
     if isinstance(item, BackendInterrupt):
@@ -235,6 +271,111 @@ def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
     step.current.text.append(delta.text)
     events.append(TextMessageContentEvent(message_id=step.current.message_id, delta=delta.text))
     return events
+
+
+def _reasoning(delta: ReasoningDelta, step: Step) -> list[BaseEvent]:
+    """A piece of reasoning: opens a reasoning message at its first piece (or at a new id), then streams each piece."""
+    if not delta.text and delta.encrypted_value is None:
+        return []
+    events: list[BaseEvent] = []
+    thought = step.thoughts.get(step.thinking or "")
+    if thought is not None and delta.message_id not in (None, thought.named):
+        events += step.close_reasoning()
+        thought = None
+    if thought is None:
+        named = delta.message_id
+        message_id = named if named is not None and step.free(named) else new_id("msg")
+        events += _open_thought(step, message_id, named)
+        thought, step.thinking = step.thoughts[message_id], message_id
+        events += [ReasoningStartEvent(message_id=message_id), ReasoningMessageStartEvent(message_id=message_id)]
+    if delta.text:
+        thought.text.append(delta.text)
+        events.append(ReasoningMessageContentEvent(message_id=thought.message_id, delta=delta.text))
+    if delta.encrypted_value is not None:
+        step.encrypted[("message", thought.message_id)] = delta.encrypted_value
+        events.append(
+            ReasoningEncryptedValueEvent(
+                subtype="message", entity_id=thought.message_id, encrypted_value=delta.encrypted_value
+            )
+        )
+    return events
+
+
+def _open_thought(step: Step, message_id: str, named: str | None = None) -> list[BaseEvent]:
+    """Start a reasoning message before the assistant message being written, or before a new one if it said anything.
+
+    Reasoning leads to what follows it: stored in its place, it goes back to the model before the answer it led to.
+    """
+    events: list[BaseEvent] = []
+    if step.said_anything():
+        events = step.close_text()
+        step.segments.append(Segment(new_id("msg")))
+    thought = Thought(message_id, named)
+    step.current.reasoning.append(thought)
+    step.thoughts[message_id] = thought
+    step.taken.add(message_id)  # one id, one message: no later message of the step takes it
+    return events
+
+
+def _passthrough(event: BaseEvent, step: Step) -> list[BaseEvent]:
+    """Forward an event as it came; the agent's own reasoning is kept too, as reasoning messages."""
+    kept = _keep_reasoning(event, step) if _own_reasoning(event) else []
+    step.track(event)
+    return [*kept, event]
+
+
+def _own_reasoning(event: BaseEvent) -> bool:
+    """Whether `event` is a reasoning event of the agent itself, not of a sub-agent: one the run stores."""
+    return event.type in _REASONING and getattr(event, "subagent_run_id", None) is None
+
+
+def _thought_id(event: BaseEvent) -> str | None:
+    """The id of the reasoning message (or span) an event of the agent's own reasoning opens or writes, if any."""
+    if event.type not in _THOUGHT_WRITERS or not _own_reasoning(event):
+        return None
+    message_id = getattr(event, "message_id", None)
+    return message_id if isinstance(message_id, str) else None
+
+
+def _keep_reasoning(event: BaseEvent, step: Step) -> list[BaseEvent]:
+    """Collect the agent's reasoning events into the step's reasoning messages, with their encrypted values.
+
+    A reasoning message whose id the thread already uses is forwarded, but not stored: one id is one message.
+    """
+    if isinstance(event, ReasoningEncryptedValueEvent):
+        step.encrypted[(event.subtype, event.entity_id)] = event.encrypted_value
+        if event.subtype == "message" and event.entity_id in step.spans and event.entity_id not in step.thoughts:
+            return _thought_of(step, event.entity_id)  # a span with no text: its message is the encrypted value
+        return []
+    if isinstance(event, ReasoningStartEvent):
+        step.spans.add(event.message_id)
+        return []
+    if isinstance(event, ReasoningMessageChunkEvent):
+        message_id, delta = event.message_id or step.chunked_thought, event.delta or ""
+        step.chunked_thought = message_id
+    elif isinstance(event, ReasoningMessageStartEvent | ReasoningMessageContentEvent):
+        message_id, delta = event.message_id, getattr(event, "delta", "")
+    else:
+        return []
+    if message_id is None:
+        return []
+    events = [] if message_id in step.thoughts else _thought_of(step, message_id)
+    step.thoughts[message_id].text.append(delta)
+    return events
+
+
+def _thought_of(step: Step, message_id: str) -> list[BaseEvent]:
+    """A reasoning message for an id the backend named: stored if the id is free, else only collected."""
+    if step.free(message_id):
+        return _open_thought(step, message_id)
+    log.warning("did not store reasoning message %s: another message has its id", ascii(message_id[:40]))
+    step.thoughts[message_id] = Thought(message_id)
+    return []
+
+
+def _content(content: str | Sequence[ContentPart]) -> str | list[ContentPart]:
+    """A result's content as a ToolMessage holds it: text, or its parts as a list."""
+    return content if isinstance(content, str) else list(content)
 
 
 def _chunk(item: ToolCallChunk, step: Step) -> list[BaseEvent]:
@@ -262,11 +403,10 @@ def _enter(step: Step, message_id: str | None) -> list[BaseEvent]:
     if message_id in step.taken or any(segment.message_id == message_id for segment in step.segments):
         return []  # a name already used would reopen a message (TXT-3): keep writing where we are
     events = step.close_text()
-    current = step.current
-    if current.text or current.calls or current.answers or any(seg is current for seg, _ in step.streaming.values()):
+    if step.said_anything():
         step.segments.append(Segment(message_id))
     else:
-        current.message_id = message_id
+        step.current.message_id = message_id
     return events
 
 
@@ -295,7 +435,9 @@ def _call(item: ToolCall | ExecutedToolCall | DeferredToolCall, step: Step) -> l
     if isinstance(item, DeferredToolCall):
         step.deferred.add(item.id)
         return events
-    answer = ToolMessage(id=_fresh(step, item.result_id), tool_call_id=item.id, content=item.content, error=item.error)
+    answer = ToolMessage(
+        id=_fresh(step, item.result_id), tool_call_id=item.id, content=_content(item.content), error=item.error
+    )
     segment.answers.append(answer)
     events.append(result_event(answer))
     return events
@@ -319,7 +461,10 @@ def _late_result(item: LateToolResult, step: Step) -> list[BaseEvent]:
         log.warning("ignored the backend's result for call %s, which it did not defer", item.tool_call_id)
         return []
     answer = ToolMessage(
-        id=_fresh(step, item.message_id), tool_call_id=item.tool_call_id, content=item.content, error=item.error
+        id=_fresh(step, item.message_id),
+        tool_call_id=item.tool_call_id,
+        content=_content(item.content),
+        error=item.error,
     )
     if item.provisional:
         step.provisional[item.tool_call_id] = answer  # the latest one stands, unless a final one comes
@@ -374,21 +519,35 @@ def tool_call_events(call: ToolCall, parent_message_id: str) -> list[BaseEvent]:
 
 
 @dataclass(slots=True)
+class Thought:
+    """A reasoning message of a step, collected as it streams."""
+
+    message_id: str
+    named: str | None = None
+    """The id the backend gave it (`ReasoningDelta.message_id`), which the engine may have replaced."""
+    text: list[str] = field(default_factory=list)
+
+    def message(self) -> ReasoningMessage:
+        return ReasoningMessage(id=self.message_id, content="".join(self.text))
+
+
+@dataclass(slots=True)
 class Segment:
-    """One assistant message of a step: text, then the calls made after it."""
+    """One assistant message of a step: the reasoning that led to it, its text, then the calls made after it."""
 
     message_id: str
     text: list[str] = field(default_factory=list)
     calls: list[WireToolCall] = field(default_factory=list)
     answers: list[ToolMessage] = field(default_factory=list)
     """Results of the calls the backend ran itself."""
+    reasoning: list[Thought] = field(default_factory=list)
 
     def messages(self) -> list[Message]:
-        """The assistant message, followed by the answers the backend gave its own calls."""
+        """The reasoning messages, the assistant message, then the answers the backend gave its own calls."""
         assistant = AssistantMessage(
             id=self.message_id, content="".join(self.text) or None, tool_calls=self.calls or None
         )
-        return [assistant, *self.answers]
+        return [*(thought.message() for thought in self.reasoning), assistant, *self.answers]
 
 
 @dataclass(slots=True)
@@ -433,10 +592,25 @@ class Step:
     """The run's state, moved by the backend's STATE_SNAPSHOT and STATE_DELTA events as they stream."""
     max_state_bytes: int = MAX_PATCHED_BYTES
     """The most one of those deltas may build (`Adapter(max_state_bytes=...)`)."""
+    state_work: StateWork | None = None
+    """What following the state may copy beyond what its deltas bring (the state before the step's first delta,
+    `copy` operations); `WORK_FACTOR` times `max_state_bytes` for the step when none is given."""
+    state_document: PatchedDocument | None = field(default=None, init=False, repr=False)
+    """`state`, as the deltas change it in place: copied once, before the first delta, not once per delta."""
     predictor: Predictor = field(default_factory=Predictor)
     """The state the calls' arguments predict, as they stream (`Adapter(predict_state=...)`)."""
     streaming: dict[str, tuple[Segment, list[str]]] = field(default_factory=dict)
     """Calls whose arguments are streaming (`ToolCallChunk`): the message they belong to, the text sent so far."""
+    thoughts: dict[str, Thought] = field(default_factory=dict)
+    """The step's reasoning messages by id: the backend's `ReasoningDelta`s and the agent's passthrough reasoning."""
+    thinking: str | None = None
+    """The reasoning message the backend's `ReasoningDelta`s are writing, while it is open."""
+    spans: set[str] = field(default_factory=set)
+    """The ids of the reasoning spans a passthrough `REASONING_START` opened."""
+    chunked_thought: str | None = None
+    """The reasoning message the last `REASONING_MESSAGE_CHUNK` wrote: a chunk without an id continues it."""
+    encrypted: dict[tuple[str, str], str] = field(default_factory=dict)
+    """The encrypted values the backend gave, by (subtype, entity id): kept on the message or call they name."""
 
     def __post_init__(self) -> None:
         self.segments.append(Segment(self.message_id))
@@ -447,8 +621,34 @@ class Step:
         return self.segments[-1]
 
     def messages(self) -> list[Message]:
-        """The step's messages, in order, as they join the conversation."""
-        return [*self.late, *(message for segment in self.segments for message in segment.messages())]
+        """The step's messages, in order, as they join the conversation, with the encrypted values that name them."""
+        said = [*self.late, *(message for segment in self.segments for message in segment.messages())]
+        return [_sealed(message, self.encrypted) for message in said] if self.encrypted else said
+
+    def said_anything(self) -> bool:
+        """Whether the assistant message being written has text, calls or answers (a call streaming counts)."""
+        current = self.current
+        return bool(
+            current.text
+            or current.calls
+            or current.answers
+            or any(segment is current for segment, _ in self.streaming.values())
+        )
+
+    def free(self, message_id: str) -> bool:
+        """Whether a message the backend names may take `message_id`: neither the thread nor the step uses it."""
+        return (
+            message_id not in self.taken
+            and message_id not in self.thoughts
+            and all(segment.message_id != message_id for segment in self.segments)
+        )
+
+    def close_reasoning(self) -> list[BaseEvent]:
+        """End the reasoning message the backend's `ReasoningDelta`s are writing, if one is open."""
+        if self.thinking is None:
+            return []
+        message_id, self.thinking = self.thinking, None
+        return [ReasoningMessageEndEvent(message_id=message_id), ReasoningEndEvent(message_id=message_id)]
 
     def close_text(self) -> list[BaseEvent]:
         """End the step's text message if it is open."""
@@ -459,7 +659,8 @@ class Step:
 
     def close_all(self) -> list[BaseEvent]:
         """End everything the step left open, innermost first: for a run that fails mid-step."""
-        closing = self.close_text() + [ToolCallEndEvent(tool_call_id=call_id) for call_id in self.streaming]
+        closing = self.close_reasoning() + self.close_text()
+        closing += [ToolCallEndEvent(tool_call_id=call_id) for call_id in self.streaming]
         closing += list(reversed(self.closers.values()))
         self.streaming.clear()
         self.closers.clear()
@@ -473,20 +674,66 @@ class Step:
         """
         kind = event.type
         if kind in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA):
-            self.state = advance_state(self.state, [event], self.max_state_bytes)
+            if self.state_document is None:
+                if self.state_work is None:
+                    self.state_work = StateWork(WORK_FACTOR * self.max_state_bytes)
+                self.state_document = shared(self.state, self.max_state_bytes, self.state_work)
+            follow(self.state_document, event)
+            if self.state_document.changed:
+                self.state = self.state_document.value
             self.predictor.rebase()
-        elif kind == EventType.STEP_STARTED:
-            name = getattr(event, "step_name", "")
-            self.closers[f"step:{name}"] = StepFinishedEvent(step_name=name)
-        elif kind == EventType.STEP_FINISHED:
-            self.closers.pop(f"step:{getattr(event, 'step_name', '')}", None)
-        elif kind == EventType.REASONING_START:
-            message_id = getattr(event, "message_id", "")
-            self.closers[f"reasoning:{message_id}"] = ReasoningEndEvent(message_id=message_id)
-        elif kind == EventType.REASONING_END:
-            self.closers.pop(f"reasoning:{getattr(event, 'message_id', '')}", None)
-        elif kind == EventType.REASONING_MESSAGE_START:
-            message_id = getattr(event, "message_id", "")
-            self.closers[f"reasoning-message:{message_id}"] = ReasoningMessageEndEvent(message_id=message_id)
-        elif kind == EventType.REASONING_MESSAGE_END:
-            self.closers.pop(f"reasoning-message:{getattr(event, 'message_id', '')}", None)
+        elif kind in _OPENERS:
+            family, key = _OPENERS[kind]
+            name = str(getattr(event, key, ""))
+            self.closers[f"{family}:{name}"] = _CLOSING[family](name, getattr(event, "subagent_run_id", None))
+        elif kind in _CLOSERS:
+            family, key = _CLOSERS[kind]
+            self.closers.pop(f"{family}:{getattr(event, key, '')}", None)
+
+
+def _sealed(message: Message, encrypted: Mapping[tuple[str, str], str]) -> Message:
+    """`message` with the encrypted values the backend gave it and its calls (`REASONING_ENCRYPTED_VALUE`)."""
+    update: dict[str, Any] = {}
+    value = encrypted.get(("message", message.id))
+    if value is not None and "encrypted_value" in type(message).model_fields:
+        update["encrypted_value"] = value
+    if isinstance(message, AssistantMessage) and message.tool_calls:
+        sealed = [_sealed_call(call, encrypted) for call in message.tool_calls]
+        if sealed != message.tool_calls:
+            update["tool_calls"] = sealed
+    return message.model_copy(update=update) if update else message
+
+
+def _sealed_call(call: WireToolCall, encrypted: Mapping[tuple[str, str], str]) -> WireToolCall:
+    value = encrypted.get(("tool-call", call.id))
+    return call if value is None else call.model_copy(update={"encrypted_value": value})
+
+
+_OPENERS: Final = {
+    EventType.STEP_STARTED: ("step", "step_name"),
+    EventType.REASONING_START: ("reasoning", "message_id"),
+    EventType.REASONING_MESSAGE_START: ("reasoning-message", "message_id"),
+    EventType.TEXT_MESSAGE_START: ("text", "message_id"),
+    EventType.TOOL_CALL_START: ("call", "tool_call_id"),
+    EventType.SUBAGENT_STARTED: ("subagent", "subagent_run_id"),
+}
+"""What a passthrough event opens (a sub-agent's text and calls pass through too), by family and the key it names."""
+_CLOSERS: Final = {
+    EventType.STEP_FINISHED: ("step", "step_name"),
+    EventType.REASONING_END: ("reasoning", "message_id"),
+    EventType.REASONING_MESSAGE_END: ("reasoning-message", "message_id"),
+    EventType.TEXT_MESSAGE_END: ("text", "message_id"),
+    EventType.TOOL_CALL_END: ("call", "tool_call_id"),
+    EventType.SUBAGENT_FINISHED: ("subagent", "subagent_run_id"),
+    EventType.SUBAGENT_ERROR: ("subagent", "subagent_run_id"),
+}
+SUBAGENT_LEFT: Final = "The run ended before the subagent finished."
+_CLOSING: Final[dict[str, Callable[[str, str | None], BaseEvent]]] = {
+    "step": lambda name, subagent: StepFinishedEvent(step_name=name, subagent_run_id=subagent),
+    "reasoning": lambda name, subagent: ReasoningEndEvent(message_id=name, subagent_run_id=subagent),
+    "reasoning-message": lambda name, subagent: ReasoningMessageEndEvent(message_id=name, subagent_run_id=subagent),
+    "text": lambda name, subagent: TextMessageEndEvent(message_id=name, subagent_run_id=subagent),
+    "call": lambda name, subagent: ToolCallEndEvent(tool_call_id=name, subagent_run_id=subagent),
+    "subagent": lambda name, _: SubagentErrorEvent(subagent_run_id=name, message=SUBAGENT_LEFT),
+}
+"""The event that ends what each family opened, for a run that fails first, attributed as its opener was."""

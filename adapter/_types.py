@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeAlias, runtime_checkable
 
-from ag_ui.core import AssistantMessage, BaseEvent, Context, Interrupt, Message, ResumeEntry, Tool
+from ag_ui.core import AssistantMessage, BaseEvent, ContentPart, Context, Interrupt, Message, ResumeEntry, Tool
 from pydantic import BaseModel
 
 JSON: TypeAlias = Any
@@ -27,7 +27,12 @@ class ModelRequest:
     """
 
     messages: Sequence[Message]
-    """Model-visible messages only: no activity or reasoning messages, no tool call without its answer."""
+    """Model-visible messages only: no activity messages, no tool call without its answer.
+
+    Reasoning messages (`ReasoningMessage`, role "reasoning") stay in their place, before the assistant
+    message they led to, with their `encrypted_value`: a backend that takes reasoning back sends them (an
+    upstream AG-UI agent gets them as they came), any other skips them.
+    """
     tools: Sequence[Tool]
     """Backend, injected frontend and control tools, as the model should see them (`is_client_tool` tells which)."""
     context: Sequence[Context] = ()
@@ -69,6 +74,24 @@ class TextDelta:
     text: str
     message_id: str | None = field(default=None, compare=False)
     """The id the backend gave the assistant message, when it keeps its own history (see `ToolCall`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    """A piece of the model's reasoning, streamed as it arrives, before the text and calls it leads to.
+
+    The engine streams it as a reasoning message (`REASONING_START`, `REASONING_MESSAGE_START`, `..._CONTENT`,
+    then `..._END` and `REASONING_END` once anything else comes) and stores it as a `ReasoningMessage`
+    right before the assistant message that follows it; later steps find it in `ModelRequest.messages`.
+    """
+
+    text: str
+    message_id: str | None = field(default=None, compare=False)
+    """The id the backend gave the reasoning message: another id than the open one's starts a new one.
+    None: the open one goes on, or one with an id the engine mints starts."""
+    encrypted_value: str | None = None
+    """The provider's opaque artefact for this reasoning message (a thinking signature): streamed untouched as a
+    `REASONING_ENCRYPTED_VALUE` and kept on the stored message, so that it goes back with it; the last one stands."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +148,8 @@ class ExecutedToolCall:
     id: str
     name: str
     arguments: str
-    content: str
+    content: str | Sequence[ContentPart]
+    """The result: text, or content parts (text, image, audio, ...) kept as parts."""
     error: str | None = None
     message_id: str | None = field(default=None, compare=False)
     """The assistant message's id, as for `ToolCall`."""
@@ -156,7 +180,8 @@ class LateToolResult:
     """
 
     tool_call_id: str
-    content: str
+    content: str | Sequence[ContentPart]
+    """The result: text, or content parts kept as parts."""
     error: str | None = None
     message_id: str | None = field(default=None, compare=False)
     """The id of the tool message that holds the result, when the backend names it."""
@@ -165,9 +190,12 @@ class LateToolResult:
 
 @dataclass(frozen=True, slots=True)
 class Passthrough:
-    """An AG-UI event the backend produced that has no engine meaning: state, steps, reasoning.
+    """An AG-UI event the backend produced that the engine does not derive itself, forwarded as it is.
 
-    The engine forwards it as it is, and closes any step or reasoning it left open if the run fails.
+    State, steps, reasoning, activity, sub-agents' work, custom and raw events. The engine closes any step,
+    reasoning or sub-agent's message or call it left open if the run fails. Reasoning events of the agent itself
+    (no `subagent_run_id`) are also stored as reasoning messages, with the `REASONING_ENCRYPTED_VALUE`s that
+    name them, and state events move the turn's state.
     """
 
     event: BaseEvent
@@ -186,6 +214,7 @@ class BackendInterrupt:
 
 BackendItem: TypeAlias = (
     TextDelta
+    | ReasoningDelta
     | ToolCall
     | ToolCallChunk
     | Usage

@@ -4,7 +4,8 @@ Two passes. The first walks the raw JSON without recursion and enforces the size
 and that the document is JSON at all; when it fails (``not-json``, ``max-depth``, ``max-nodes``,
 ``max-bytes``) the second pass is skipped, so a bomb costs at most ``max_nodes`` steps. The second pass
 reports every other violation at once: the Draft 2020-12 meta-schema, unknown keywords, markup in text,
-regexes, references and identifiers.
+regexes, references and identifiers, and the size of the schema once its references are expanded
+(``max-expansion``, counted in time linear in the document: ``schema_tools._expansion``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from typing import Any
 
 from schema_tools._errors import PolicyViolation, SchemaPolicyError
+from schema_tools._expansion import unfolded_size
 from schema_tools._pointer import pointer
 from schema_tools._policy import DEFAULT_POLICY, SchemaPolicy
 from schema_tools._schema_walk import SchemaWalk, enum_violation
@@ -45,6 +47,9 @@ def check_schema(schema: object, *, policy: SchemaPolicy = DEFAULT_POLICY) -> No
       ``dynamic-ref`` (``$dynamicRef`` is refused), ``id`` (``$id`` only at the root and only as a
       ``urn:``), ``schema-dialect`` (``$schema`` only at the root and only the 2020-12 URI),
       ``vocabulary`` (``$vocabulary`` belongs in meta-schemas).
+    - ``max-expansion``: more than ``max_expansion`` JSON values once every ``$ref`` is replaced by the
+      schema it names (a reference inside a recursion counts once); the pointer is the smallest schema
+      found over the limit.
 
     Nothing is ever fetched.
 
@@ -73,6 +78,10 @@ def _violations(schema: object, policy: SchemaPolicy) -> list[PolicyViolation]:
     if policy.require_object_root and schema.get("type") != "object":
         found.append(PolicyViolation("", "root-object", 'the root must declare "type": "object"'))
     found += SchemaWalk(schema, policy).run()
+    unfolded = unfolded_size(schema, policy.max_expansion)
+    if unfolded.where is not None and not any(violation.rule == "max-enum" for violation in found):  # counted once
+        message = f"more than {policy.max_expansion} JSON values once its references are expanded"
+        found.append(PolicyViolation(unfolded.where, "max-expansion", message))
     return list(dict.fromkeys(found))
 
 

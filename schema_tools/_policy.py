@@ -18,6 +18,9 @@ class SchemaPolicy:
         max_enum: Most entries in one ``enum``.
         max_string_length: Longest string anywhere in the schema, object keys included.
         max_pattern_length: Longest ``pattern`` or ``patternProperties`` key.
+        max_expansion: Most JSON values once every ``$ref`` is replaced by the schema it names (see
+            ``schema_tools._expansion``): what evaluating the schema against one value may cost. A 1 KB
+            schema whose levels each say ``allOf: [next, next]`` is 2^n values once expanded.
         require_object_root: The root must declare ``"type": "object"``.
     """
 
@@ -27,6 +30,7 @@ class SchemaPolicy:
     max_enum: int = 1_000
     max_string_length: int = 10_000
     max_pattern_length: int = 1_000
+    max_expansion: int = 100_000
     require_object_root: bool = False
 
 
@@ -40,6 +44,7 @@ STRICT_TOOL_POLICY = SchemaPolicy(
     max_enum=256,
     max_string_length=4_000,
     max_pattern_length=256,
+    max_expansion=10_000,
     require_object_root=True,
 )
 """For untrusted schemas, such as the tool parameters a client sends in ``RunAgentInput.tools``."""

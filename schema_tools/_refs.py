@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
@@ -11,7 +11,7 @@ from schema_tools._pointer import unescape
 __all__ = ["RefGraph", "resolve"]
 
 
-def resolve(ref: str, anchors: Mapping[str, str], schemas: set[str], root: object) -> str | None:
+def resolve(ref: str, anchors: Mapping[str, str], schemas: Container[str], root: object) -> str | None:
     """Return the pointer of the schema that local `ref` names, or ``None`` when there is none.
 
     Accepted forms: ``"#"``, ``"#/json/pointer"`` (percent-decoded, then RFC 6901) and ``"#anchor"``.

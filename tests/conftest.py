@@ -9,13 +9,13 @@ import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol, TypeVar
 
 import httpx
 import pytest
 import uvicorn
 from agui import ORDER, Client
+from clock import Clock
 from externals import in_ci, missing_chromium, missing_copilotkit, missing_framework, missing_node, missing_strands
 from hypothesis import HealthCheck, settings
 from offices import Office, OpenOffice, by_header
@@ -191,20 +191,6 @@ class Kit:
             explode,
             refuse,
         ]
-
-
-class Clock:
-    """A settable clock for `Adapter(clock=...)`."""
-
-    def __init__(self) -> None:
-        self.now = datetime(2030, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, delta: timedelta) -> None:
-        """Move time forward."""
-        self.now += delta
 
 
 @dataclass

@@ -20,6 +20,12 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     invents-in-record  the same, but the invented answer is only stored: the thread read shows it
     keeps-history      the client's history replaces the record: a second answer, a rewrite or a replacement is kept
     echoes-answers     the reply to a tool message quotes it, as a model that was sent it does
+    reuses-result-ids  every result for a call reuses the messageId of its first one (with not-once: a replay or a
+                       concurrent copy runs the refund again, and reports it under the old id)
+    invalid-is-denial  a resolved payload without a boolean `approved` is taken as a denial: the call is answered
+    recursive-schema   the interrupt's responseSchema is {"$ref": "#"}
+    endless-stream     every run streams text after RUN_STARTED and never ends (`sent` counts its bytes)
+    endless-executions `GET /executions` answers a body that never ends (`sent` counts its bytes)
 
 `GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread. `GET
 /threads/ID` answers `{"messages": [...]}`: the record, which keeps the first answer of each call and rewrites nothing.
@@ -30,18 +36,20 @@ from __future__ import annotations
 import json
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 Event = dict[str, Any]
 APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
 MISSING = "No result was recorded for this tool call."
+ENDLESS_UP_TO = 1 << 16
+"""Chunks an endless body sends at most (1 KiB each), so that a missing limit fails a test instead of hanging it."""
 
 
 def _id(prefix: str) -> str:
@@ -61,6 +69,10 @@ class FaultyTarget:
     """Per thread: open interrupt id -> the refund call it gates."""
     record: dict[str, list[Event]] = field(default_factory=dict)
     """Per thread: the messages as the server keeps them (`GET /threads/ID`)."""
+    result_ids: dict[str, str] = field(default_factory=dict)
+    """Per call: the messageId of its first result (reuses-result-ids)."""
+    sent: int = 0
+    """Bytes an endless body sent."""
 
     @property
     def app(self) -> Starlette:
@@ -73,7 +85,15 @@ class FaultyTarget:
         )
 
     async def count(self, request: Request) -> Response:
+        if "endless-executions" in self.faults:
+            return StreamingResponse(self._endless(b'{"executions": 0', b" " * 1024), media_type="application/json")
         return JSONResponse({"executions": self.executions[request.query_params["thread"]]})
+
+    async def _endless(self, first: bytes, then: bytes) -> AsyncIterator[bytes]:
+        yield first
+        for _ in range(ENDLESS_UP_TO):
+            self.sent += len(then)
+            yield then
 
     async def read(self, request: Request) -> Response:
         record = self.record.get(request.path_params["thread"])
@@ -86,6 +106,14 @@ class FaultyTarget:
             return JSONResponse({"error": {"code": "REFUSED", "message": "not today"}}, status_code=400)
         body = json.loads(await request.body())
         thread, run = body["threadId"], body["runId"]
+        if "endless-stream" in self.faults:
+            started = {"type": "RUN_STARTED", "threadId": thread, "runId": run, "protocolVersion": "1.0"}
+            opened = {"type": "TEXT_MESSAGE_START", "messageId": "endless", "role": "assistant"}
+            text = {"type": "TEXT_MESSAGE_CONTENT", "messageId": "endless", "delta": "x" * 960}
+            first, then = (
+                b"".join(f"data: {json.dumps(e)}\n\n".encode() for e in part) for part in ((started, opened), (text,))
+            )
+            return StreamingResponse(self._endless(first, then), media_type="text/event-stream")
         events = [
             {"type": "RUN_STARTED", "threadId": thread, "runId": run, "protocolVersion": "1.0"},
             *self._turn(thread, body),
@@ -154,6 +182,8 @@ class FaultyTarget:
             yield from self._result(thread, call_id, "refunded A1")
             return
         interrupt: Event = {"id": _id("int"), "reason": "tool_call", "toolCallId": call_id, "responseSchema": APPROVAL}
+        if "recursive-schema" in self.faults:
+            interrupt["responseSchema"] = {"$ref": "#"}
         if "names-no-call" in self.faults:
             del interrupt["toolCallId"]
         if "adk-metadata" in self.faults:
@@ -174,6 +204,8 @@ class FaultyTarget:
                 return
             given = entry.get("payload")
             payload = given if isinstance(given, dict) else {}
+            if "invalid-is-denial" in self.faults and not isinstance(payload.get("approved"), bool):
+                payload = {"approved": False}
             if entry.get("status") == "resolved" and not isinstance(payload.get("approved"), bool):
                 yield {"type": "RUN_ERROR", "code": "RESUME_PAYLOAD_INVALID", "message": "approved must be a boolean"}
                 return
@@ -185,7 +217,10 @@ class FaultyTarget:
         yield from _text("Done.")
 
     def _result(self, thread: str, call_id: str, content: str) -> Iterator[Event]:
-        message = {"id": _id("result"), "role": "tool", "toolCallId": call_id, "content": content}
+        message_id = _id("result")
+        if "reuses-result-ids" in self.faults:
+            message_id = self.result_ids.setdefault(call_id, message_id)
+        message = {"id": message_id, "role": "tool", "toolCallId": call_id, "content": content}
         self.record.setdefault(thread, []).append(message)
         if "snapshot-only" in self.faults:
             yield {"type": "MESSAGES_SNAPSHOT", "messages": [message]}

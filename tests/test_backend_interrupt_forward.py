@@ -15,7 +15,7 @@ from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelR
 from adapter.stores import MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
-    from conftest import Clock
+    from clock import Clock
 
 LEASE = timedelta(minutes=5)
 SCHEMA = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}

@@ -26,7 +26,7 @@ from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore
 
 if TYPE_CHECKING:
-    from conftest import Clock
+    from clock import Clock
 
 LEASE = timedelta(minutes=5)
 ROOT = Path(__file__).resolve().parent.parent

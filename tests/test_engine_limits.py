@@ -12,7 +12,8 @@ from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, StoreConflict, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
-    from conftest import Clock, Kit, MakeAdapter, Serve
+    from clock import Clock
+    from conftest import Kit, MakeAdapter, Serve
 
 
 class BrokenStore(MemoryStore):

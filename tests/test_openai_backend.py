@@ -511,7 +511,7 @@ def test_no_state_message_when_turned_off_or_there_is_no_state(
     assert [m["role"] for m in body["messages"]] == ["user"]
 
 
-def test_image_parts_are_mapped_and_unusable_parts_skipped(
+def test_image_and_audio_parts_are_mapped_and_unusable_parts_skipped(
     make_backend: MakeBackend, caplog: pytest.LogCaptureFixture
 ) -> None:
     parts = [
@@ -520,6 +520,8 @@ def test_image_parts_are_mapped_and_unusable_parts_skipped(
         ImagePart(source=DataSource(value="iVBORw0KGgo=", mime_type="image/png")),
         ImagePart(source=FileSource(value="file-abc123", provider="openai")),
         AudioPart(source=DataSource(value="UklGRg==", mime_type="audio/wav")),
+        AudioPart(source=DataSource(value="T2dnUw==", mime_type="audio/ogg")),
+        AudioPart(source=UrlSource(value="https://audio.test/a.mp3")),
     ]
 
     with caplog.at_level(logging.WARNING, logger="adapter.backends.openai"):
@@ -532,12 +534,14 @@ def test_image_parts_are_mapped_and_unusable_parts_skipped(
                 {"type": "text", "text": "What is this?"},
                 {"type": "image_url", "image_url": {"url": "https://img.test/cat.png"}},
                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+                {"type": "input_audio", "input_audio": {"data": "UklGRg==", "format": "wav"}},
             ],
         }
     ]
     assert [r.getMessage() for r in caplog.records] == [
         "skipped a image (file source) part that the chat-completions request cannot carry",
         "skipped a audio (data source) part that the chat-completions request cannot carry",
+        "skipped a audio (url source) part that the chat-completions request cannot carry",
     ]
 
 

@@ -18,7 +18,8 @@ from adapter.backends import ScriptedBackend
 from adapter.stores import StoredThread
 
 if TYPE_CHECKING:
-    from conftest import Clock, Connect, Kit, MakeAdapter, Serve, Served
+    from clock import Clock
+    from conftest import Connect, Kit, MakeAdapter, Serve, Served
 
 
 @dataclass

@@ -6,15 +6,12 @@ import asyncio
 import json
 import tracemalloc
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
 import pytest
 from agui import run_events, run_input, user
-from hypothesis import given
-from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -22,7 +19,6 @@ from starlette.routing import Route
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import AGUIUpstream, BackendError, BackendItem, ModelRequest, TextDelta, UpstreamLimits
-from adapter.backends._upstream_limits import body_lines  # private on purpose: the line splitter, chunk by chunk
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -234,28 +230,6 @@ def test_each_limit_must_be_a_positive_number(value: Any) -> None:
     for name in ("max_event_bytes", "max_bytes", "max_events", "event_timeout", "run_timeout"):
         with pytest.raises(ConfigurationError, match=name):
             UpstreamLimits(**{name: value})
-
-
-@given(
-    lines=st.lists(
-        st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n"), max_size=20),
-        max_size=8,
-    ),
-    ending=st.sampled_from(["\n", "\r", "\r\n"]),
-    cuts=st.lists(st.integers(min_value=1, max_value=6), min_size=1, max_size=10),
-)
-async def test_lines_split_the_same_at_every_chunk_boundary(lines: list[str], ending: str, cuts: list[int]) -> None:
-    raw = "".join(line + ending for line in lines).encode()
-
-    async def chunks() -> AsyncIterator[bytes]:
-        start, i = 0, 0
-        while start < len(raw):
-            size = cuts[i % len(cuts)]
-            yield raw[start : start + size]
-            start, i = start + size, i + 1
-
-    response = httpx.Response(200, content=chunks())
-    assert [line async for line in body_lines(response, UpstreamLimits())] == lines
 
 
 async def test_an_upstream_copy_bomb_ends_the_run_before_it_reaches_the_client() -> None:

@@ -12,12 +12,12 @@ import asyncio
 import logging
 import os
 import random
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any, Final
 
 import httpx
 
-from adapter._errors import ConfigurationError
+from adapter._errors import BACKEND_ERROR, BackendError, ConfigurationError
 from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import (
@@ -28,8 +28,10 @@ from adapter.backends._openai_errors import (
     status_error,
     transport_error,
 )
-from adapter.backends._openai_messages import DeveloperRole, chat_messages, chat_tools
+from adapter.backends._openai_messages import DeveloperRole, ReasoningField, chat_messages, chat_tools
 from adapter.backends._openai_stream import StepReader, read_items
+from adapter.backends._upstream_limits import UpstreamLimits, read_data
+from adapter.client._limits import ACCEPTED_ENCODINGS
 
 log = logging.getLogger("adapter.backends.openai")
 
@@ -66,6 +68,13 @@ class OpenAIChatBackend(ClientOwner):
         provider: The provider label of the reported usage; guessed from the host when not given.
         send_state: Send `ModelRequest.state` (the shared state) as a system message after the context,
             so the model reads what the page and the tools wrote; False keeps it from the model.
+        limits: What one step's stream may send (line and event size, bytes after decompression, events,
+            time without an event, the whole step); past a limit the step fails with `UPSTREAM_LIMIT`. Not
+            given: `UpstreamLimits()`'s defaults.
+        reasoning_field: The assistant message field that takes the model's reasoning back on later requests:
+            "reasoning_content" (vLLM, DeepSeek, Qwen) or "reasoning" (OpenRouter, Ollama). None (the default):
+            reasoning streams and is stored, but is not sent back, as OpenAI and older servers refuse a field
+            they do not know.
     """
 
     def __init__(
@@ -87,9 +96,15 @@ class OpenAIChatBackend(ClientOwner):
         stream_usage: bool = True,
         provider: str | None = None,
         send_state: bool = True,
+        limits: UpstreamLimits | None = None,
+        reasoning_field: ReasoningField | None = None,
     ) -> None:
         if max_retries < 0 or retry_backoff < 0:
             raise ConfigurationError("max_retries and retry_backoff must not be negative")
+        if reasoning_field not in (None, "reasoning_content", "reasoning"):
+            raise ConfigurationError(
+                f"reasoning_field must be 'reasoning_content', 'reasoning' or None, not {reasoning_field!r}"
+            )
         self._url = _endpoint(base_url)
         self.extra_body = _extra_body(extra_body or {})
         self.model = model
@@ -106,6 +121,8 @@ class OpenAIChatBackend(ClientOwner):
         self.developer_role: DeveloperRole = developer_role
         self.stream_usage = stream_usage
         self.send_state = send_state
+        self.limits = limits or UpstreamLimits()
+        self.reasoning_field: ReasoningField | None = reasoning_field
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend(base_url={_shown(self._url)!r}, model={self.model!r})"
@@ -116,12 +133,13 @@ class OpenAIChatBackend(ClientOwner):
         for attempt in range(self.max_retries + 1):
             started = False
             try:
+                sent = asyncio.get_running_loop().time()
                 async with self._client.stream(
                     "POST", self._url, json=body, headers=self._headers, timeout=self._timeout
                 ) as response:
                     await self._check(response)
                     reader = StepReader(self.model, self.provider)
-                    async for item in read_items(response.aiter_bytes(), reader, self._redact):
+                    async for item in read_items(self._events(response, sent), reader, self._redact):
                         started = True
                         yield item
                 return
@@ -142,6 +160,7 @@ class OpenAIChatBackend(ClientOwner):
                 request.context,
                 developer_role=self.developer_role,
                 state=request.state if self.send_state else None,
+                reasoning_field=self.reasoning_field,
             ),
             "stream": True,
         }
@@ -154,6 +173,17 @@ class OpenAIChatBackend(ClientOwner):
         if self.temperature is not None:
             body["temperature"] = self.temperature
         return body | self.extra_body
+
+    def _events(self, response: httpx.Response, sent: float) -> AsyncGenerator[str, None]:
+        """The data of each event of the step's stream, within `limits`; a line that is no SSE refuses the body."""
+
+        def refuse(line: str) -> None:
+            raise not_sse_error(line.encode(), self._redact)
+
+        undecodable = BackendError("The model server sent a body that does not decompress.", code=BACKEND_ERROR)
+        return read_data(
+            response, self.limits, sent, sender="The model server", undecodable=undecodable, on_other_line=refuse
+        )
 
     async def _check(self, response: httpx.Response) -> None:
         if not response.is_success:
@@ -177,7 +207,7 @@ def _endpoint(base_url: str) -> httpx.URL:
 
 
 def _headers(key: str, extra: Mapping[str, str]) -> dict[str, str]:
-    headers = {"accept": "text/event-stream"}
+    headers = {"accept": "text/event-stream", "accept-encoding": ACCEPTED_ENCODINGS}
     if key:
         headers["authorization"] = f"Bearer {key}"
     return headers | dict(extra)

@@ -8,7 +8,9 @@
     connect or read timeout          BACKEND_TIMEOUT
     cannot connect                   BACKEND_ERROR          retried before the first item
     broken connection, not SSE,
-    malformed chunk, error chunk     BACKEND_ERROR
+    malformed chunk, error chunk,
+    a body that does not decompress  BACKEND_ERROR
+    a stream past `UpstreamLimits`   UPSTREAM_LIMIT         (`_upstream_limits.read_data`, naming the limit)
 
 A message never carries the api key, a header value, the request or more than `MAX_DETAIL` characters
 of what the provider said.
@@ -27,6 +29,7 @@ from typing import Any
 import httpx
 
 from adapter._errors import BACKEND_AUTH, BACKEND_ERROR, BACKEND_RATE_LIMITED, BACKEND_TIMEOUT, BackendError
+from adapter.client._limits import StreamLimitError, UndecodableBody, read_prefix
 
 MAX_DETAIL = 300
 """Characters of a provider's own error message that may reach a client."""
@@ -111,13 +114,11 @@ def transport_error(exc: httpx.HTTPError) -> BackendError:
 
 
 async def read_bounded(response: httpx.Response, limit: int = MAX_ERROR_BODY) -> bytes:
-    """Up to `limit` bytes of a streamed response's body."""
-    body = bytearray()
-    async for data in response.aiter_bytes():
-        body += data
-        if len(body) >= limit:
-            break
-    return bytes(body[:limit])
+    """Up to `limit` bytes of a streamed response's body, decoded in bounded pieces (a gzip bomb stays small)."""
+    try:
+        return await read_prefix(response, limit)
+    except (StreamLimitError, UndecodableBody):
+        return b""  # an encoding it may not use, or one that does not decode: the status says enough
 
 
 def provider_message(body: bytes) -> str:

@@ -3,16 +3,21 @@
     SystemMessage                -> {"role": "system"}
     DeveloperMessage             -> {"role": "system"} by default, or {"role": "developer"}
     UserMessage (text)           -> {"role": "user", "content": "..."}
-    UserMessage (parts)          -> text and image_url parts (a data source as a data: URL); other parts
-                                    (audio, video, documents, provider file handles) are skipped with a
-                                    warning, never failing the run (AGUI-RULES IN-5); all-text parts are
+    UserMessage (parts)          -> text and image_url parts (a data source as a data: URL), and input_audio
+                                    parts (WAV or MP3 bytes carried inline); other parts (audio by URL or in
+                                    another format, video, documents, provider file handles) are skipped with
+                                    a warning, never failing the run (AGUI-RULES IN-5); all-text parts are
                                     joined into one string, which text-only servers accept
     AssistantMessage             -> {"role": "assistant", "content": ... | null, "tool_calls": [...]}
+    ReasoningMessage             -> with `reasoning_field` set, that field of the assistant message right
+                                    after it ("reasoning_content" for vLLM, DeepSeek, Qwen; "reasoning" for
+                                    OpenRouter, Ollama), several joined by a blank line; else dropped, as
+                                    OpenAI and older servers refuse a field they do not know
     ToolMessage                  -> {"role": "tool", "tool_call_id", "content"}; an error is rendered
                                     into the content: "Error: {error}", then the content on the next line
     ModelRequest.context         -> ONE system message after the leading system/developer messages:
                                     a "Context:" line, then "- {description}: {value}" per entry
-    ActivityMessage, ReasoningMessage -> dropped
+    ActivityMessage              -> dropped
     ModelRequest.state           -> ONE system message after the context: a "State ..." header line, then
                                     the state as compact JSON; none when the state is None (the page
                                     edits it, tools change it, and the model needs it to answer about it)
@@ -26,16 +31,18 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, TypeAlias
+from typing import Any, Final, Literal, TypeAlias
 
 from ag_ui.core import (
     AssistantMessage,
+    AudioPart,
     ContentPart,
     Context,
     DataSource,
     DeveloperMessage,
     ImagePart,
     Message,
+    ReasoningMessage,
     SystemMessage,
     TextPart,
     Tool,
@@ -51,10 +58,20 @@ log = logging.getLogger("adapter.backends.openai")
 
 ChatMessage: TypeAlias = dict[str, Any]
 DeveloperRole: TypeAlias = Literal["system", "developer"]
+ReasoningField: TypeAlias = Literal["reasoning_content", "reasoning"]
 
 EMPTY_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 _LEADING_ROLES = frozenset({"system", "developer"})
 STATE_HEADER = "State shared with the user's page (JSON; tools may change it):"
+_AUDIO_FORMATS: Final = {
+    "audio/wav": "wav",
+    "audio/x-wav": "wav",
+    "audio/wave": "wav",
+    "audio/vnd.wave": "wav",
+    "audio/mpeg": "mp3",
+    "audio/mp3": "mp3",
+}
+"""The audio `input_audio` carries (`format` is "wav" or "mp3"), by media type."""
 
 
 def chat_messages(
@@ -63,9 +80,22 @@ def chat_messages(
     *,
     developer_role: DeveloperRole = "system",
     state: JSON = None,
+    reasoning_field: ReasoningField | None = None,
 ) -> list[ChatMessage]:
-    """Map the conversation, with the context and the state as system messages after the leading instructions."""
-    mapped = [chat for message in messages if (chat := chat_message(message, developer_role)) is not None]
+    """Map the conversation, with the context and the state as system messages after the leading instructions.
+
+    With `reasoning_field`, the reasoning before an assistant message goes back in that field of it.
+    """
+    mapped: list[ChatMessage] = []
+    thoughts: list[str] = []
+    for message in messages:
+        if isinstance(message, ReasoningMessage):
+            thoughts += [message.content] if message.content else []
+        elif (chat := chat_message(message, developer_role)) is not None:
+            if thoughts and reasoning_field is not None and chat["role"] == "assistant":
+                chat[reasoning_field] = "\n\n".join(thoughts)
+            thoughts = []  # reasoning belongs to the assistant message right after it, or to none
+            mapped.append(chat)
     extra = ([{"role": "system", "content": context_text(context)}] if context else []) + (
         [{"role": "system", "content": state_text(state)}] if state is not None else []
     )
@@ -91,7 +121,7 @@ def chat_message(message: Message, developer_role: DeveloperRole = "system") -> 
         return assistant_message(message)
     if isinstance(message, ToolMessage):
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": tool_content(message)}
-    return None  # activity and reasoning messages are not part of the model's conversation
+    return None  # activity messages are not part of the model's conversation; reasoning is `chat_messages`' to place
 
 
 def context_text(context: Sequence[Context]) -> str:
@@ -116,6 +146,10 @@ def _user_part(part: ContentPart) -> dict[str, Any] | None:
         return {"type": "image_url", "image_url": {"url": part.source.value}}
     if isinstance(part, ImagePart) and isinstance(part.source, DataSource):
         return {"type": "image_url", "image_url": {"url": f"data:{part.source.mime_type};base64,{part.source.value}"}}
+    if isinstance(part, AudioPart) and isinstance(part.source, DataSource):
+        audio_format = _AUDIO_FORMATS.get(part.source.mime_type.split(";")[0].strip().lower())
+        if audio_format is not None:
+            return {"type": "input_audio", "input_audio": {"data": part.source.value, "format": audio_format}}
     _skipped(part)
     return None
 

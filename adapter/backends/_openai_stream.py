@@ -1,7 +1,9 @@
 """A chat-completions event stream as backend items, read line by line as it arrives.
 
     ": keepalive", blank lines, "event:", "id:", "retry:"   ignored (SSE framing)
-    data: {chunk}        choices[0].delta.content / .refusal -> TextDelta, at once
+    data: {chunk}        choices[0].delta.reasoning_content  -> ReasoningDelta, at once (vLLM, DeepSeek, Qwen; or
+                                      / .reasoning         `reasoning`, as OpenRouter and Ollama name it; one of them)
+                         choices[0].delta.content / .refusal -> TextDelta, at once
                          choices[0].delta.tool_calls         -> accumulated by `index`: id and name from the
                                                                 first chunk that has them, arguments concatenated;
                                                                 each new piece of arguments -> ToolCallChunk at
@@ -19,7 +21,7 @@ Usage is only reported when the provider sent both counts; nothing is invented.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,9 +30,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter._errors import BACKEND_ERROR, BackendError
 from adapter._ids import new_id
-from adapter._types import BackendItem, TextDelta, ToolCall, ToolCallChunk, Usage
-from adapter.backends._openai_errors import Redactor, error_text, not_sse_error
-from adapter.client import read_sse
+from adapter._types import BackendItem, ReasoningDelta, TextDelta, ToolCall, ToolCallChunk, Usage
+from adapter.backends._openai_errors import Redactor, error_text
 
 _MAX_COUNT = 2**53 - 1
 
@@ -54,6 +55,15 @@ class _Delta(_Model):
     content: str | None = None
     refusal: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
+    reasoning_content: Any = None
+    reasoning: Any = None  # OpenRouter's; an object elsewhere, so read only when it is text
+
+    def thought(self) -> str:
+        """The reasoning this delta carries: `reasoning_content`, else `reasoning`; servers that send both repeat it."""
+        for value in (self.reasoning_content, self.reasoning):
+            if isinstance(value, str) and value:
+                return value
+        return ""
 
 
 class _Choice(_Model):
@@ -115,6 +125,9 @@ class StepReader:
             if choice.index != 0:
                 continue  # one step is one choice; `n` is never requested
             delta = choice.delta or _Delta()
+            thought = delta.thought()
+            if thought:
+                items.append(ReasoningDelta(thought))
             text = (delta.content or "") + (delta.refusal or "")
             if text:
                 items.append(TextDelta(text))
@@ -157,15 +170,13 @@ class StepReader:
         return done
 
 
-async def read_items(chunks: AsyncIterator[bytes], reader: StepReader, redact: Redactor) -> AsyncIterator[BackendItem]:
-    """Stream the items of one step from an SSE body as it arrives (`adapter.client.read_sse`)."""
+async def read_items(
+    events: AsyncGenerator[str, None], reader: StepReader, redact: Redactor
+) -> AsyncIterator[BackendItem]:
+    """Stream the items of one step from its events' data as they arrive (`_upstream_limits.read_data`)."""
     done = False
-
-    def refuse(line: str) -> None:
-        raise not_sse_error(line.encode(), redact)
-
-    async with aclosing(read_sse(chunks, on_other_line=refuse)) as events:
-        async for data in events:
+    async with aclosing(events) as arriving:
+        async for data in arriving:
             if data.strip() == "[DONE]":
                 done = True
                 break

@@ -22,15 +22,16 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 import httpx
 from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInput, ToolMessage, UserMessage
 
-from adapter._errors import BackendError, ConfigurationError
+from adapter._errors import ConfigurationError
 from adapter._ids import new_id
 from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import MAX_ERROR_BODY, Redactor
-from adapter.backends._upstream_asgi import ASGIApp, StreamingASGITransport
 from adapter.backends._upstream_events import EventReader, content_text, upstream_error
-from adapter.backends._upstream_limits import ACCEPTED_ENCODINGS, UpstreamLimits, body_pieces, limited_lines
+from adapter.backends._upstream_limits import UpstreamLimits, read_data
 from adapter.backends._upstream_read import read_items
+from adapter.client._asgi import ASGIApp, StreamingASGITransport
+from adapter.client._limits import ACCEPTED_ENCODINGS, StreamLimitError, UndecodableBody, read_prefix
 
 log = logging.getLogger("adapter.backends.upstream")
 
@@ -95,7 +96,9 @@ class AGUIUpstream(ClientOwner):
                 "POST", self._url, content=body, headers=self._headers, timeout=self._timeout
             ) as response:
                 await self._check(response)
-                async for item in read_items(limited_lines(response, self._limits, started), reader):
+                undecodable = upstream_error("The upstream agent sent a body that does not decompress.")
+                data = read_data(response, self._limits, started, sender="The upstream agent", undecodable=undecodable)
+                async for item in read_items(data, reader):
                     yield item
         except httpx.TimeoutException as exc:
             raise upstream_error("The upstream agent did not answer in time.") from exc
@@ -138,15 +141,10 @@ class AGUIUpstream(ClientOwner):
 
 async def _error_body(response: httpx.Response) -> bytes:
     """The start of a body that is not an event stream, decoded in bounded pieces (a gzip bomb stays small)."""
-    body = bytearray()
     try:
-        async for piece in body_pieces(response, max_bytes=MAX_ERROR_BODY + 65_536):
-            body += piece
-            if len(body) >= MAX_ERROR_BODY:
-                break
-    except BackendError:
-        pass  # an encoding it may not use, or one that does not decode: the status says enough
-    return bytes(body[:MAX_ERROR_BODY])
+        return await read_prefix(response, MAX_ERROR_BODY)
+    except (StreamLimitError, UndecodableBody):
+        return b""  # an encoding it may not use, or one that does not decode: the status says enough
 
 
 def _unanswered(messages: Sequence[Message]) -> set[str]:

@@ -8,22 +8,24 @@
                                               (each keeps its parentMessageId, and a result its messageId)
         a call the request's messages hold,   dropped: a restatement (an upstream that continues a paused
         under the same id and name            call streams it again) is not a new call; its result counts
-    STATE_*, STEP_*, REASONING_*, ACTIVITY_*, CUSTOM, RAW                            Passthrough
-    REASONING_ENCRYPTED_VALUE                 dropped: it names upstream message ids no client sees
     TOOL_CALL_RESULT                          kept until RUN_FINISHED, the last word per call winning (the
-                                              engine takes it for a call it deferred and refuses any other)
+                                              engine takes it for a call it deferred and refuses any other);
+                                              content parts stay parts
     MESSAGES_SNAPSHOT                         reconciled: a tool message is a word like TOOL_CALL_RESULT when
                                               it answers an own call of this run or a call the request left
                                               unanswered, or says what we did not send for a call of the
                                               request (a provisional answer's successor); the rest is dropped
                                               (the engine's conversation is the truth)
-    SUBAGENT_*, any event a subagent made     dropped
     RUN_FINISHED                              the end: each kept result -> LateToolResult, provisional when the
                                               outcome is an interrupt; a call without a result stays open, with
                                               or without an interrupt: only its owner may answer it (the engine
                                               asks the client, AG-UI FE-1); interrupts -> BackendInterrupt;
                                               usage -> Usage
     RUN_ERROR, a cancelled outcome            BackendError
+    any other event, and any event a sub-agent Passthrough, unchanged: STATE_*, STEP_*, REASONING_* (with
+    made (one with a `subagentRunId`)         REASONING_ENCRYPTED_VALUE, which carries thinking signatures
+                                              across turns), ACTIVITY_*, CUSTOM, RAW, SUBAGENT_*: every type of
+                                              the installed `ag_ui.core` that has no line above
 
 Every failure is a `BackendError` with code `UPSTREAM_ERROR` and a message that is safe to show.
 `_upstream_read` reads the events from the SSE body and feeds them to the `EventReader` here.
@@ -72,25 +74,8 @@ from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
 
-_PASSTHROUGH = frozenset(
-    {
-        EventType.STATE_SNAPSHOT,
-        EventType.STATE_DELTA,
-        EventType.STEP_STARTED,
-        EventType.STEP_FINISHED,
-        EventType.REASONING_START,
-        EventType.REASONING_MESSAGE_START,
-        EventType.REASONING_MESSAGE_CONTENT,
-        EventType.REASONING_MESSAGE_END,
-        EventType.REASONING_MESSAGE_CHUNK,
-        EventType.REASONING_END,
-        EventType.ACTIVITY_SNAPSHOT,
-        EventType.ACTIVITY_DELTA,
-        EventType.CUSTOM,
-        EventType.RAW,
-    }
-)
-_SUBAGENT = frozenset({EventType.SUBAGENT_STARTED, EventType.SUBAGENT_FINISHED, EventType.SUBAGENT_ERROR})
+_CONSUMED = frozenset({EventType.RUN_STARTED, EventType.TEXT_MESSAGE_END})
+"""The agent's own events that make no item: the engine derives its own run and text lifecycle."""
 
 
 def upstream_error(message: str) -> BackendError:
@@ -137,16 +122,16 @@ class EventReader:
     text_roles: dict[str, str] = field(default_factory=dict)
 
     def feed(self, event: BaseEvent) -> list[BackendItem]:
-        """The items one event completes."""
+        """The items one event completes: what the engine derives itself is read, the rest passes through."""
+        if getattr(event, "subagent_run_id", None) is not None:
+            return [Passthrough(event)]  # a sub-agent's work is its own: neither our text nor our calls
         items: list[BackendItem] = []
         if self.chunked is not None and event.type != EventType.TOOL_CALL_CHUNK:
             items += self._end(self.chunked)
-        if event.type in _SUBAGENT or getattr(event, "subagent_run_id", None) is not None:
-            return items
-        if event.type in _PASSTHROUGH:
-            return [*items, Passthrough(event)]
         handler = _HANDLERS.get(event.type)
-        return items + handler(self, event) if handler else items
+        if handler is not None:
+            return items + handler(self, event)
+        return items if event.type in _CONSUMED else [*items, Passthrough(event)]
 
     def handle_text_start(self, event: TextMessageStartEvent) -> list[BackendItem]:
         self.text_roles[event.message_id] = event.role or "assistant"
@@ -189,7 +174,7 @@ class EventReader:
         return items
 
     def handle_call_result(self, event: ToolCallResultEvent) -> list[BackendItem]:
-        self._word(LateToolResult(event.tool_call_id, content_text(event.content), message_id=event.message_id))
+        self._word(LateToolResult(event.tool_call_id, event.content, message_id=event.message_id))
         return []
 
     def handle_snapshot(self, event: MessagesSnapshotEvent) -> list[BackendItem]:
@@ -197,10 +182,10 @@ class EventReader:
         for message in event.messages:
             if not isinstance(message, ToolMessage):
                 continue
-            call_id, content = message.tool_call_id, content_text(message.content)
+            call_id = message.tool_call_id
             ours = call_id in self.own or call_id in self.unanswered
-            if ours or (call_id in self.sent and content not in self.sent[call_id]):
-                self._word(LateToolResult(call_id, content, message.error, message.id))
+            if ours or (call_id in self.sent and content_text(message.content) not in self.sent[call_id]):
+                self._word(LateToolResult(call_id, message.content, message.error, message.id))
         return []
 
     def handle_run_finished(self, event: RunFinishedEvent) -> list[BackendItem]:
@@ -280,6 +265,10 @@ _HANDLERS: dict[EventType, Callable[[EventReader, Any], list[BackendItem]]] = {
     EventType.RUN_FINISHED: EventReader.handle_run_finished,
     EventType.RUN_ERROR: EventReader.handle_run_error,
 }
+
+DERIVED: frozenset[EventType] = frozenset(_HANDLERS) | _CONSUMED
+"""The types of the agent's own events that the engine derives its events from: run lifecycle, text, tool calls
+and the messages snapshot. Every other event, and any event a sub-agent made, passes through unchanged."""
 
 
 def content_text(content: Any) -> str:

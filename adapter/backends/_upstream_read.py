@@ -7,7 +7,7 @@ RUN_ERROR, are `UPSTREAM_ERROR` failures whose messages are safe to show.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Any
 
@@ -16,15 +16,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapter._types import BackendItem
 from adapter.backends._upstream_events import EventReader, upstream_error
-from adapter.client._sse import read_sse_lines
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _SHOWN_TYPE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 
 
-async def read_items(lines: AsyncIterator[str], reader: EventReader) -> AsyncIterator[BackendItem]:
-    """Stream the items of one upstream run from the (bounded) lines of its SSE body, up to its terminal event."""
-    async with aclosing(read_sse_lines(lines)) as frames:
+async def read_items(events: AsyncGenerator[str, None], reader: EventReader) -> AsyncIterator[BackendItem]:
+    """Stream the items of one upstream run from its events' data (`read_data`), up to its terminal event."""
+    async with aclosing(events) as frames:
         async for data in frames:
             for item in reader.feed(parse_event(data)):
                 yield item

@@ -12,9 +12,10 @@ See docs/client.md.
 from adapter._ids import new_id
 from adapter.client._calls import CallReader, StreamedCall
 from adapter.client._client import AGUIClient, Target, Thread
-from adapter.client._errors import ClientError, ProtocolError, RequestRefused
+from adapter.client._errors import ClientError, ProtocolError, RequestRefused, StreamLimitExceeded
 from adapter.client._gates import GatedCall, gated_call
 from adapter.client._lifecycle import Lifecycle
+from adapter.client._limits import StreamLimitError, StreamLimits
 from adapter.client._messages import SERVER_ROLES, fold_messages
 from adapter.client._resume import approved, cancelled, denied, resolved
 from adapter.client._run import Run
@@ -33,6 +34,9 @@ __all__ = [
     "RequestRefused",
     "Run",
     "SSEDecoder",
+    "StreamLimitError",
+    "StreamLimitExceeded",
+    "StreamLimits",
     "StreamedCall",
     "Target",
     "Thread",

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import aclosing, asynccontextmanager
 from types import TracebackType
 from typing import Any, Self, TypeAlias
 
@@ -14,9 +15,19 @@ from starlette.types import ASGIApp
 
 from adapter._ids import new_id
 from adapter._jsonpatch import PatchError, apply_patch
-from adapter.client._errors import ProtocolError, RequestRefused
+from adapter.client._asgi import StreamingASGITransport
+from adapter.client._errors import ProtocolError, RequestRefused, StreamLimitExceeded
+from adapter.client._limits import (
+    ACCEPTED_ENCODINGS,
+    StreamLimitError,
+    StreamLimits,
+    UndecodableBody,
+    body_pieces,
+    read_prefix,
+)
 from adapter.client._messages import fold_messages
 from adapter.client._run import Run, RunReader, wire_input
+from adapter.client._sse import paced
 
 Target: TypeAlias = "str | ASGIApp"
 """An AG-UI endpoint URL, or an ASGI app served in-process (its run route at `/`)."""
@@ -24,29 +35,40 @@ RunInput: TypeAlias = "RunAgentInput | Mapping[str, Any] | bytes"
 """What `run` posts: the model, its wire JSON, or raw bytes (sent as they are)."""
 
 _IN_PROCESS = "http://agui.invalid/"
-_HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+_HEADERS = {"content-type": "application/json", "accept": "text/event-stream", "accept-encoding": ACCEPTED_ENCODINGS}
+MAX_REFUSAL_BYTES = 1024 * 1024
+"""Bytes of an answer that is not an event stream (a 4xx page, JSON) kept in `Run.body`; the rest is not read."""
 
 
 class AGUIClient:
     """Runs an AG-UI agent: `await client.run(input)` reads a whole run, `client.stream(input)` yields its events.
 
     Args:
-        target: The endpoint's URL, or an ASGI app whose run route is `/` (served through
-            `httpx.ASGITransport`, which buffers each response: fine for runs, which end).
+        target: The endpoint's URL, or an ASGI app whose run route is `/` (served in-process, its response
+            streamed as the app sends it).
         http: An `httpx.AsyncClient` to send through; its owner closes it. By default the client makes one.
-        timeout: Seconds one request may take, for the client it makes.
+        timeout: Seconds to connect, and between two reads of the body, for the client it makes.
         strict: Raise `ProtocolError` when a stream breaks the protocol, and `RequestRefused` when the server
             answers without a stream. With `strict=False`, `run` returns the `Run` and its `problems` instead.
+        limits: What one run's stream may send (`StreamLimits()` by default); past a limit, whatever `strict`
+            says, reading stops and `StreamLimitExceeded` is raised with the `Run` read so far.
     """
 
     def __init__(
-        self, target: Target, *, http: httpx.AsyncClient | None = None, timeout: float = 60.0, strict: bool = True
+        self,
+        target: Target,
+        *,
+        http: httpx.AsyncClient | None = None,
+        timeout: float = 60.0,
+        strict: bool = True,
+        limits: StreamLimits | None = None,
     ) -> None:
         self.url = target if isinstance(target, str) else _IN_PROCESS
-        transport = None if isinstance(target, str) else httpx.ASGITransport(app=target)
+        transport = None if isinstance(target, str) else StreamingASGITransport(target)
         self._owns_http = http is None
         self.http = http if http is not None else httpx.AsyncClient(transport=transport, timeout=timeout)
         self.strict = strict
+        self.limits = limits or StreamLimits()
 
     async def aclose(self) -> None:
         """Close the HTTP client, if this client made it."""
@@ -95,16 +117,28 @@ class AGUIClient:
 
     @asynccontextmanager
     async def _exchange(self, run_input: RunInput) -> AsyncIterator[tuple[Run, RunReader, AsyncIterator[bytes]]]:
+        """The request, and its body read within `limits`; a refusal while reading carries the run read so far."""
         content = run_input if isinstance(run_input, bytes) else json.dumps(wire_input(run_input)).encode()
         body = _decoded(content)
+        started = asyncio.get_running_loop().time()
         async with self.http.stream("POST", self.url, content=content, headers=_HEADERS) as response:
             run = Run(body, response.status_code, response.headers)
-            reader = RunReader(run)
-            if run.is_stream:
-                yield run, reader, response.aiter_bytes()
-            else:
-                run.chunks.append(await response.aread())
-                yield run, reader, _nothing()
+            reader = RunReader(run, self.limits)
+            try:
+                if run.is_stream:
+                    async with aclosing(paced(body_pieces(response), reader.decoder, started)) as chunks:
+                        yield run, reader, chunks
+                else:
+                    run.chunks.append(await _refusal(response))
+                    yield run, reader, _nothing()
+            except StreamLimitError as error:
+                message = error.told("The server")
+                run.stopped = error.limit
+                run.problems.append(f"reading stopped: {message}")
+                raise StreamLimitExceeded(message, error.limit, run) from error
+            except UndecodableBody:  # a broken body, not a limit: judged as any problem is, after the exchange
+                run.stopped = "content_encoding"
+                run.problems.append("reading stopped: the body does not decompress as its content-encoding says")
 
     def _checked(self, run: Run, events: list[BaseEvent]) -> list[BaseEvent]:
         if self.strict and (run.problems or run.invalid):
@@ -118,6 +152,14 @@ class AGUIClient:
             raise RequestRefused(run)
         if run.problems or run.invalid:
             raise ProtocolError(run.problems + run.invalid, run)
+
+
+async def _refusal(response: httpx.Response) -> bytes:
+    """The start of an answer that is not an event stream; one that does not decode reads as empty."""
+    try:
+        return await read_prefix(response, MAX_REFUSAL_BYTES)
+    except (StreamLimitError, UndecodableBody):
+        return b""  # the status says enough
 
 
 async def _nothing() -> AsyncIterator[bytes]:

@@ -1,8 +1,9 @@
 """The client's errors.
 
 ClientError
- ├── RequestRefused   the server answered with something other than an event stream (a 4xx, a 5xx, JSON)
- └── ProtocolError    the stream broke the protocol: framing, lifecycle, or an event that is not AG-UI
+ ├── RequestRefused       the server answered with something other than an event stream (a 4xx, a 5xx, JSON)
+ ├── ProtocolError        the stream broke the protocol: framing, lifecycle, or an event that is not AG-UI
+ └── StreamLimitExceeded  the stream passed one of the client's `StreamLimits`: reading stopped there
 """
 
 from __future__ import annotations
@@ -35,3 +36,11 @@ class ProtocolError(ClientError):
     def __init__(self, problems: list[str], run: Run) -> None:
         super().__init__("; ".join(problems), run)
         self.problems = problems
+
+
+class StreamLimitExceeded(ClientError):
+    """The stream passed a limit; `limit` names it (`max_bytes`, `event_timeout` ...), `run` holds what was read."""
+
+    def __init__(self, message: str, limit: str, run: Run) -> None:
+        super().__init__(message, run)
+        self.limit = limit

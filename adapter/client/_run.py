@@ -16,6 +16,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapter.client._calls import CallReader, StreamedCall
 from adapter.client._lifecycle import Lifecycle
+from adapter.client._limits import StreamLimits
 from adapter.client._sse import Frame, SSEDecoder, event_of
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
@@ -42,6 +43,9 @@ class Run:
     invalid: list[str] = field(default_factory=list)
     """Events that do not match the `ag_ui.core` models, by index and type."""
     reader: CallReader = field(default_factory=CallReader)
+    stopped: str = ""
+    """Why the client stopped reading: the limit (`max_bytes`, `event_timeout` ...), or `content_encoding` for a body
+    that does not decompress; "" when it read the whole answer."""
 
     @property
     def body(self) -> bytes:
@@ -126,6 +130,8 @@ class Run:
         """How the exchange ended, in a few words."""
         if not self.is_stream:
             return f"HTTP {self.status}"
+        if self.stopped:
+            return f"a stream cut off at {self.stopped}"
         if self.error is not None:
             return f"RUN_ERROR {self.error.get('code') or ''}".strip()
         outcome = self.outcome
@@ -140,18 +146,19 @@ class Run:
 class RunReader:
     """Fills a `Run` from the bytes of its body as they arrive, checking as it goes."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, limits: StreamLimits | None = None) -> None:
         self.run = run
-        self.decoder = SSEDecoder()
+        self.decoder = SSEDecoder(limits=limits)
         self.lifecycle = Lifecycle(_str(run.input.get("threadId")), _str(run.input.get("runId")))
 
     def feed(self, chunk: bytes) -> list[BaseEvent]:
         """The protocol events `chunk` completes; problems go to the run."""
         run = self.run
-        run.chunks.append(chunk)
         known = len(self.decoder.problems)
+        frames = self.decoder.feed(chunk)  # first: a chunk past a limit is not kept
+        run.chunks.append(chunk)
         typed: list[BaseEvent] = []
-        for frame in self.decoder.feed(chunk):
+        for frame in frames:
             typed += self._frame(frame)
         run.problems += self.decoder.problems[known:]
         return typed

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import jsonschema
-
 from adapter.conformance._client import new_id, resolved
 from adapter.conformance._probe import APPROVE, Probe, Skip, Verdict, case, held, refused
+from schema_tools import SchemaPolicyError, validate
+
+_SCHEMA_STEPS = 100_000  # a small payload against a sane schema takes a few hundred
 
 
 @case("new-message-while-open", "RES-7", "RES-6")
@@ -21,6 +22,8 @@ async def new_message_while_open(probe: Probe) -> Verdict:
     ran = await watch.ran(reply)
     if ran.count:
         return "fail", f"the gated tool ran without an answer ({reply.ending()}; {ran})"
+    if ran.answers:
+        return "fail", f"a new message answered the open call ({reply.ending()}; {ran}): it must stay open"
     verdict = held(reply, open_ids) or ("fail", f"the open interrupt was silently dropped: {reply.ending()}")
     return verdict[0], f"{verdict[1]}; {ran}"
 
@@ -34,6 +37,8 @@ async def unknown_interrupt(probe: Probe) -> Verdict:
     ran = await watch.ran(reply)
     if ran.count:
         return "fail", f"an unknown interrupt id approved the open call: the gated tool ran ({ran})"
+    if ran.answers:
+        return "fail", f"an unknown interrupt id answered the open call ({reply.ending()}; {ran}): it must stay open"
     open_ids = {str(i.get("id")) for i in approval.interrupts}
     verdict = held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
     return verdict[0], f"{verdict[1]}; {ran}"
@@ -52,6 +57,8 @@ async def foreign_interrupt(probe: Probe) -> Verdict:
     ran = await watch.ran(reply)
     if ran.count:
         return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran ({ran})"
+    if ran.answers:
+        return "fail", f"thread B's interrupt {foreign} answered thread A's open call ({reply.ending()}; {ran})"
     open_ids = {str(i.get("id")) for i in mine.interrupts}
     verdict = held(reply, open_ids) or ("fail", f"the open interrupt was dropped: {reply.ending()}")
     return verdict[0], f"{verdict[1]}; {ran}"
@@ -77,6 +84,8 @@ async def partial_resume(probe: Probe) -> Verdict:
         return "fail", f"an unanswered interrupt's tool ran ({ran[1]})"
     elif refused(reply) and ran[0].count:
         return "fail", f"refused ({reply.ending()}) after running the answered call: the batch was not checked first"
+    if any(each.answers for each in ran[1:]):
+        return "fail", f"an unanswered interrupt's call got an answer ({reply.ending()}; {ran[1]}): it must stay open"
     verdict = held(reply, rest_ids) or ("fail", f"a partial resume was accepted: {reply.ending()}")
     return verdict[0], f"{verdict[1]}; {ran[0]}"
 
@@ -108,9 +117,11 @@ async def invalid_payload(probe: Probe) -> Verdict:
     watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.resume(resolved(str(interrupt.get("id")), bad))
     ran = await watch.ran(reply)
+    if ran.count:
+        return "fail", f"the payload {_json(bad)} violates responseSchema, yet the tool ran ({ran})"
+    if ran.answers:
+        return "fail", f"the payload {_json(bad)} violates responseSchema, yet it answered the call ({ran})"
     if not refused(reply):
-        if ran.count:
-            return "fail", f"the payload {_json(bad)} violates responseSchema, yet the tool ran ({ran})"
         return "warn", f"the payload {_json(bad)} violates responseSchema and was accepted ({reply.ending()})"
     first = reply.ending()
     corrected = await approval.thread.resume(resolved(str(interrupt.get("id")), APPROVE))
@@ -125,12 +136,19 @@ def _json(value: Any) -> str:
 
 
 def _violating(schema: dict[str, Any]) -> Any:
-    """A payload the schema rejects: a non-boolean `approved`, or failing that a bare string."""
+    """A payload the schema rejects: a non-boolean `approved`, or failing that a bare string.
+
+    The target's schema is checked within a step budget (`schema_tools.validate`): a schema that costs 2^n
+    to evaluate, or refers to itself without end, makes the case a skip, not a stall or a traceback.
+    """
     for candidate in ({"approved": "not a boolean"}, {}, "not an object"):
         try:
-            jsonschema.validate(candidate, schema)
-        except jsonschema.ValidationError:
+            issues = validate(candidate, schema, max_steps=_SCHEMA_STEPS)
+        except SchemaPolicyError as error:
+            first = error.violations[0]
+            raise Skip(f"the interrupt's responseSchema cannot be used: {first.rule}: {first.message}") from error
+        if any(issue.keyword == "max-steps" for issue in issues):
+            raise Skip(f"the interrupt's responseSchema costs more than {_SCHEMA_STEPS} steps to evaluate")
+        if issues:
             return candidate
-        except jsonschema.SchemaError as error:
-            raise Skip(f"the interrupt's responseSchema is not a valid JSON Schema: {error.message}") from error
     raise Skip("the interrupt's responseSchema accepts any payload")

@@ -11,14 +11,16 @@ from adapter.conformance._probe import Probe, Skip, Verdict, case, refused
 
 @case("runs-accepted", "TRANS-1", "TRANS-2", "IN-3")
 async def runs_accepted(probe: Probe) -> Verdict:
-    """The target ran the kit's inputs: a check where every request was refused fails, it does not pass."""
+    """The target ran the kit's inputs: a check where every request was refused (or cut off) fails, it does not pass."""
     exchanges = probe.client.exchanges
     if not exchanges:
         raise Skip("no case sent a run")
-    ran = [exchange for exchange in exchanges if not refused(exchange.reply)]
+    ran = [exchange for exchange in exchanges if not refused(exchange.reply) and not exchange.reply.stopped]
     if not ran:
         endings = _counts(Counter(exchange.reply.ending() for exchange in exchanges))
-        return "fail", f"every one of the {len(exchanges)} request(s) was refused ({endings}): nothing could be checked"
+        return "fail", (
+            f"every one of the {len(exchanges)} request(s) was refused or cut off ({endings}): nothing could be checked"
+        )
     never = [f"{flag} ({n}×)" for flag, n in probe.tries.items() if n and probe.refusals[flag] == n]
     if never:
         return "warn", (

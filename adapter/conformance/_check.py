@@ -6,13 +6,15 @@ from collections.abc import Collection
 
 import httpx
 
+from adapter.client import ClientError, StreamLimits
 from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cases_record, _cases_stream
 from adapter.conformance._client import Client, Target
 from adapter.conformance._evidence import ExecutionsUnavailable
 from adapter.conformance._probe import CASES, Case, Fail, Options, Probe, Restart, Skip
-from adapter.conformance._report import CaseResult, Report
+from adapter.conformance._report import CaseResult, Report, Status
 
 _MODULES = [module.__name__ for module in (_cases_frontend, _cases_gate, _cases_apply, _cases_record, _cases_stream)]
+_SHOWN = 300  # characters of an exception's message shown as evidence
 CASE_ORDER = sorted(CASES, key=lambda each: _MODULES.index(each.module))
 """Every case in the order it runs; the stream-wide cases come last, over what the others captured."""
 
@@ -28,6 +30,7 @@ async def check(
     timeout: float = 60.0,
     executions_url: str | None = None,
     thread_url: str | None = None,
+    limits: StreamLimits | None = None,
 ) -> Report:
     """Run the black-box cases against an AG-UI endpoint and report each one.
 
@@ -46,6 +49,8 @@ async def check(
             "ran" and "did not run" verdict is exact instead of read from the events.
         thread_url: The target's thread read, `GET` with `{thread}` replaced by a thread id -> `{"messages": [...]}`;
             without it the kit tries this adapter's own `<target>/threads/{thread}`.
+        limits: What one of the target's streams may send; past a limit the case that sent it fails. Not
+            given: `StreamLimits(event_timeout=timeout)`.
     """
     options = Options(
         frontend_tool,
@@ -56,7 +61,7 @@ async def check(
         executions_url,
         thread_url,
     )
-    client = Client(target, timeout=timeout)
+    client = Client(target, timeout=timeout, limits=limits)
     probe = Probe(client, options)
     try:
         results = [await _run(probe, each) for each in CASE_ORDER]
@@ -67,18 +72,35 @@ async def check(
 
 
 async def _run(probe: Probe, case: Case) -> CaseResult:
+    """One case's verdict: whatever the case raises becomes its `fail` or `skip`, never a traceback."""
     probe.client.case = case.id
     try:
         status, evidence = await case.run(probe)
-    except Skip as skip:
-        status, evidence = "skip", str(skip)
-    except Fail as fail:
-        status, evidence = "fail", str(fail)
-    except ExecutionsUnavailable as error:
-        status, evidence = "skip", str(error)
-    except httpx.HTTPError as error:
-        status, evidence = "fail", f"the request failed: {type(error).__name__}: {error}"
+    except Exception as error:
+        status, evidence = _verdict(error)
     return CaseResult(case.id, status, evidence, case.rules)
+
+
+def _verdict(error: Exception) -> tuple[Status, str]:
+    """What an exception out of a case says about the target (of a group raised by concurrent sends: its first)."""
+    while isinstance(error, ExceptionGroup):
+        error = error.exceptions[0]
+    if isinstance(error, Skip | ExecutionsUnavailable):
+        return "skip", str(error)
+    if isinstance(error, Fail):
+        return "fail", str(error)
+    if isinstance(error, httpx.HTTPError):
+        return "fail", f"the request failed: {_told(error)}"
+    if isinstance(error, ClientError):
+        return "fail", f"the kit stopped reading the target's answer: {_told(error)}"
+    # What the target sent broke the case in a way no case foresaw (JSON nested past the recursion limit ...).
+    return "fail", f"the case could not go on with what the target sent: {_told(error)}"
+
+
+def _told(error: BaseException) -> str:
+    """An exception as evidence: its type and the start of its message."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text if len(text) <= _SHOWN else text[: _SHOWN - 1] + '…'}"
 
 
 async def assert_conformant(
@@ -92,6 +114,7 @@ async def assert_conformant(
     allow: Collection[str] = (),
     executions_url: str | None = None,
     thread_url: str | None = None,
+    limits: StreamLimits | None = None,
 ) -> Report:
     """The pytest entry point: `check()`, then `ConformanceFailure` (an AssertionError) on any failure.
 
@@ -105,6 +128,7 @@ async def assert_conformant(
         allow: Case ids whose failure the caller accepts (a known limitation); they still show in the report.
         executions_url: As for `check()`.
         thread_url: As for `check()`.
+        limits: As for `check()`.
 
     Returns:
         The report, when no case outside `allow` failed.
@@ -118,6 +142,7 @@ async def assert_conformant(
         restart=restart,
         executions_url=executions_url,
         thread_url=thread_url,
+        limits=limits,
     )
     report.raise_for_failures(allow=allow)
     return report

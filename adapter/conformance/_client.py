@@ -6,7 +6,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from adapter.client import SERVER_ROLES, AGUIClient, Run, Target, Thread, cancelled, new_id, resolved
+from adapter.client import (
+    SERVER_ROLES,
+    AGUIClient,
+    Run,
+    StreamLimitExceeded,
+    StreamLimits,
+    Target,
+    Thread,
+    cancelled,
+    new_id,
+    resolved,
+)
 from adapter.client._client import RunInput
 
 Event: TypeAlias = dict[str, Any]
@@ -30,16 +41,25 @@ class Exchange:
 
 
 class Client(AGUIClient):
-    """Posts run inputs to one target, never raising for what comes back, and records every exchange."""
+    """Posts run inputs to one target and records every exchange.
 
-    def __init__(self, target: Target, *, timeout: float = 60.0) -> None:
-        super().__init__(target, timeout=timeout, strict=False)
+    It raises for nothing the target answers, but a stream past its `StreamLimits` (by default with the kit's
+    `timeout` as `event_timeout`): `StreamLimitExceeded`, which fails the case that sent it.
+    """
+
+    def __init__(self, target: Target, *, timeout: float = 60.0, limits: StreamLimits | None = None) -> None:
+        limits = limits or StreamLimits(event_timeout=timeout)
+        super().__init__(target, timeout=timeout, strict=False, limits=limits)
         self.exchanges: list[Exchange] = []
         self.case = ""
 
     async def run(self, run_input: RunInput) -> Run:
         """POST one input and read the whole answer; the exchange is recorded under the current case."""
-        run = await super().run(run_input)
+        try:
+            run = await super().run(run_input)
+        except StreamLimitExceeded as error:
+            self.exchanges.append(Exchange(self.case, error.run.input, error.run))
+            raise
         self.exchanges.append(Exchange(self.case, run.input, run))
         return run
 

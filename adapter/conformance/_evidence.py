@@ -9,21 +9,56 @@ marked as an error or reads as a refusal ("denied", "declined", "cancelled", ...
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import httpx
 
 from adapter.client import GatedCall, Run, Thread
+from adapter.client._limits import ACCEPTED_ENCODINGS, StreamLimitError, UndecodableBody, read_prefix
 
+MAX_COUNT_BODY: Final = 64 * 1024
+"""Bytes of an `--executions-url` answer the kit reads; a longer one is refused."""
+MAX_PAGE_BODY: Final = 4 * 1024 * 1024
+"""Bytes of one page of a thread read the kit reads; a longer one is refused."""
 _REFUSAL = re.compile(r"den(?:y|ied)|declin|reject|cancel|not (?:been )?(?:run|executed|approved)|did not run", re.I)
 
 
 class ExecutionsUnavailable(Exception):
     """`--executions-url` did not answer `{"executions": N}`."""
+
+
+class SideBodyRefused(Exception):
+    """A side channel's answer was too large, too slow, or not JSON."""
+
+
+async def get_json(
+    http: httpx.AsyncClient, url: str, params: Mapping[str, str], *, max_bytes: int, timeout: float
+) -> tuple[int, Any]:
+    """`GET url`: its status and its JSON body (None when it is not JSON), read within `max_bytes` and `timeout` s.
+
+    Raises:
+        SideBodyRefused: The body is longer, takes longer, does not decode or is not JSON.
+        httpx.HTTPError: The request failed.
+    """
+    try:
+        async with asyncio.timeout(timeout):
+            async with http.stream("GET", url, params=params, headers={"accept-encoding": ACCEPTED_ENCODINGS}) as r:
+                body = await read_prefix(r, max_bytes + 1)
+    except TimeoutError:
+        raise SideBodyRefused(f"no whole answer within {timeout} s") from None
+    except (StreamLimitError, UndecodableBody) as error:
+        raise SideBodyRefused(str(error)) from None
+    if len(body) > max_bytes:
+        raise SideBodyRefused(f"an answer over {max_bytes} bytes")
+    try:
+        return r.status_code, json.loads(body)
+    except (ValueError, RecursionError):
+        return r.status_code, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,26 +67,40 @@ class ExecutionCounter:
 
     url: str
     http: httpx.AsyncClient
+    timeout: float = 60.0
 
     async def count(self, thread_id: str) -> int:
         """The thread's executions so far."""
         try:
-            response = await self.http.get(self.url, params={"thread": thread_id})
-            count = response.json().get("executions") if response.status_code == 200 else None
-        except (httpx.HTTPError, ValueError, AttributeError) as error:
-            raise ExecutionsUnavailable(f"--executions-url failed: {type(error).__name__}") from error
+            params = {"thread": thread_id}
+            status, body = await get_json(self.http, self.url, params, max_bytes=MAX_COUNT_BODY, timeout=self.timeout)
+        except (httpx.HTTPError, SideBodyRefused) as error:
+            raise ExecutionsUnavailable(f"--executions-url failed: {type(error).__name__}: {error}") from error
+        count = body.get("executions") if status == 200 and isinstance(body, dict) else None
         if not isinstance(count, int) or isinstance(count, bool):
-            raise ExecutionsUnavailable(f"--executions-url answered HTTP {response.status_code}, not executions")
+            raise ExecutionsUnavailable(f"--executions-url answered HTTP {status}, not executions")
         return count
 
 
 @dataclass(frozen=True, slots=True)
 class Ran:
-    """How many times the gated tool ran, and what says so."""
+    """How many times the gated tool ran, and what says so.
+
+    `answers` and `repeats` are read from the events whatever the channel: `answers` counts the results for the
+    call that were new (whether or not they read as runs), `repeats` the results that came again under a
+    `messageId` seen before, which events alone cannot tell from a new run reported under the old id.
+    """
 
     count: int
     evidence: str
     exact: bool
+    answers: int = 0
+    repeats: int = 0
+
+    @property
+    def unseen(self) -> bool:
+        """True when the events cannot show whether the tool ran again: a result repeated, and no exact count."""
+        return not self.exact and self.repeats > 0
 
     def __str__(self) -> str:
         return self.evidence
@@ -95,41 +144,66 @@ class Watch:
 
     async def ran(self, *replies: Run) -> Ran:
         """How many runs `replies` show: exact with the counter, else from the events."""
-        if self.counter is not None:
-            count = await self.counter.count(self.thread_id) - self.before
-            return Ran(count, f"{count} execution(s) on the thread (--executions-url, exact)", True)
+        seen = self._events(replies)
+        if self.counter is None:
+            return seen
+        count = await self.counter.count(self.thread_id) - self.before
+        evidence = f"{count} execution(s) on the thread (--executions-url, exact)"
+        return Ran(count, evidence, True, seen.answers, seen.repeats)
+
+    def _events(self, replies: tuple[Run, ...]) -> Ran:
         known = set(self.known)
-        seen = []
+        seen: list[Ran] = []
         for reply in replies:  # a result message reported again (same messageId) is not a new run
             seen.append(self._seen(reply))
             self.known |= {_id(r, "messageId") for r in reply.of("TOOL_CALL_RESULT")} - {None}
         self.known = known
-        count = sum(n for n, _ in seen)
-        return Ran(count, "; ".join(dict.fromkeys(how for _, how in seen)), False)
+        evidence = "; ".join(dict.fromkeys(each.evidence for each in seen))
+        count, answers, repeats = (
+            sum(getattr(each, name) for each in seen) for name in ("count", "answers", "repeats")
+        )
+        return Ran(count, evidence, False, answers, repeats)
 
-    def _seen(self, reply: Run) -> tuple[int, str]:
+    def _seen(self, reply: Run) -> Ran:
         if self.call is None:
             return self._unnamed(reply)
         found = "" if self.call.how == "toolCallId" else f", found through {self.call.how}"
         found += ", inferred" if self.call.inferred else ""
-        results = [r for r in reply.results(self.call.id) if _id(r, "messageId") not in self.known]
+        every = reply.results(self.call.id)
+        results = [r for r in every if _id(r, "messageId") not in self.known]
+        repeats = len(every) - len(results)
+        again = f"; {repeats} result(s) under a messageId seen before" if repeats else ""
         if results:
-            return sum(map(executed, results)), f"TOOL_CALL_RESULT for {self.call.id}{found}"
+            evidence = f"TOOL_CALL_RESULT for {self.call.id}{found}{again}"
+            return Ran(sum(map(executed, results)), evidence, False, len(results), repeats)
         messages = [
             m for m in _snapshot_tools(reply) if m.get("toolCallId") == self.call.id and _id(m, "id") not in self.known
         ]
         if messages:
-            return sum(map(executed, messages)), f"a tool message for {self.call.id} in MESSAGES_SNAPSHOT{found}"
-        return 0, f"no result for {self.call.id} in the events{found}"
+            evidence = f"a tool message for {self.call.id} in MESSAGES_SNAPSHOT{found}{again}"
+            return Ran(sum(map(executed, messages)), evidence, False, len(messages), repeats)
+        if repeats:
+            return Ran(
+                0, f"TOOL_CALL_RESULT for {self.call.id} again, under a messageId seen before{found}", False, 0, repeats
+            )
+        return Ran(0, f"no result for {self.call.id} in the events{found}", False)
 
-    def _unnamed(self, reply: Run) -> tuple[int, str]:
+    def _unnamed(self, reply: Run) -> Ran:
         """No call to look for: any new result for a server call is taken as the gated call's (inferred)."""
-        results: list[Mapping[str, Any]] = [r for r in reply.of("TOOL_CALL_RESULT") if self._new(r, "messageId")]
+        every = [r for r in reply.of("TOOL_CALL_RESULT") if r.get("toolCallId") not in self.client_calls]
+        results: list[Mapping[str, Any]] = [r for r in every if self._new(r, "messageId")]
+        repeats = len(every) - len(results)
         results = results or [m for m in _snapshot_tools(reply) if self._new(m, "id")]
         if not results:
-            return 0, "no tool result (the interrupt names no call; inferred)"
+            evidence = "no tool result (the interrupt names no call; inferred)"
+            if repeats:
+                evidence = (
+                    f"{repeats} tool result(s) again, under a messageId seen before (the interrupt names no call)"
+                )
+            return Ran(0, evidence, False, 0, repeats)
         ids = ", ".join(sorted({str(r.get("toolCallId")) for r in results}))
-        return sum(map(executed, results)), f"a result for {ids}, inferred to be the gated call's"
+        evidence = f"a result for {ids}, inferred to be the gated call's"
+        return Ran(sum(map(executed, results)), evidence, False, len(results), repeats)
 
     def _new(self, message: Mapping[str, Any], key: str) -> bool:
         return _id(message, key) not in self.known and message.get("toolCallId") not in self.client_calls

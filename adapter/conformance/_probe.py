@@ -15,7 +15,15 @@ import httpx
 
 from adapter.client import GatedCall, gated_call
 from adapter.conformance._client import Client, Reply, Thread
-from adapter.conformance._evidence import ExecutionCounter, Watch, executed, tool_answers
+from adapter.conformance._evidence import (
+    MAX_PAGE_BODY,
+    ExecutionCounter,
+    SideBodyRefused,
+    Watch,
+    executed,
+    get_json,
+    tool_answers,
+)
 from adapter.conformance._report import Status
 
 Verdict: TypeAlias = tuple[Status, str]
@@ -121,7 +129,11 @@ class Probe:
     def __init__(self, client: Client, options: Options) -> None:
         self.client = client
         self.options = options
-        self.counter = ExecutionCounter(options.executions_url, client.http) if options.executions_url else None
+        self.counter = (
+            ExecutionCounter(options.executions_url, client.http, client.limits.event_timeout)
+            if options.executions_url
+            else None
+        )
         self._setup: dict[str, str] = {}
         """Messages found not to do what they are for, with what came back instead."""
         self._broken: dict[str, str] = {}
@@ -160,9 +172,11 @@ class Probe:
         params: dict[str, str] = {}
         for _ in range(_MAX_PAGES):
             try:
-                response = await self.client.http.get(url, params=params)
-                body = response.json() if response.status_code == 200 else None
-            except (httpx.HTTPError, ValueError):
+                timeout = self.client.limits.event_timeout
+                status, body = await get_json(self.client.http, url, params, max_bytes=MAX_PAGE_BODY, timeout=timeout)
+            except (httpx.HTTPError, SideBodyRefused):
+                return None
+            if status != 200:
                 return None
             if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
                 return None

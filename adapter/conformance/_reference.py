@@ -4,8 +4,10 @@
 scenarios, `GET /report` grades every thread so far, `DELETE /report` forgets them (only when the app
 allows it). Other routes (`/capabilities`, `/threads/{id}`) are the default adapter's.
 
-The agent is meant to be left running: a body over `max_body_bytes` is refused as it arrives, and the
-recording keeps at most `max_threads` threads and `max_inputs` inputs a thread, forgetting the oldest first.
+The agent is meant to be left running: a body over `max_body_bytes` is refused as it arrives, the
+recording keeps at most `max_threads` threads, `max_inputs` inputs a thread and `max_bytes` bytes of
+inputs and answers, and the adapters' store (`KeptThreads`) at most 200 threads and 64 MiB, each
+forgetting the oldest first: what it holds stays bounded whatever its clients send.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from adapter._errors import CONTENT_TOO_LARGE
 from adapter._http import create_app
 from adapter.client import parse_sse
 from adapter.conformance._grader import Received, grade
+from adapter.conformance._kept_threads import KeptThreads
 from adapter.conformance._scenarios import (
     BY_ID,
     EXPIRES_AFTER,
@@ -35,20 +38,25 @@ from adapter.conformance._scenarios import (
     ReferenceBackend,
     pick,
 )
+from adapter.stores import TurnStore
 
 
 @dataclass
 class Recording:
     """The threads the agent served: each one's scenario and the inputs it received, bounded.
 
-    At most `max_threads` threads are kept, and `max_inputs` inputs a thread; past either bound the oldest
-    thread (or the thread's oldest input) is forgotten first.
+    At most `max_threads` threads are kept, `max_inputs` inputs a thread, and `max_bytes` bytes of inputs and
+    answers (as sent) in all; past a bound the oldest thread (or the thread's oldest input) is forgotten first,
+    and past `max_bytes` the thread being recorded keeps at least its latest input.
     """
 
     scenarios: dict[str, str] = field(default_factory=dict)
     threads: dict[str, list[Received]] = field(default_factory=dict)
     max_threads: int = 200
     max_inputs: int = 40
+    max_bytes: int = 64 * 1024 * 1024
+    size: int = 0
+    """Bytes of the inputs and answers kept."""
 
     def report(self) -> dict[str, object]:
         """The graded report."""
@@ -58,20 +66,43 @@ class Recording:
         """Start recording a thread, forgetting the oldest ones past `max_threads`."""
         self.scenarios[thread] = scenario
         while len(self.scenarios) > self.max_threads:
-            oldest = next(iter(self.scenarios))
-            del self.scenarios[oldest]
-            self.threads.pop(oldest, None)
+            self._forget_thread(next(iter(self.scenarios)))
 
     def take(self, thread: str, received: Received) -> None:
         """Record one input, forgetting the thread's oldest past `max_inputs`."""
         inputs = self.threads.setdefault(thread, [])
         inputs.append(received)
-        del inputs[: max(0, len(inputs) - self.max_inputs)]
+        self.size += received.size
+        while len(inputs) > self.max_inputs:
+            self.size -= inputs.pop(0).size
+        self._keep_bytes(thread)
+
+    def grow(self, thread: str, received: Received, size: int) -> None:
+        """Count `size` more bytes for a recorded input (its answer, once sent); forget the oldest past `max_bytes`."""
+        if any(each is received for each in self.threads.get(thread, [])):
+            received.size += size
+            self.size += size
+            self._keep_bytes(thread)
 
     def clear(self) -> None:
         """Forget every thread."""
         self.scenarios.clear()
         self.threads.clear()
+        self.size = 0
+
+    def _keep_bytes(self, thread: str) -> None:
+        """Past `max_bytes`: forget the oldest other threads, then `thread`'s oldest inputs, never its latest."""
+        for other in [each for each in self.scenarios if each != thread]:
+            if self.size <= self.max_bytes:
+                return
+            self._forget_thread(other)
+        inputs = self.threads.get(thread, [])
+        while self.size > self.max_bytes and len(inputs) > 1:
+            self.size -= inputs.pop(0).size
+
+    def _forget_thread(self, thread: str) -> None:
+        del self.scenarios[thread]
+        self.size -= sum(received.size for received in self.threads.pop(thread, []))
 
 
 class _Recorder:
@@ -92,8 +123,9 @@ class _Recorder:
             parsed = json.loads(body)
         except ValueError:
             parsed = None
-        received = self._record(parsed) if isinstance(parsed, dict) else None
-        scenario = self.recording.scenarios.get(str(parsed.get("threadId"))) if received and parsed else None
+        received = self._record(parsed, len(body)) if isinstance(parsed, dict) else None
+        thread = str(parsed.get("threadId")) if isinstance(parsed, dict) else None
+        scenario = self.recording.scenarios.get(thread) if received and thread else None
         app = self.apps[BY_ID[scenario].adapter if scenario else "default"]
         chunks: list[bytes] = []
 
@@ -109,22 +141,24 @@ class _Recorder:
         async def tee(message: Message) -> None:
             if message["type"] == "http.response.start" and received is not None:
                 received.status = message["status"]
-            elif message["type"] == "http.response.body":
+            elif message["type"] == "http.response.body" and received is not None:
                 chunks.append(message.get("body", b""))
             await send(message)
 
         await app(scope, replay, tee)
-        if received is not None:
-            received.events = parse_sse(b"".join(chunks)).events if received.status == 200 else []
+        if received is not None and thread is not None:
+            answer = b"".join(chunks)
+            received.events = parse_sse(answer).events if received.status == 200 else []
+            self.recording.grow(thread, received, len(answer))
 
-    def _record(self, body: dict[str, object]) -> Received | None:
+    def _record(self, body: dict[str, object], size: int) -> Received | None:
         thread = str(body.get("threadId"))
         if thread not in self.recording.scenarios:
             scenario = pick(body)
             if scenario is None:
                 return None
             self.recording.add(thread, scenario)
-        received = Received(body, datetime.now(UTC))
+        received = Received(body, datetime.now(UTC), size=size)
         self.recording.take(thread, received)
         return received
 
@@ -144,13 +178,13 @@ async def _read(scope: Scope, receive: Receive, limit: int) -> bytes | None:
             return bytes(body)
 
 
-def _adapters(backend: ReferenceBackend) -> dict[str, ASGIApp]:
-    """The adapters the scenarios are served by, by name."""
+def _adapters(backend: ReferenceBackend, store: TurnStore) -> dict[str, ASGIApp]:
+    """The adapters the scenarios are served by, by name; they share one store (a thread plays one scenario)."""
 
     def adapter(**options: Any) -> ASGIApp:
         # its scenarios grade clients that resume a client tool's interrupt, but for "pending"
         options = {"frontend_outcome": "interrupt", **options}
-        return create_app(Adapter(backend, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options))
+        return create_app(Adapter(backend, store=store, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options))
 
     return {
         "default": adapter(),
@@ -161,7 +195,11 @@ def _adapters(backend: ReferenceBackend) -> dict[str, ASGIApp]:
 
 
 def create_reference_app(
-    recording: Recording | None = None, *, allow_reset: bool = False, max_body_bytes: int = 1_048_576
+    recording: Recording | None = None,
+    *,
+    allow_reset: bool = False,
+    max_body_bytes: int = 1_048_576,
+    store: TurnStore | None = None,
 ) -> Starlette:
     """The reference agent as an ASGI app: run it with uvicorn, or `python -m adapter.conformance serve`.
 
@@ -169,9 +207,11 @@ def create_reference_app(
         recording: Where the threads are recorded; a fresh, bounded `Recording` by default.
         allow_reset: Let `DELETE /report` forget every thread (otherwise it gets 405).
         max_body_bytes: Largest run body read; a larger one gets 413 as soon as it is known to be larger.
+        store: Where its adapters keep the threads they run, every thread (those that play no scenario too);
+            a fresh, bounded `KeptThreads` by default.
     """
     recording = recording if recording is not None else Recording()
-    apps = _adapters(ReferenceBackend(recording.scenarios))
+    apps = _adapters(ReferenceBackend(recording.scenarios), store if store is not None else KeptThreads())
 
     async def scenarios(request: Request) -> Response:
         return JSONResponse({"scenarios": [scenario.as_json() for scenario in SCENARIOS]})

@@ -39,23 +39,42 @@ export async function* runAgent(endpoint, input, { signal } = {}) {
   yield* readEvents(response.body);
 }
 
-/** Parse an SSE byte stream: frames end with a blank line, `data:` lines carry JSON, `:` lines are comments. */
+/**
+ * Parse an SSE byte stream: frames end with a blank line, `data:` lines carry JSON, `:` lines are comments.
+ * Linear in the bytes, as the adapter's own reader is: the unfinished frame is kept in pieces, joined once
+ * when it ends, and only the text that just arrived is searched for an end.
+ */
 export async function* readEvents(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = "";
+  let pieces = []; // the unfinished frame
+  let endsInLF = false; // whether it ends with the first LF of a blank line to come
+  let afterCR = false; // a CRLF may be cut between two chunks
   try {
     for (;;) {
       const { value, done } = await reader.read();
       if (done) break;
-      buffer = (buffer + value).replace(/\r\n?/g, "\n");
-      let end;
-      while ((end = buffer.indexOf("\n\n")) >= 0) {
-        const event = parseFrame(buffer.slice(0, end));
-        buffer = buffer.slice(end + 2);
+      const raw = afterCR && value.startsWith("\n") ? value.slice(1) : value;
+      afterCR = raw.endsWith("\r");
+      const text = raw.replace(/\r\n?/g, "\n");
+      let start = 0;
+      if (endsInLF && text.startsWith("\n")) {
+        const event = parseFrame(pieces.join("").slice(0, -1));
+        pieces = [];
+        start = 1;
         if (event !== null) yield event;
       }
+      let end;
+      while ((end = text.indexOf("\n\n", start)) >= 0) {
+        const event = parseFrame(pieces.join("") + text.slice(start, end));
+        pieces = [];
+        start = end + 2;
+        if (event !== null) yield event;
+      }
+      const rest = text.slice(start);
+      if (rest) pieces.push(rest);
+      endsInLF = rest ? rest.endsWith("\n") : start === 0 && endsInLF;
     }
-    const last = parseFrame(buffer);
+    const last = parseFrame(pieces.join(""));
     if (last !== null) yield last;
   } finally {
     reader.cancel().catch(() => {});

@@ -22,21 +22,19 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, ToolMessage, UserMessage
 from agui import Client, resolved
+from clock import Clock
 from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter import Adapter, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, StoredThread, StoreUnavailable, ThreadChange, TurnStore
-
-if TYPE_CHECKING:
-    from conftest import Clock
 
 LEASE = timedelta(minutes=5)
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -129,8 +127,6 @@ def ended_as(events: list[Any]) -> tuple[str, str | None, Any]:
 async def test_a_replay_conflicts_until_the_lease_then_ends_with_one_final_outcome(
     answer: str, waits: list[int]
 ) -> None:
-    from conftest import Clock
-
     store, clock = MemoryStore(), Clock()
     second, entry = await lost_outcome(store, clock, answer)
     waited, final = 0, None

@@ -97,10 +97,10 @@ class Mortal:
     ) -> int:
         return await self.inner.purge(older_than, grace=grace, now=now)
 
-    async def ping(self) -> None:
+    async def ping(self, *, write: bool = False) -> None:
         if self.dead:
             raise Died("ping")
-        await self.inner.ping()
+        await self.inner.ping(write=write)
 
     async def close(self) -> None:
         await self.inner.close()

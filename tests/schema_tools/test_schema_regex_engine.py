@@ -101,9 +101,9 @@ async def test_avalidate_runs_a_large_instance_on_a_worker_thread(monkeypatch: p
     seen: list[bool] = []
     real = module.validate
 
-    def spy(instance: Any, schema: Any) -> Any:
+    def spy(instance: Any, schema: Any, **options: Any) -> Any:
         seen.append(threading.current_thread() is threading.main_thread())
-        return real(instance, schema)
+        return real(instance, schema, **options)
 
     monkeypatch.setattr(module, "validate", spy)
     await avalidate([1] * 10, {"type": "array"})

@@ -26,7 +26,7 @@ from adapter.backends import AGUIUpstream, gated_call_ids
 
 # Private on purpose: the tests put a Link they can cut between AGUIUpstream and an in-process framework, so they
 # need the streaming transport AGUIUpstream itself uses for an ASGI app (it never offers its transport).
-from adapter.backends._upstream_asgi import StreamingASGITransport
+from adapter.client._asgi import StreamingASGITransport
 from adapter.stores import SQLiteStore
 from upstreams.kit import Link, UpstreamServer
 from upstreams.langgraph_agent import LangGraphUpstream

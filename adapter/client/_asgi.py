@@ -2,8 +2,8 @@
 
 `httpx.ASGITransport` collects the whole body before it returns and lets an app's exception escape,
 which suits finite test responses but not an agent's event stream: nothing would arrive until the
-run ended, a read timeout could never fire, and a client that goes away could not stop the app.
-This transport behaves like a server on a socket instead:
+run ended, an endless stream would be held whole, a read timeout could never fire, and a client that
+goes away could not stop the app. This transport behaves like a server on a socket instead:
 
     the app answers                 -> the status and headers, then each body chunk as it is sent
     the app fails before answering  -> HTTP 500, as a server would send
@@ -11,6 +11,9 @@ This transport behaves like a server on a socket instead:
     nothing sent within `read`      -> httpx.ReadTimeout (the request's read timeout)
     the response is closed early    -> the app's `receive` reports `http.disconnect`, what it sends is dropped,
                                        and it is cancelled unless it finishes within `_GRACE` seconds
+
+`AGUIClient` (for an ASGI target) and `AGUIUpstream` (for an ASGI upstream) send through it, so that
+their stream limits hold in-process as they do over a socket.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any, TypeAlias
 
 import httpx
 
-log = logging.getLogger("adapter.backends.upstream")
+log = logging.getLogger("adapter.client")
 
 ASGIMessage: TypeAlias = MutableMapping[str, Any]
 ASGIApp: TypeAlias = Callable[
@@ -72,7 +75,10 @@ class _Exchange:
 
     async def send(self, message: ASGIMessage) -> None:
         if self.closed.is_set():
-            return  # nobody reads any more, as after a client disconnect
+            # Nobody reads any more, as after a client disconnect; yield, so that an app sending in a tight loop
+            # lets its own disconnect listener, and the reader's cancel after `_GRACE`, run.
+            await asyncio.sleep(0)
+            return
         if message["type"] == "http.response.start":
             await self.out.put(_Start(message["status"], list(message.get("headers", []))))
         elif message["type"] == "http.response.body":
@@ -86,7 +92,7 @@ class _Exchange:
             await app(scope, self.receive, self.send)
         except Exception as exc:
             if not self.closed.is_set():
-                log.exception("the in-process upstream app failed")
+                log.exception("the in-process app failed")
                 await self.out.put(_Failed(exc))
         else:
             if not self.closed.is_set():
@@ -102,7 +108,7 @@ class _Exchange:
         try:
             return await asyncio.wait_for(self.out.get(), timeout)
         except TimeoutError:
-            raise httpx.ReadTimeout("the in-process upstream app sent nothing in time") from None
+            raise httpx.ReadTimeout("the in-process app sent nothing in time") from None
 
 
 @dataclass(slots=True)
@@ -117,7 +123,7 @@ class _Body(httpx.AsyncByteStream):
             if isinstance(message, bytes):
                 yield message
             elif isinstance(message, _Failed):
-                raise httpx.RemoteProtocolError("the in-process upstream app failed mid-response")
+                raise httpx.RemoteProtocolError("the in-process app failed mid-response")
             elif isinstance(message, _Done):
                 return
 
@@ -151,7 +157,7 @@ class StreamingASGITransport(httpx.AsyncBaseTransport):
         await body.aclose()
         if isinstance(first, _Failed):
             return httpx.Response(500, text="Internal Server Error")
-        raise httpx.RemoteProtocolError("the in-process upstream app sent no response start")
+        raise httpx.RemoteProtocolError("the in-process app sent no response start")
 
 
 def _scope(request: httpx.Request) -> dict[str, Any]:
