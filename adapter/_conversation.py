@@ -1,9 +1,10 @@
 """The conversation as the model may see it.
 
 Providers reject a tool call without exactly one answer, and clients send all sorts of history, so
-the model's view is repaired rather than trusted: activity and reasoning messages are dropped, each
-call gets its answer right after the assistant message that made it, a missing answer is stated as
-missing, and answers to no call are dropped.
+the model's view is repaired rather than trusted: activity messages are dropped, each call gets its
+answer right after the assistant message that made it, a missing answer is stated as missing, and
+answers to no call are dropped. Reasoning messages stay in their place, with their encrypted values:
+the backend decides whether its model takes them back (`ModelRequest.messages`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
 
     `unanswered` names calls a backend deferred: they stay without an answer until it gives one.
     """
-    visible = [m for m in messages if not isinstance(m, ActivityMessage | ReasoningMessage)]
+    visible = [m for m in messages if not isinstance(m, ActivityMessage)]
     answers: dict[str, ToolMessage] = {}
     for message in visible:
         if isinstance(message, ToolMessage):
@@ -104,15 +105,22 @@ def server_said(branch: Sequence[Message], stored: Sequence[Message]) -> list[Me
 
     The client may leave messages out, or edit what it said (user, system and developer messages); an
     assistant, tool, reasoning or activity message the store holds is the stored one, and a call the
-    branch keeps without its stored answer gets it back, right after the call.
+    branch keeps without its stored answer gets it back, right after the call. So does an assistant
+    message the branch keeps without the reasoning that led to it (many clients keep no reasoning, and
+    a provider that signs its thinking needs it back): the stored reasoning, right before the message.
     """
     by_id = {message.id: message for message in stored}
     stored_answers = {m.tool_call_id: m for m in stored if isinstance(m, ToolMessage)}
+    leading = _reasoning_before(stored)
     present = {message.id for message in branch}
     result: list[Message] = []
     for message in branch:
         kept = by_id.get(message.id)
         said = kept if kept is not None and kept.role not in _CLIENT_ROLES else message
+        for thought in leading.get(said.id, []) if isinstance(said, AssistantMessage) else []:
+            if thought.id not in present:
+                present.add(thought.id)
+                result.append(thought)
         result.append(said)
         if isinstance(said, AssistantMessage):
             for call in said.tool_calls or []:
@@ -125,6 +133,20 @@ def server_said(branch: Sequence[Message], stored: Sequence[Message]) -> list[Me
 
 _CLIENT_ROLES = frozenset({"user", "system", "developer"})
 """What a client says: a branch may edit these; everything else the server said stays as stored."""
+
+
+def _reasoning_before(messages: Sequence[Message]) -> dict[str, list[ReasoningMessage]]:
+    """The reasoning messages right before each assistant message, by the assistant message's id."""
+    leading: dict[str, list[ReasoningMessage]] = {}
+    run: list[ReasoningMessage] = []
+    for message in messages:
+        if isinstance(message, ReasoningMessage):
+            run.append(message)
+            continue
+        if run and isinstance(message, AssistantMessage):
+            leading[message.id] = run
+        run = []
+    return leading
 
 
 def _answers_for(

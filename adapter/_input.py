@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from adapter import _errors as codes
+from adapter._compat import upgrade_parts
 from adapter._errors import InputRejected
 from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, repeated_message_id
 from adapter._types import JSON
@@ -146,6 +147,9 @@ def _too_deep() -> InputRejected:
 def sanitize_run_input(data: JSON) -> JSON:
     """Drop the messages and content parts this protocol version does not know (IN-1), with a warning.
 
+    A 0.x `binary` part is not unknown but retired: it becomes the typed part it stands for
+    (`adapter._compat.upgrade_parts`).
+
     A message whose `role` is a string outside the known roles, and a content part whose `type`
     (or whose `source.type`) is a string outside the known kinds, is removed from its list; the rest
     of the list is kept in order. Anything else, including a missing or non-string tag, is left for
@@ -263,7 +267,8 @@ def _is_known_message(message: JSON) -> bool:
 def _sanitize_message(message: JSON) -> JSON:
     if not isinstance(message, dict) or not isinstance(message.get("content"), list):
         return message
-    parts = [part for part in message["content"] if _is_known_part(part, message.get("id"))]
+    upgraded = upgrade_parts(message["content"], message.get("id"))
+    parts = [part for part in upgraded if _is_known_part(part, message.get("id"))]
     return {**message, "content": parts}
 
 

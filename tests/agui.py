@@ -121,8 +121,8 @@ def lifecycle_problems(run: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def severity_overrides(*, resumed: bool) -> dict[str, str]:
-    """ag-ui-validate's false positives against 1.0, switched off or down (§14, §15)."""
-    overrides = {"AGUI105": "off", "AGUI204": "warning"}
+    """ag-ui-validate's false positives against 1.0, switched off or down (§14, §15); AGUI504: content parts."""
+    overrides = {"AGUI105": "off", "AGUI204": "warning", "AGUI504": "off"}
     if resumed:
         overrides["AGUI207"] = "off"
     return overrides
