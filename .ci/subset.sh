@@ -3,12 +3,12 @@
 # The tests the two jobs run: the public API, the scripted scenarios, the HTTP edge, history and the resume
 # gate, in-process (no database server, browser, Node or framework virtualenv); about a minute.
 SUBSET=(
-    tests/test_public_api.py
-    tests/test_scenarios.py
-    tests/test_http_edge.py
-    tests/test_history.py
-    tests/test_resume_gate.py
-    tests/test_lazy_imports.py
+    tests/project/test_public_api.py
+    tests/engine/test_scenarios.py
+    tests/edge/test_http_edge.py
+    tests/history/test_history.py
+    tests/engine/test_resume_gate.py
+    tests/project/test_lazy_imports.py
 )
 
 # subset_venv NAME: a new virtualenv .venv-NAME (emptied first) with an up-to-date pip, whose python is $PY.

@@ -34,7 +34,7 @@ from adapter._predict import PredictState
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
 from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_unique
-from adapter._types import Backend
+from adapter.backends._seam import Backend
 from adapter.stores import MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 

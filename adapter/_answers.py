@@ -30,7 +30,7 @@ from adapter._predict import predicted_operations
 from adapter._record import OpenTurn
 from adapter._state import Kept, Operation, ToolState
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
-from adapter._types import ToolCall
+from adapter.backends._seam import ToolCall
 
 log = logging.getLogger("adapter.answers")
 

@@ -17,7 +17,8 @@ from adapter._interrupts import Suspension, suspend
 from adapter._limits import loads
 from adapter._state import Kept, Operation, ToolState
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
-from adapter._types import JSON, ToolCall
+from adapter._types import JSON
+from adapter.backends._seam import ToolCall
 
 TOOL_LIMIT = "tool_limit"
 

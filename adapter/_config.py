@@ -17,7 +17,7 @@ from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._parsed import ParsedThreads
 from adapter._predict import PredictState
 from adapter._tools import BaseTool, ClientToolLimits
-from adapter._types import Backend
+from adapter.backends._seam import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy
 

@@ -21,7 +21,7 @@ from ag_ui.core import (
     aggregate_token_usage,
 )
 
-from adapter._types import Usage
+from adapter.backends._seam import Usage
 
 
 def result_event(message: ToolMessage) -> ToolCallResultEvent:

@@ -89,7 +89,7 @@ def _validate_json(body: bytes) -> RunAgentInput | None:
     That path decides everything this one does not: a body that fails here (bad JSON, a lone
     surrogate, a malformed field, a message or part of an unknown kind to drop), and one with NaN or
     Infinity, which this parser accepts and JSON does not. So a body parsed here is exactly the input
-    the checked path would have built (tests/test_input_parse.py).
+    the checked path would have built (tests/edge/test_input_parse.py).
     """
     try:
         run_input = RunAgentInput.model_validate_json(body)

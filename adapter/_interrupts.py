@@ -15,7 +15,8 @@ from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import new_id
 from adapter._record import PendingCall
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
-from adapter._types import ToolCall, wire_json
+from adapter._types import wire_json
+from adapter.backends._seam import ToolCall
 
 
 @dataclass(frozen=True, slots=True)

@@ -219,7 +219,7 @@ def _without_omitting(schema: Any) -> Any:
     """The message schema without the SDK's per-model Python serializer, which only drops None fields.
 
     `exclude_none` drops them anyway, so the output is the same; the serializer then never leaves Rust
-    (tests/test_history_reuse.py compares the two on any message).
+    (tests/history/test_history_reuse.py compares the two on any message).
     """
     if isinstance(schema, list):
         return [_without_omitting(node) for node in schema]

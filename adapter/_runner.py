@@ -61,7 +61,8 @@ from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
 from adapter._tools import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
-from adapter._types import ModelRequest, ToolCall, Usage, wire_json
+from adapter._types import wire_json
+from adapter.backends._seam import ModelRequest, ToolCall, Usage
 from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.runner")

@@ -50,8 +50,8 @@ from adapter._jsonpatch import MAX_PATCHED_BYTES, WORK_FACTOR, PatchedDocument, 
 from adapter._limits import id_problem
 from adapter._predict import Predictor
 from adapter._state import follow, shared
-from adapter._types import (
-    JSON,
+from adapter._types import JSON
+from adapter.backends._seam import (
     Backend,
     BackendInterrupt,
     BackendItem,

@@ -1,7 +1,7 @@
 """The mock model's fixtures for the Dojo's state features, and the states they write.
 
-tests/test_dojo_state.py runs them in-process over real HTTP, tests/test_dojo_clients.py through the official
-TypeScript clients.
+tests/state/test_dojo_state.py runs them in-process over real HTTP, tests/clients/test_dojo_clients.py
+through the official TypeScript clients.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Hypothesis strategies for hostile input: JSON with planted values, fuzzed messages, tools, resumes and bodies.
 
-What tests/test_http_fuzz.py throws at the HTTP edge, and what tests/test_input_parse.py and
-tests/test_history_reuse.py reuse: run inputs built from the protocol's shapes with hostile values planted
+What tests/edge/test_http_fuzz.py throws at the HTTP edge, and what tests/edge/test_input_parse.py and
+tests/history/test_history_reuse.py reuse: run inputs built from the protocol's shapes with hostile values planted
 in them (deep nesting, long numbers, lone surrogates, patterns that backtrack), plain JSON, and raw bytes.
 """
 

@@ -1,7 +1,7 @@
 """Runs a driver script of tests/node/ with one pinned `@ag-ui/client` (a folder there) against a served adapter.
 
-tests/test_ts_client.py drives every demo scenario through it, tests/test_dojo_clients.py the Dojo's state
-features. `.ci/run` installs the packages (`npm ci` in each folder).
+tests/clients/test_ts_client.py drives every demo scenario through it, tests/clients/test_dojo_clients.py the
+Dojo's state features. `.ci/run` installs the packages (`npm ci` in each folder).
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from adapter._errors import BackendError
 from adapter._gated import confirmation_call_id, gated_call_ids
-from adapter._types import (
+from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
+from adapter.backends._seam import (
     Backend,
     BackendInterrupt,
     BackendItem,
@@ -29,7 +30,6 @@ from adapter._types import (
     ToolCallChunk,
     Usage,
 )
-from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
 
 if TYPE_CHECKING:
     from adapter.backends._openai import OpenAIChatBackend

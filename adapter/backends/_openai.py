@@ -18,7 +18,6 @@ from typing import Any, Final
 import httpx
 
 from adapter._errors import BACKEND_ERROR, BackendError, ConfigurationError
-from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import (
     Redactor,
@@ -30,6 +29,7 @@ from adapter.backends._openai_errors import (
 )
 from adapter.backends._openai_messages import DeveloperRole, ReasoningField, chat_messages, chat_tools
 from adapter.backends._openai_stream import StepReader, read_items
+from adapter.backends._seam import BackendItem, ModelRequest
 from adapter.backends._upstream_limits import UpstreamLimits, read_data
 from adapter.client._limits import ACCEPTED_ENCODINGS
 

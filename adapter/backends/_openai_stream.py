@@ -30,8 +30,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from adapter._errors import BACKEND_ERROR, BackendError
 from adapter._ids import new_id
-from adapter._types import BackendItem, ReasoningDelta, TextDelta, ToolCall, ToolCallChunk, Usage
 from adapter.backends._openai_errors import Redactor, error_text
+from adapter.backends._seam import BackendItem, ReasoningDelta, TextDelta, ToolCall, ToolCallChunk, Usage
 
 _MAX_COUNT = 2**53 - 1
 

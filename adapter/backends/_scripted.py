@@ -13,7 +13,7 @@ from ag_ui.core import AssistantMessage, Message, ToolMessage, UserMessage
 
 from adapter._ids import new_id
 from adapter._limits import loads
-from adapter._types import BackendItem, ModelRequest, TextDelta, ToolCall
+from adapter.backends._seam import BackendItem, ModelRequest, TextDelta, ToolCall
 
 Arguments: TypeAlias = Mapping[str, Any] | Callable[["Progress"], Mapping[str, Any]]
 

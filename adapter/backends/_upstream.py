@@ -24,9 +24,9 @@ from ag_ui.core import PROTOCOL_VERSION, AssistantMessage, Message, RunAgentInpu
 
 from adapter._errors import ConfigurationError
 from adapter._ids import new_id
-from adapter._types import BackendItem, ModelRequest
 from adapter.backends._http_client import DEFAULT, ClientOwner, UseDefault, http_url, media_type
 from adapter.backends._openai_errors import MAX_ERROR_BODY, Redactor
+from adapter.backends._seam import BackendItem, ModelRequest
 from adapter.backends._upstream_events import EventReader, content_text, upstream_error
 from adapter.backends._upstream_limits import UpstreamLimits, read_data
 from adapter.backends._upstream_read import read_items

@@ -59,7 +59,9 @@ from ag_ui.core import (
 )
 
 from adapter._errors import UPSTREAM_ERROR, BackendError
-from adapter._types import (
+from adapter._types import wire_json
+from adapter.backends._openai_errors import Redactor
+from adapter.backends._seam import (
     BackendInterrupt,
     BackendItem,
     DeferredToolCall,
@@ -68,9 +70,7 @@ from adapter._types import (
     TextDelta,
     ToolCall,
     Usage,
-    wire_json,
 )
-from adapter.backends._openai_errors import Redactor
 
 log = logging.getLogger("adapter.backends.upstream")
 

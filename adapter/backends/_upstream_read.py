@@ -14,7 +14,7 @@ from typing import Any
 from ag_ui.core import BaseEvent, Event
 from pydantic import TypeAdapter, ValidationError
 
-from adapter._types import BackendItem
+from adapter.backends._seam import BackendItem
 from adapter.backends._upstream_events import EventReader, upstream_error
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)

@@ -3,7 +3,7 @@
 Chunks are read exactly as the adapter's upstream reader reads them (adapter/backends/_upstream_events.py):
 a chunk names its call, or continues the call the previous chunk built; a chunk naming another call ends
 the one before; any event that is not a chunk ends the chunked call; a chunk that starts a call must name
-its tool. `tests/test_client.py` holds the two readers to the same calls.
+its tool. `tests/clients/test_client.py` holds the two readers to the same calls.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """The framework matrix: our adapter in front of each framework's AG-UI server, over a link the tests can cut.
 
-tests/test_upstream_frameworks.py runs every case against each framework that supports it: Pydantic AI and
+tests/backends/test_upstream_frameworks.py runs every case against each framework that supports it: Pydantic AI and
 LangGraph in this process, Strands, Google ADK and CrewAI in processes and virtualenvs of their own
 (`<name>_server.py`, each started once a session by the `servers` fixture of tests/conftest.py).
-tests/test_upstream_approvals.py, tests/test_upstream_llamaindex.py and tests/test_upstream_shapes.py take
-their frameworks, `Wrapped` and helpers from here; a module that uses the `framework`, `thread` or `wrapped`
-fixture imports it by name (and lists it in `__all__`, so that the import is not an unused one).
+tests/backends/test_upstream_approvals.py, tests/backends/test_upstream_llamaindex.py and
+tests/backends/test_upstream_shapes.py take their frameworks, `Wrapped` and helpers from here; a module that uses
+the `framework`, `thread` or `wrapped` fixture imports it by name (and lists it in `__all__`, so that the import is
+not an unused one).
 """
 
 from __future__ import annotations

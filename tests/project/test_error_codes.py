@@ -7,7 +7,7 @@ from pathlib import Path
 
 from adapter import _errors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "resuming.md"
 _CODE = re.compile(r"[A-Z][A-Z0-9_]+")
 

@@ -23,7 +23,7 @@ from adapter.client import parse_sse
 if TYPE_CHECKING:
     from conftest import Serve
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
 DOCS = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "schema_tools" / "README.md"]
 LINK = re.compile(r"\]\(([^)\s]+)\)")

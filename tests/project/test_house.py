@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("adapter", "schema_tools")
 
 
@@ -128,3 +129,12 @@ def test_the_architecture_table_names_every_private_module_and_where_it_is_teste
     cited = [test for _, tests in rows for test in tests]
     assert all(tests for _, tests in rows), "every row names the tests of its modules"
     assert [test for test in cited if not (ROOT / test).is_file()] == []
+
+
+def test_tests_are_grouped_by_layer_and_import_helpers_from_the_same_folders_for_pytest_and_mypy() -> None:
+    """No test module sits loose in tests/; pytest's `pythonpath` and mypy's `mypy_path` name the same folders."""
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    pytest_paths = settings["tool"]["pytest"]["ini_options"]["pythonpath"]
+    assert pytest_paths == settings["tool"]["mypy"]["mypy_path"]
+    assert "--import-mode=importlib" in settings["tool"]["pytest"]["ini_options"]["addopts"]
+    assert sorted(path.name for path in (ROOT / "tests").glob("test_*.py")) == []

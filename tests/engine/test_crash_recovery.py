@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from clock import Clock
 
 LEASE = timedelta(minutes=5)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 _BOUND = 60.0  # seconds a replica may take to start, stop or answer on a loaded machine
 

@@ -275,7 +275,7 @@ def test_parse_sse_keeps_comments_and_strange_lines_apart() -> None:
 
 
 async def test_the_docs_example_drives_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    page = (Path(__file__).parents[1] / "docs" / "client.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[2] / "docs" / "client.md").read_text(encoding="utf-8")
     code = page.split("```python\n", 1)[1].split("```", 1)[0].replace("asyncio.run(main())", "")
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/client.md", "exec"), namespace)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 DOORS = {
     # What an app author wires: the adapter and its sub-app, tools and forms, the options' types, the errors.
@@ -206,7 +206,7 @@ PRIVATE_IMPORT = re.compile(r"^\s*(from|import) (adapter|schema_tools)(\.\w+)*\.
 def test_a_test_imports_a_private_module_only_on_purpose_and_says_why() -> None:
     """A test uses the doors; one that reaches below them says why, on the import or in the comment just above."""
     unexplained = []
-    for path in sorted(Path(__file__).parent.rglob("*.py")):
+    for path in sorted(Path(__file__).parents[1].rglob("*.py")):
         lines = path.read_text(encoding="utf-8").splitlines()
         for number, line in enumerate(lines):
             if PRIVATE_IMPORT.match(line) and not _explained(lines, number):

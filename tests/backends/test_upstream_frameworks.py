@@ -3,7 +3,7 @@
 Every case runs against each framework that supports it (the matrix, tests/upstreams/matrix.py): Pydantic AI
 and LangGraph in this process, Strands, Google ADK and CrewAI in processes and virtualenvs of their own (see
 `<name>_server.py`), each reached through a `Link` that records what we send and can refuse to connect, as a
-server that is down does. LlamaIndex, which has no approvals, has tests/test_upstream_llamaindex.py.
+server that is down does. LlamaIndex, which has no approvals, has tests/backends/test_upstream_llamaindex.py.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ DEMO: dict[str, Any] = {
     "approval_message": "refund order A100",
 }
 PARALLEL: dict[str, Any] = {**DEMO, "approval_message": "refund order A1", "parallel_approval_message": TWO_REFUNDS}
-RESTARTABLE = Path(__file__).parent / "restartable.py"
+RESTARTABLE = Path(__file__).parents[1] / "restartable.py"
 CLI_TIMEOUT = 300  # seconds for one CLI run: ~50 requests
 
 

@@ -28,7 +28,7 @@ from adapter.conformance import Recording, create_reference_app
 # change to either shows here; the kit's door offers the checks, not its client.
 from adapter.conformance._client import Client, Reply, Thread, cancelled, resolved
 
-NODE_DIR = Path(__file__).parent / "node"
+NODE_DIR = Path(__file__).parents[1] / "node"
 SCENARIOS = ["frontend-tool", "parallel", "approval-edits", "form", "expiring", "cancelled", "pending", "state"]
 SCENARIOS += ["long-text", "run-error"]
 TOOLS = [{"name": "navigate", "description": "Open a page.", "parameters": {"type": "object", "properties": {}}}]
