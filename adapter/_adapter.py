@@ -14,6 +14,9 @@ from ag_ui.core.capabilities import (
     ExecutionCapabilities,
     HumanInTheLoopCapabilities,
     IdentityCapabilities,
+    MultimodalCapabilities,
+    MultimodalInputCapabilities,
+    ReasoningCapabilities,
     StateCapabilities,
     ToolsCapabilities,
     TransportCapabilities,
@@ -227,6 +230,12 @@ class Adapter:
             # Persistent: a durable store keeps each turn's state with the turn (the in-memory store does not).
             state=StateCapabilities(
                 snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, MemoryStore)
+            ),
+            # Reasoning streams, is stored and goes back with its encrypted values; every typed input part is
+            # kept and reaches the backend as it came (which parts a model takes is the backend's to say).
+            reasoning=ReasoningCapabilities(supported=True, streaming=True, encrypted=True),
+            multimodal=MultimodalCapabilities(
+                input=MultimodalInputCapabilities(image=True, audio=True, video=True, pdf=True, file=True)
             ),
             execution=ExecutionCapabilities(max_iterations=self.config.max_steps),
             human_in_the_loop=HumanInTheLoopCapabilities(

@@ -543,6 +543,8 @@ async def test_capabilities_say_who_answers_and_whether_state_persists(
     assert {key: body["identity"][key] for key in identity} == identity
     assert body["identity"]["version"] == metadata.version("agui-adapter")
     assert body["state"].get("persistentState", False) is persistent
+    assert body["reasoning"] == {"supported": True, "streaming": True, "encrypted": True}
+    assert set(body["multimodal"]["input"]) == {"image", "audio", "video", "pdf", "file"}
 
 
 async def test_capabilities_follow_the_approve_with_edits_option(connect: Connect) -> None:
