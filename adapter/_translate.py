@@ -148,6 +148,8 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
 
 def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
+    if type(item) is TextDelta and item.message_id is None:  # most items: a piece of text, with no id to check
+        return step.close_reasoning() + _text(item, step)
     _check_ids(item)
     _check_new_call(item, step)
     if isinstance(item, ReasoningDelta):

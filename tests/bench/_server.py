@@ -85,7 +85,7 @@ def adapter_app(db_path: str | None) -> Starlette:
     store: TurnStore = MemoryStore()
     if db_path is not None:
         store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
-    adapter = Adapter(backend, store=store)
+    adapter = Adapter(backend, store=store, frontend_outcome="interrupt")  # the workloads answer with a resume
     # Bodies of the 10,000-turn growth workload are several MB.
     app = create_app(adapter, max_body_bytes=MAX_BODY)
     return _with_bench_routes(Mount(MOUNT, app=app), on_shutdown=adapter.aclose)

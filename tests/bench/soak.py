@@ -70,7 +70,7 @@ def serve(db: str) -> None:
         Rule(r"go to (?P<page>\w+)", steps=[[Call("navigate", {"path": "/{page}"})]], reply="Opened it."),
     ]
     backend = ScriptedBackend(rules, keep_requests=1)  # it keeps requests for tests; a model keeps none
-    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db))
+    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db), frontend_outcome="interrupt")  # resumed
 
     def principal(request: Request) -> str | None:
         return request.headers.get("x-user")
