@@ -1,7 +1,8 @@
 """What goes wrong with a chat-completions server, as `BackendError`s with safe messages.
 
     HTTP 401, 403                    BACKEND_AUTH           (the provider's text is not shown)
-    HTTP 404                         BACKEND_ERROR          model (or endpoint) not found
+    HTTP 404 naming the model        BACKEND_ERROR          the server does not know the model
+    any other HTTP 404               BACKEND_ERROR          no such path: check `base_url` (it ends with /v1)
     HTTP 429                         BACKEND_RATE_LIMITED   retried before the first item
     HTTP 5xx                         BACKEND_ERROR          retried before the first item
     other HTTP 4xx (400 ...)         BACKEND_ERROR          with the provider's message, sanitised
@@ -81,7 +82,7 @@ async def status_error(response: httpx.Response, redact: Redactor, model: str) -
     if status in (401, 403):
         return BackendError(f"The model server refused the credentials (HTTP {status}).", code=BACKEND_AUTH)
     if status == 404:
-        return BackendError(f"The model server does not know the model {model!r} (HTTP 404).", code=BACKEND_ERROR)
+        return not_found_error(await read_bounded(response), model)
     if status == 429:
         error = BackendError("The model server is rate limiting requests (HTTP 429).", code=BACKEND_RATE_LIMITED)
         return Retryable(error, retry_after(response.headers.get("retry-after")))
@@ -90,6 +91,31 @@ async def status_error(response: httpx.Response, redact: Redactor, model: str) -
         return Retryable(error, retry_after(response.headers.get("retry-after")))
     suffix = _detail_suffix(await read_bounded(response), redact)
     return BackendError(f"The model server rejected the request (HTTP {status}){suffix}", code=BACKEND_ERROR)
+
+
+def not_found_error(body: bytes, model: str) -> BackendError:
+    """The error for an HTTP 404: an unknown model when the server's message names it, else a wrong path.
+
+    OpenAI, vLLM, Ollama and LiteLLM name the model in their own error message; a 404 for a path the server
+    does not serve (a `base_url` without `/v1`) is bare, an HTML page or another JSON body.
+    """
+    if names_model(provider_message(body), model):
+        return BackendError(f"The model server does not know the model {model!r} (HTTP 404).", code=BACKEND_ERROR)
+    return BackendError(
+        "The model server has no chat completions endpoint at `base_url` + /chat/completions (HTTP 404): check "
+        "`base_url`; an OpenAI-compatible server usually serves under /v1 (e.g. http://localhost:11434/v1).",
+        code=BACKEND_ERROR,
+    )
+
+
+def names_model(message: str, model: str) -> bool:
+    """Whether a provider's message names `model` as a whole name (`gpt-4o` is not named by `gpt-4o-mini`).
+
+    A sentence's full stop may follow the name; a dot that goes on (`llama3` in `llama3.1`) makes another name.
+    """
+    if not model:
+        return False
+    return re.search(rf"(?<![\w.:/-]){re.escape(model)}(?![\w:/-]|\.[\w-])", message) is not None
 
 
 def not_sse_error(body: bytes, redact: Redactor) -> BackendError:

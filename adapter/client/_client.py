@@ -6,11 +6,13 @@ import asyncio
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import aclosing, asynccontextmanager
+from itertools import islice
 from types import TracebackType
 from typing import Any, Self, TypeAlias
 
 import httpx
 from ag_ui.core import BaseEvent, Interrupt, RunAgentInput
+from starlette.routing import Mount
 from starlette.types import ASGIApp
 
 from adapter._ids import new_id
@@ -44,8 +46,11 @@ class AGUIClient:
     """Runs an AG-UI agent: `await client.run(input)` reads a whole run, `client.stream(input)` yields its events.
 
     Args:
-        target: The endpoint's URL, or an ASGI app whose run route is `/` (served in-process, its response
-            streamed as the app sends it).
+        target: The endpoint's URL, or an ASGI app (served in-process, its response streamed as the app sends
+            it): the adapter's sub-app (`create_app(...)`), or a whole app that mounts it, with `path`.
+        path: Where the run route is on the target: the mount path of the adapter's sub-app in a whole app
+            (`AGUIClient(app, path="/agui")`), or a path appended to the URL. Not given: the app's `/`, the URL
+            as it is.
         http: An `httpx.AsyncClient` to send through; its owner closes it. By default the client makes one.
         timeout: Seconds to connect, and between two reads of the body, for the client it makes.
         strict: Raise `ProtocolError` when a stream breaks the protocol, and `RequestRefused` when the server
@@ -58,15 +63,20 @@ class AGUIClient:
         self,
         target: Target,
         *,
+        path: str | None = None,
         http: httpx.AsyncClient | None = None,
         timeout: float = 60.0,
         strict: bool = True,
         limits: StreamLimits | None = None,
     ) -> None:
-        self.url = target if isinstance(target, str) else _IN_PROCESS
+        if path is not None and not path.startswith("/"):
+            raise ValueError(f"path must start with '/', as a mount path does: {path!r}")
+        self.in_process = not isinstance(target, str)
+        self.url = _joined(target if isinstance(target, str) else _IN_PROCESS, path)
         transport = None if isinstance(target, str) else StreamingASGITransport(target)
         self._owns_http = http is None
         self.http = http if http is not None else httpx.AsyncClient(transport=transport, timeout=timeout)
+        self._routes = _mount_paths(target)
         self.strict = strict
         self.limits = limits or StreamLimits()
 
@@ -97,7 +107,7 @@ class AGUIClient:
         """POST one input and yield its events as they arrive; with `strict`, raise at the first problem."""
         async with self._exchange(run_input) as (run, reader, chunks):
             if not run.is_stream:
-                raise RequestRefused(run)
+                raise RequestRefused(run, self._hint(run))
             async for chunk in chunks:
                 for event in self._checked(run, reader.feed(chunk)):
                     yield event
@@ -149,9 +159,37 @@ class AGUIClient:
         if not self.strict:
             return
         if not run.is_stream:
-            raise RequestRefused(run)
+            raise RequestRefused(run, self._hint(run))
         if run.problems or run.invalid:
             raise ProtocolError(run.problems + run.invalid, run)
+
+    def _hint(self, run: Run) -> str:
+        """What to do about an answer that says the run route is elsewhere (HTTP 404, 405, a redirect)."""
+        where = httpx.URL(self.url).path
+        if run.status in (307, 308) and "location" in run.headers:
+            moved = httpx.URL(self.url).join(run.headers["location"])
+            return f"the server redirects {where!r} to {moved.path!r}, which the client does not follow: post there"
+        if run.status not in (404, 405):
+            return ""
+        if not self.in_process:
+            return "check the URL: it is where the adapter's sub-app is mounted, e.g. http://127.0.0.1:8000/agui"
+        mounted = f" (this app mounts {', '.join(map(repr, self._routes))})" if self._routes else ""
+        return (
+            f"nothing serves an AG-UI run at {where!r} of this app: AGUIClient(app) wants the adapter's sub-app "
+            f'(create_app(...)), or, for an app that mounts it, its mount path: AGUIClient(app, path="/agui"){mounted}'
+        )
+
+
+def _joined(url: str, path: str | None) -> str:
+    return url if path is None else url.rstrip("/") + path
+
+
+def _mount_paths(target: Target, most: int = 5) -> tuple[str, ...]:
+    """The first paths an ASGI app (Starlette's, FastAPI's) mounts other apps at, to name in a hint."""
+    routes = getattr(target, "routes", None)
+    if isinstance(target, str) or not isinstance(routes, list):
+        return ()
+    return tuple(islice((route.path for route in routes if isinstance(route, Mount)), most))
 
 
 async def _refusal(response: httpx.Response) -> bytes:

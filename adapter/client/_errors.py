@@ -25,9 +25,11 @@ class ClientError(Exception):
 class RequestRefused(ClientError):
     """The server answered without an event stream."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, hint: str = "") -> None:
         body = run.body[:200].decode("utf-8", errors="replace")
-        super().__init__(f"HTTP {run.status} ({run.content_type or 'no content type'}): {body}", run)
+        told = f"HTTP {run.status} ({run.content_type or 'no content type'}): {body}"
+        super().__init__(f"{told}; {hint}" if hint else told, run)
+        self.hint = hint
 
 
 class ProtocolError(ClientError):

@@ -1,6 +1,9 @@
 """A thread's messages as a client keeps them.
 
-A MESSAGES_SNAPSHOT replaces them; streamed text, tool calls (triads or chunks) and tool results add to them.
+A MESSAGES_SNAPSHOT replaces them; streamed text, reasoning, tool calls (triads or chunks) and tool results add
+to them. As `@ag-ui/client` does, a REASONING_ENCRYPTED_VALUE sets the `encryptedValue` of the message (subtype
+`message`) or the tool call (`tool-call`) it names, if the conversation has it, so that a later request carries
+it back; an activity message takes no reasoning.
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from adapter._ids import new_id
 from adapter.client._calls import CallReader, StreamedCall
 
 Message = dict[str, Any]
+_REASONING = frozenset(
+    {"REASONING_MESSAGE_START", "REASONING_MESSAGE_CONTENT", "REASONING_MESSAGE_CHUNK", "REASONING_ENCRYPTED_VALUE"}
+)
 SERVER_ROLES = frozenset({"activity", "reasoning"})
 """Roles a client may show but leave out of what it sends back (`fold_messages(..., drop_roles=SERVER_ROLES)`)."""
 
@@ -24,6 +30,7 @@ class MessageFolder:
         self.messages: list[Message] = [dict(message) for message in messages]
         self.calls = CallReader()
         self._text: str | None = None
+        self._thought: str | None = None
         self._entries: dict[str, dict[str, Any]] = {}
 
     def feed(self, event: Mapping[str, Any]) -> None:
@@ -36,6 +43,8 @@ class MessageFolder:
             self._sync(str(event.get("toolCallId") or ""))
         if kind != "TEXT_MESSAGE_CHUNK":
             self._text = None
+        if kind != "REASONING_MESSAGE_CHUNK":
+            self._thought = None
         if kind == "MESSAGES_SNAPSHOT":
             snapshot = event.get("messages") or []
             kept = [m for m in snapshot if isinstance(m, Mapping) and m.get("role") not in self.drop_roles]
@@ -48,6 +57,35 @@ class MessageFolder:
             self.messages.append(_tool_message(event))
         elif kind == "ACTIVITY_SNAPSHOT" and "activity" not in self.drop_roles:
             self._activity(event)
+        elif kind in _REASONING and "reasoning" not in self.drop_roles:
+            self._reasoning(event)
+
+    def _reasoning(self, event: Mapping[str, Any]) -> None:
+        """A reasoning message started or streamed, or an encrypted value for the message or call it names."""
+        kind = event.get("type")
+        if kind == "REASONING_ENCRYPTED_VALUE":
+            self._encrypted(event)
+            return
+        message_id = str(event.get("messageId") or self._thought or new_id("reasoning"))
+        if kind == "REASONING_MESSAGE_CHUNK":
+            self._thought = message_id
+        kept = next((m for m in self.messages if m.get("id") == message_id), None)
+        if kept is not None and kept.get("role") == "activity":
+            return  # ids are unique across roles: an activity takes no reasoning
+        message = kept if kept is not None else self._message(message_id, "reasoning")
+        message.setdefault("content", "")
+        if kind != "REASONING_MESSAGE_START":
+            message["content"] = str(message.get("content") or "") + str(event.get("delta") or "")
+
+    def _encrypted(self, event: Mapping[str, Any]) -> None:
+        entity_id = event.get("entityId")
+        if event.get("subtype") == "tool-call":
+            calls = (c for m in self.messages if m.get("role") == "assistant" for c in m.get("toolCalls") or ())
+            target = next((c for c in calls if isinstance(c, dict) and c.get("id") == entity_id), None)
+        else:
+            target = next((m for m in self.messages if m.get("id") == entity_id and m.get("role") != "activity"), None)
+        if target is not None:
+            target["encryptedValue"] = event.get("encryptedValue")
 
     def _activity(self, event: Mapping[str, Any]) -> None:
         """An activity message, new or replacing the one of its id (unless `replace` is false)."""
@@ -101,7 +139,8 @@ def fold_messages(
 ) -> list[Message]:
     """The conversation after one run's wire events: snapshots replace it, streamed messages add to it.
 
-    `drop_roles` leaves a snapshot's messages of those roles out (e.g. `SERVER_ROLES`).
+    `drop_roles` leaves a snapshot's messages of those roles out (e.g. `SERVER_ROLES`), and builds none of them:
+    with "reasoning", the reasoning (and its encrypted values) stays with the server.
     """
     folder = MessageFolder(messages, drop_roles=drop_roles)
     for event in events:

@@ -1,12 +1,14 @@
 """Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
 
-A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention or
-ownership gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so processes opening
-the same file together upgrade it once.
+A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention,
+ownership or the threads' listing gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so
+processes opening the same file together upgrade it once. The journals' tables are new tables: a file
+from before them gains them empty.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
 from typing import Final
@@ -38,6 +40,30 @@ _SCHEMA: Final = (
     """,
     # `find_message`: a message's position by its id; the primary key's columns ride along in the index.
     "CREATE INDEX IF NOT EXISTS agui_messages_id ON agui_messages (thread_id, message_id)",
+    # A run's journal: its status, one row (created by its first append)...
+    """
+    CREATE TABLE IF NOT EXISTS agui_journals (
+        thread_id      TEXT NOT NULL,
+        run_id         TEXT NOT NULL,
+        last_seq       INTEGER NOT NULL,
+        ended          INTEGER NOT NULL DEFAULT 0,
+        stop_requested INTEGER NOT NULL DEFAULT 0,
+        appended_at    REAL NOT NULL,
+        PRIMARY KEY (thread_id, run_id)
+    ) WITHOUT ROWID
+    """,
+    # ... and its events, one row each: a replay from `after` is a range of the primary key.
+    """
+    CREATE TABLE IF NOT EXISTS agui_journal_events (
+        thread_id TEXT NOT NULL,
+        run_id    TEXT NOT NULL,
+        seq       INTEGER NOT NULL,
+        body      TEXT NOT NULL,
+        PRIMARY KEY (thread_id, run_id, seq)
+    ) WITHOUT ROWID
+    """,
+    # `purge`: the journals last appended to before the cutoff.
+    "CREATE INDEX IF NOT EXISTS agui_journals_appended ON agui_journals (appended_at)",
 )
 
 
@@ -47,7 +73,10 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
     `busy_timeout` is the seconds a statement waits for another connection's lock before it fails (SQLITE_BUSY).
     """
     # isolation_level=None: no implicit transactions, so the store's BEGIN IMMEDIATE is its own.
-    connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    try:
+        connection = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None)
+    except sqlite3.Error as error:
+        raise naming(error, path) from error
     try:
         connection.execute(f"PRAGMA busy_timeout = {round(busy_timeout * 1000)}")
         _enable_wal(connection, busy_timeout)
@@ -57,10 +86,37 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         migrate_documents(connection)
         _add_retention_columns(connection)
         _add_owner_column(connection)
+        _add_listing_columns(connection)
+    except sqlite3.Error as error:
+        connection.close()
+        raise naming(error, path) from error
     except BaseException:
         connection.close()
         raise
     return connection
+
+
+def naming(error: sqlite3.Error, path: str) -> sqlite3.Error:
+    """`error` (same class, same SQLite code) with the file's path and why it may fail in its message.
+
+    The path is for the app author, in the traceback `StoreUnavailable` is chained to: the store's own message,
+    which a client may see in a `RUN_ERROR`, never names it (docs/security.md).
+    """
+    named = type(error)(f"{error}: the SQLite file {path!r}{_why(path)}")
+    named.sqlite_errorcode = error.sqlite_errorcode
+    named.sqlite_errorname = error.sqlite_errorname
+    return named
+
+
+def _why(path: str) -> str:
+    if path in ("", ":memory:") or path.startswith("file:"):
+        return ""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f" (its directory {directory!r} does not exist)"
+    if os.path.isdir(path):
+        return " (it is a directory, not a file)"
+    return ""
 
 
 def _add_retention_columns(connection: sqlite3.Connection) -> None:
@@ -92,6 +148,35 @@ def _add_owner_column(connection: sqlite3.Connection) -> None:
     try:
         if "owner" not in _columns(connection):  # another process may have added it meanwhile
             connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT")
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _add_listing_columns(connection: sqlite3.Connection) -> None:
+    """Add `title` and `updated_at` (Unix microseconds) and the listing's index to a file from before them, once.
+
+    Threads already there count as updated when they were last saved (`saved_at`). Microseconds in an
+    integer, not seconds in a float as `saved_at` is: a page's cursor names a thread's `updated_at` exactly.
+    """
+    if "updated_at" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "updated_at" not in _columns(connection):  # another process may have added them meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN title TEXT")
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0")
+            connection.execute(
+                "UPDATE agui_threads SET updated_at = CAST(round(coalesce(saved_at, ?) * 1000000) AS INTEGER)",
+                (time.time(),),
+            )
+            # `list_threads`: an owner's threads in the listing's order, from the index: nothing to sort.
+            connection.execute(
+                "CREATE INDEX IF NOT EXISTS agui_threads_listing "
+                "ON agui_threads (owner, updated_at DESC, thread_id DESC)"
+            )
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

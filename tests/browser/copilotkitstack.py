@@ -1,6 +1,7 @@
 """The CopilotKit example (examples/copilotkit) in front of the demo, for the tests and the docs' screenshot.
 
-The stack, each part on a free port: the demo (`frontend_outcome="pending"`, for CopilotKit's @ag-ui/client 0.0.x),
+The stack, each part on a free port: the demo with no option set (the adapter's default, `frontend_outcome="pending"`,
+which CopilotKit's @ag-ui/client 0.0.x needs),
 then `node server.mjs`: the CopilotKit runtime with the demo as its AG-UI agent, serving the Vite build of the page.
 `python tests/browser/copilotkitstack.py` writes docs/screenshots/copilotkit.png.
 """
@@ -111,7 +112,7 @@ class Runtime:
 def copilotkit_stack(db_path: Path) -> Iterator[tuple[str, Runtime]]:
     """Yield (the demo's base URL, the runtime serving the page); both stop afterwards."""
     ensure_build()
-    with serve_demo(db_path, frontend_outcome="pending") as demo:
+    with serve_demo(db_path) as demo:
         runtime = Runtime(f"{demo}/agui/")
         try:
             yield demo, runtime

@@ -26,9 +26,9 @@ pytestmark = pytest.mark.needs_node
 
 @pytest.fixture
 async def dojo_url(serve: Serve) -> AsyncIterator[str]:
-    """The root of the Dojo app, served over real HTTP in pending mode (the Dojo's own client is pre-1.0)."""
+    """The root of the Dojo app, served over real HTTP with no option set: pending, which its pre-1.0 client needs."""
     dojo = Dojo(serve, DojoModel(FIXTURES))
-    client = await dojo.connect("", frontend_outcome="pending")
+    client = await dojo.connect("")
     yield client.base_url.rstrip("/")
     await dojo.aclose()
 

@@ -3,7 +3,8 @@
     python tests/compat/measure.py [--json PATH] [--only NAME ...]
 
 prints one Markdown table per framework (docs/compatibility.md holds the last run's) and, with `--json`, every
-report. Pydantic AI and LangGraph run in this process, each with a scripted model; the others run in virtualenvs
+report. Pydantic AI (also with `conversation_store=InMemoryConversationStore()`, its server-side record) and
+LangGraph run in this process, each with a scripted model; the others run in virtualenvs
 of their own (tests/upstreams/*-requirements.txt: Strands, Google ADK, CrewAI, LlamaIndex, Agno and Microsoft
 Agent Framework) and are left out, with the reason, when theirs is missing.
 
@@ -141,14 +142,15 @@ class Measured:
     report: Report
 
 
-async def in_process(name: str, make: Callable[[Executions], ASGIApp]) -> list[Measured]:
+async def in_process(name: str, make: Callable[[Executions], ASGIApp], variant: str = "") -> list[Measured]:
+    """The framework alone and behind the adapter; `variant` ("with a store, ") names a configuration of it."""
     measured = []
     for where in ("alone", "behind the adapter"):
         executions = Executions()
         upstream = counted(make(executions), executions)
         target = upstream if where == "alone" else with_hook(behind(upstream), upstream)
         report = await check(target, **KIT, executions_url=EXECUTIONS)
-        measured.append(Measured(name, where, report))
+        measured.append(Measured(name, variant + where, report))
     return measured
 
 
@@ -156,6 +158,14 @@ def pydantic_ai(executions: Executions) -> ASGIApp:
     from upstreams.pydantic_agent import PydanticAgent
 
     return PydanticAgent(deleted=executions).app
+
+
+def pydantic_ai_stored(executions: Executions) -> ASGIApp:
+    """Pydantic AI keeping each conversation on the server: its store refuses answers to calls that are not pending."""
+    from pydantic_ai.conversation_store import InMemoryConversationStore
+    from upstreams.pydantic_agent import PydanticAgent
+
+    return PydanticAgent(deleted=executions, conversation_store=InMemoryConversationStore()).app
 
 
 def langgraph(executions: Executions) -> ASGIApp:
@@ -258,6 +268,8 @@ async def measure(only: list[str]) -> list[Measured]:
     for name, make in makers.items():
         if not only or name in only:
             measured += await in_process(name, make)
+        if name == "pydantic_ai" and (not only or name in only):
+            measured += await in_process(name, pydantic_ai_stored, "with a store, ")
     for name in OUT_OF_PROCESS:
         if only and name not in only:
             continue

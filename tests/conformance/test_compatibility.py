@@ -51,3 +51,7 @@ async def test_the_page_shows_what_the_script_measures(framework: str) -> None:
             "forged-call",
             "one-answer-per-call",
         }
+        stored, stored_behind = measured[2:]
+        assert (stored.where, stored_behind.where) == ("with a store, alone", "with a store, behind the adapter")
+        assert {case.id for case in stored.report.failures} == {"new-message-while-open", "concurrent-resume"}
+        assert stored_behind.report.ok, stored_behind.report.table()

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic_ai import Agent, DeferredToolRequests
+from pydantic_ai.conversation_store import ConversationStore
 from pydantic_ai.messages import ModelMessage, ModelRequest, RetryPromptPart, ToolReturnPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls
 from pydantic_ai.models.function import FunctionModel as PydanticFunctionModel
@@ -42,6 +43,8 @@ class PydanticAgent:
     expected: dict[str, Any] = field(default_factory=dict)
     """Tool name -> the content its return must have, checked inside the model function."""
     deleted: list[str] = field(default_factory=list)
+    conversation_store: ConversationStore | None = None
+    """Keeps the conversation on the server (pydantic-ai's own record); None: the client's history is the truth."""
 
     @property
     def app(self) -> Starlette:
@@ -60,7 +63,7 @@ class PydanticAgent:
             return f"deleted {path}"
 
         async def run(request: Request) -> Response:
-            return await AGUIAdapter.dispatch_request(request, agent=agent)
+            return await AGUIAdapter.dispatch_request(request, agent=agent, conversation_store=self.conversation_store)
 
         return Starlette(routes=[Route("/", run, methods=["POST"])])
 
