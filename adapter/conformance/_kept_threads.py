@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
+from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._memory import MemoryStore
-from adapter.stores._protocol import StoredThread, ThreadChange
+from adapter.stores._protocol import JournalEvent, RunJournal, StoredThread, ThreadChange, ThreadSummary
 
 MAX_THREADS: Final = 200
 MAX_BYTES: Final = 64 * 1024 * 1024
@@ -26,6 +28,8 @@ MAX_BYTES: Final = 64 * 1024 * 1024
 class _Kept:
     store: MemoryStore = field(default_factory=MemoryStore)
     size: int = 0
+    journaled: int = 0
+    """Of `size`, the bytes of the thread's run journals."""
 
 
 class KeptThreads:
@@ -70,11 +74,59 @@ class KeptThreads:
         version = await kept.store.save(thread_id, change, expected_version=expected_version, fence=fence)
         if self._threads.get(thread_id) is kept:
             self._threads.move_to_end(thread_id)
-            size = await _measure(kept.store, thread_id)
+            size = await _measure(kept.store, thread_id) + kept.journaled
             self.size += size - kept.size
             kept.size = size
             self._forget()
         return version
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        """Append as `MemoryStore` does, in the thread's own store: its journals are forgotten with it."""
+        kept = self._threads.get(thread_id)
+        if kept is None:  # a run's first events come before its first save
+            kept = self._threads[thread_id] = _Kept()
+        stop = await kept.store.append_events(thread_id, run_id, events, ended=ended)
+        if self._threads.get(thread_id) is kept:
+            added = sum(len(event.json) for event in events)
+            kept.journaled += added
+            kept.size += added
+            self.size += added
+            self._forget()
+        return stop
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        """The run's events after `after`, or None for no journal (or a forgotten thread)."""
+        kept = self._threads.get(thread_id)
+        return None if kept is None else await kept.store.read_events(thread_id, run_id, after=after, limit=limit)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        """Ask the run to stop, as `MemoryStore` does."""
+        kept = self._threads.get(thread_id)
+        return False if kept is None else await kept.store.request_stop(thread_id, run_id)
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        """The kept threads of `owner`, newest first, as `MemoryStore` lists them."""
+        check_limit(limit)
+        below = None if before is None else parse_cursor(before)
+        found = [summary for kept in self._threads.values() for summary in (await kept.store.list_threads(owner))[0]]
+        found.sort(key=lambda summary: (summary.updated_at, summary.thread_id), reverse=True)
+        page = [summary for summary in found if below is None or (summary.updated_at, summary.thread_id) < below]
+        shown = page[:limit]
+        more = len(page) > limit
+        return shown, next_cursor(shown[-1].updated_at, shown[-1].thread_id) if more else None
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Forget the thread and its journals; False when it was not kept."""
+        kept = self._threads.get(thread_id)
+        if kept is None:
+            return False
+        deleted = await kept.store.delete_thread(thread_id)
+        self._drop(thread_id)
+        return deleted
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None

@@ -4,6 +4,8 @@ from adapter.stores._memory import MemoryStore
 from adapter.stores._postgres import PostgresStore
 from adapter.stores._protocol import (
     KEEP,
+    JournalEvent,
+    RunJournal,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -11,14 +13,17 @@ from adapter.stores._protocol import (
     StoreUnavailable,
     ThreadChange,
     ThreadHead,
+    ThreadSummary,
     TurnStore,
 )
 from adapter.stores._sqlite import SQLiteStore
 
 __all__ = [
     "KEEP",
+    "JournalEvent",
     "MemoryStore",
     "PostgresStore",
+    "RunJournal",
     "SQLiteStore",
     "StaleClaim",
     "StoreConflict",
@@ -27,5 +32,6 @@ __all__ = [
     "StoredThread",
     "ThreadChange",
     "ThreadHead",
+    "ThreadSummary",
     "TurnStore",
 ]

@@ -4,7 +4,8 @@
 
 `--db` is a `postgresql://` URL or an existing SQLite file (a path, or `sqlite:///path`). `purge` deletes
 the threads that finished (no open turn, no queued answers) and were last written longer ago than
-`--older-than`, and the threads whose open turn expired longer ago than `--grace` (default 0).
+`--older-than`, and the threads whose open turn expired longer ago than `--grace` (default 0), with
+their runs' journals; and every run's journal last appended to longer ago than `--older-than`.
 Durations are a number and a unit: s (seconds), m (minutes), h (hours), d (days) or w (weeks).
 
 A mistake (a database that does not exist, a bad duration, a missing extra, a database that does not

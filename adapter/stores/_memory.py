@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._protocol import (
+    KEEP,
+    JournalEvent,
     JSONValue,
+    RunJournal,
     StaleClaim,
     StoreConflict,
     StoredMessage,
     StoredThread,
     ThreadChange,
     ThreadHead,
+    ThreadSummary,
+    check_append,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 
@@ -29,6 +36,15 @@ class _Thread:
     saved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     expires_at: datetime | None = None
     owner: str | None = None
+    title: str | None = None
+
+
+@dataclass(slots=True)
+class _Journal:
+    events: list[JournalEvent] = field(default_factory=list)
+    ended: bool = False
+    stop_requested: bool = False
+    appended_at: datetime = field(default_factory=lambda: datetime.now(UTC))
 
 
 class MemoryStore:
@@ -41,6 +57,7 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._threads: dict[str, _Thread] = {}
+        self._journals: dict[tuple[str, str], _Journal] = {}
         self._lock = asyncio.Lock()
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
@@ -53,6 +70,8 @@ class MemoryStore:
             claim=thread.claim,
             message_count=len(thread.messages),
             owner=thread.owner,
+            title=thread.title,
+            updated_at=thread.saved_at,
             **{name: json.loads(text) for name, text in thread.records.items()},
         )
         start = len(thread.messages) if since is None else min(max(since, 0), len(thread.messages))
@@ -82,6 +101,8 @@ class MemoryStore:
             records = {name: _text(value) for name, value in change.records().items()}
             _apply(current, change, records)
             current.saved_at = datetime.now(UTC)
+            if change.title is not KEEP:
+                current.title = change.title
             if "open_turn" in records:
                 current.expires_at = turn_expiry(change.open_turn)
             self._threads[thread_id] = current
@@ -96,21 +117,85 @@ class MemoryStore:
         """
         idle, expired = cutoffs(older_than, grace, now)
         async with self._lock:
-            doomed = [
+            doomed = {
                 thread_id
                 for thread_id, thread in self._threads.items()
                 if (_finished(thread) and thread.saved_at < idle)
                 or (thread.expires_at is not None and thread.expires_at < expired)
-            ]
+            }
             for thread_id in doomed:
                 del self._threads[thread_id]
+            for key in [
+                key for key, journal in self._journals.items() if key[0] in doomed or journal.appended_at < idle
+            ]:
+                del self._journals[key]
         return len(doomed)
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        """Append to the run's journal (created by the first append); return whether a stop was requested."""
+        journal = self._journals.get((thread_id, run_id))
+        last = journal.events[-1].seq if journal is not None and journal.events else 0
+        check_append(thread_id, run_id, events, last_seq=last, ended=journal is not None and journal.ended)
+        journal = self._journals.setdefault((thread_id, run_id), _Journal())
+        journal.events.extend(events)
+        journal.ended = ended
+        journal.appended_at = datetime.now(UTC)
+        return journal.stop_requested
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        """The run's events with seq > `after`, at most `limit`, or None for no journal."""
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, not {limit}")
+        journal = self._journals.get((thread_id, run_id))
+        if journal is None:
+            return None
+        start = min(max(after, 0), len(journal.events))  # seq n is at index n - 1: no gap
+        last = len(journal.events)
+        return RunJournal(journal.events[start : start + limit], journal.ended, journal.stop_requested, last)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        """Ask the run to stop; False when there is no such journal or it already ended."""
+        journal = self._journals.get((thread_id, run_id))
+        if journal is None or journal.ended:
+            return False
+        journal.stop_requested = True
+        return True
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        """The threads of `owner`, newest first (then greatest id first), and the next page's cursor or None.
+
+        A sort of the owner's threads on each call: this store is for tests and small deployments.
+        """
+        check_limit(limit)
+        below = None if before is None else parse_cursor(before)
+        keys = sorted(
+            ((thread.saved_at, thread_id) for thread_id, thread in self._threads.items() if thread.owner == owner),
+            reverse=True,
+        )
+        page = [key for key in keys if below is None or key < below][: limit + 1]
+        summaries = [self._summary(thread_id) for _, thread_id in page[:limit]]
+        return summaries, next_cursor(*page[limit - 1]) if len(page) > limit else None
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs."""
+        for key in [key for key in self._journals if key[0] == thread_id]:
+            del self._journals[key]
+        return self._threads.pop(thread_id, None) is not None
 
     async def ping(self, *, write: bool = False) -> None:
         """Always answers, and can always be written: the store is in this process."""
 
     async def close(self) -> None:
         """Nothing to release."""
+
+    def _summary(self, thread_id: str) -> ThreadSummary:
+        thread = self._threads[thread_id]
+        open_turn = json.loads(thread.records.get("open_turn", "null"))
+        return ThreadSummary(thread_id, thread.title, thread.saved_at, thread.owner, open_turn)
 
 
 def _apply(thread: _Thread, change: ThreadChange, records: dict[str, str]) -> None:

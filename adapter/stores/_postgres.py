@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
-from datetime import datetime, timedelta
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline, checked_timeout
+from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
+    KEEP,
+    JournalEvent,
     JSONValue,
+    RunJournal,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -19,6 +23,8 @@ from adapter.stores._protocol import (
     StoreUnavailable,
     ThreadChange,
     ThreadHead,
+    ThreadSummary,
+    check_append,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 
@@ -32,6 +38,8 @@ _INSTALL_HINT: Final = "PostgresStore needs psycopg 3 and psycopg_pool: pip inst
 _STALE_CLAIM: Final = "AG001"
 _CONFLICT: Final = "AG002"
 _BAD_POSITION: Final = "AG003"
+_JOURNAL_ENDED: Final = "AG004"
+_JOURNAL_SEQ: Final = "AG005"  # its message is the journal's last seq
 _UNIQUE_VIOLATION: Final = "23505"
 _LAST: Final = 2**31 - 1  # past any position (an integer column)
 _READ_ONLY: Final = "25006"  # read_only_sql_transaction: a standby, or default_transaction_read_only
@@ -39,7 +47,7 @@ _DISK_FULL: Final = "53100"
 _T = TypeVar("_T")
 
 _LOAD: Final = """
-    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner,
+    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner, t.title, t.saved_at,
            m.message_id, m.role, m.body
     FROM agui_threads t
     LEFT JOIN agui_messages m
@@ -52,7 +60,9 @@ _SAVE: Final = """
     SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _SET_OWNER: Final = "UPDATE agui_threads SET owner = %s WHERE thread_id = %s"
-# One statement: the threads go, and their messages with them.
+_SET_TITLE: Final = "UPDATE agui_threads SET title = %s WHERE thread_id = %s"
+# One statement: the threads go, their messages with them, and the rows of their journals and of every journal
+# idle past the cutoff; it returns how many threads went and which journals, whose events go next (`_PURGE_EVENTS`).
 _PURGE: Final = """
     WITH doomed AS (
         DELETE FROM agui_threads
@@ -61,9 +71,45 @@ _PURGE: Final = """
         RETURNING thread_id
     ), gone AS (
         DELETE FROM agui_messages m USING doomed d WHERE m.thread_id = d.thread_id
+    ), journals AS (
+        DELETE FROM agui_journals
+        WHERE appended_at < %(idle)s OR thread_id IN (SELECT thread_id FROM doomed)
+        RETURNING thread_id, run_id
     )
-    SELECT count(*) FROM doomed
+    SELECT (SELECT count(*) FROM doomed), array_agg(thread_id), array_agg(run_id) FROM journals
 """
+# A statement of its own, after `_PURGE` in its transaction: it sees the events of an append that committed while
+# `_PURGE` waited for its journal's row.
+_PURGE_EVENTS: Final = """
+    DELETE FROM agui_journal_events e USING unnest(%s::text[], %s::text[]) AS k(thread_id, run_id)
+    WHERE e.thread_id = k.thread_id AND e.run_id = k.run_id
+"""
+_APPEND: Final = "SELECT agui_append(%s, %s, %s, %s, %s)"
+_READ_EVENTS: Final = """
+    SELECT j.last_seq, j.ended, j.stop_requested, e.seq, e.body
+    FROM agui_journals j
+    LEFT JOIN LATERAL (
+        SELECT seq, body FROM agui_journal_events
+        WHERE thread_id = j.thread_id AND run_id = j.run_id AND seq > %(after)s
+        ORDER BY seq LIMIT %(limit)s
+    ) e ON true
+    WHERE j.thread_id = %(thread)s AND j.run_id = %(run)s
+    ORDER BY e.seq
+"""
+_REQUEST_STOP: Final = """
+    UPDATE agui_journals SET stop_requested = true
+    WHERE thread_id = %s AND run_id = %s AND NOT ended
+    RETURNING 1
+"""
+_DELETE: Final = "SELECT agui_delete(%s)"
+# `owner = ` or `owner IS NULL`, and a cursor's key or none: each a query the index `agui_threads_listing` answers.
+_LIST: Final = """
+    SELECT thread_id, title, saved_at, owner, open_turn FROM agui_threads
+    WHERE {owner} {below}
+    ORDER BY saved_at DESC, thread_id COLLATE "C" DESC
+    LIMIT %(count)s
+"""
+_BELOW: Final = """AND (saved_at, thread_id COLLATE "C") < (%(at)s, %(id)s COLLATE "C")"""
 
 
 class PostgresStore:
@@ -81,6 +127,10 @@ class PostgresStore:
       checks the fencing token and the version, and writes the change, all in the statement's
       transaction. The loser of a race gets `StoreConflict` (or `StaleClaim`) with nothing written.
     - Head records and messages are stored as the JSON text they were given, so they come back as is.
+    - A journal append is one statement too, `agui_append`: it locks the journal's row, checks the seqs
+      continue it (`ValueError` otherwise, nothing written), and writes the events and the status. A
+      delete is `agui_delete`, one statement that locks the thread's head row before its messages go,
+      as a save does, so no save lands half-deleted.
     - Every call ends within `timeout` (waiting for a connection included) or raises `StoreUnavailable`,
       even when the network delivers nothing and drops nothing (a partition): the caller stops waiting
       then, and the query is cancelled behind it. Each connection's `statement_timeout` is the same, so
@@ -145,9 +195,10 @@ class PostgresStore:
             return None
         first = rows[0]
         open_turn, applied, queued = (json.loads(text) for text in first[3:6])
-        head = ThreadHead(first[0], first[1], first[2], open_turn, applied, queued, owner=first[6])
+        updated_at = first[8].astimezone(UTC)
+        head = ThreadHead(first[0], first[1], first[2], open_turn, applied, queued, first[6], first[7], updated_at)
         start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[7], row[8], row[9]) for row in rows if row[7] is not None]
+        messages = [StoredMessage(row[9], row[10], row[11]) for row in rows if row[9] is not None]
         return StoredThread(head, start, messages)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
@@ -172,13 +223,20 @@ class PostgresStore:
 
         params = _save_params(thread_id, change, expected_version, fence)
 
+        # A save that creates the thread sets its owner, and one that names a title sets it: in its transaction.
+        also: list[tuple[str, tuple[str | None, str]]] = []
+        if expected_version == 0 and change.owner is not None:
+            also.append((_SET_OWNER, (change.owner, thread_id)))
+        if change.title is not KEEP:
+            also.append((_SET_TITLE, (change.title, thread_id)))
+
         async def saved(connection: Any) -> Any:
-            if expected_version == 0 and change.owner is not None:
-                # A save that creates the thread sets its owner, in the same transaction.
+            if also:
                 async with connection.transaction():
                     cursor = await connection.execute(_SAVE, params)
                     row = await cursor.fetchone()
-                    await connection.execute(_SET_OWNER, (change.owner, thread_id))
+                    for statement, values in also:
+                        await connection.execute(statement, values)
                 return row
             cursor = await connection.execute(_SAVE, params)
             return await cursor.fetchone()
@@ -203,8 +261,81 @@ class PostgresStore:
         no longer finished) or finds the thread gone (`StoreConflict`).
         """
         idle, expired = cutoffs(older_than, grace, now)
-        rows = await self._rows("a purge", _PURGE, {"idle": idle, "expired": expired})
-        return int(rows[0][0]) if rows else 0
+
+        async def purged(connection: Any) -> int:
+            async with connection.transaction():
+                deleted = await connection.execute(_PURGE, {"idle": idle, "expired": expired})
+                count, threads, runs = await deleted.fetchone()
+                if threads:
+                    await connection.execute(_PURGE_EVENTS, (threads, runs))
+            return int(count)
+
+        return await self._call("a purge", purged)
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        """Append to the run's journal (created by the first append); return whether a stop was requested.
+
+        One statement, `agui_append`: the seqs' order is checked here, their start against the journal's last
+        seq in the database, under the journal row's lock.
+        """
+        import psycopg
+
+        check_append(thread_id, run_id, events, last_seq=None, ended=False)
+        first = events[0].seq if events else None
+        params = (thread_id, run_id, first, [event.json for event in events], ended)
+        try:
+            rows = await self._rows("an append", _APPEND, params)
+        except psycopg.Error as error:
+            refused = _journal_refusal(error, thread_id, run_id, events)
+            if refused is None:
+                raise
+            raise refused from None
+        return bool(rows[0][0])
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        """The run's events with seq > `after`, at most `limit`, or None for no journal: one statement."""
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, not {limit}")
+        params = {"thread": thread_id, "run": run_id, "after": min(max(after, 0), _LAST), "limit": min(limit, _LAST)}
+        rows = await self._rows("a journal read", _READ_EVENTS, params)
+        if not rows:
+            return None
+        last, ended, stop = rows[0][:3]
+        events = [JournalEvent(row[3], row[4]) for row in rows if row[3] is not None]
+        return RunJournal(events, ended, stop, last)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        """Ask the run to stop; False when there is no such journal or it already ended. One statement."""
+        return bool(await self._rows("a stop request", _REQUEST_STOP, (thread_id, run_id)))
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        """The threads of `owner`, newest first (then greatest id first), and the next page's cursor or None.
+
+        One query on the index `(owner, saved_at DESC, thread_id DESC)`: a page reads its own rows only.
+        """
+        check_limit(limit)
+        below = None if before is None else parse_cursor(before)
+        where = "owner IS NULL" if owner is None else "owner = %(owner)s"
+        query = _LIST.format(owner=where, below="" if below is None else _BELOW)
+        params: dict[str, Any] = {"owner": owner, "count": min(limit, _LAST) + 1}
+        if below is not None:
+            params.update(at=below[0], id=below[1])
+        rows = await self._rows("a listing", query, params)
+        summaries = [
+            ThreadSummary(thread_id, title, saved_at.astimezone(UTC), row_owner, json.loads(open_turn))
+            for thread_id, title, saved_at, row_owner, open_turn in rows[:limit]
+        ]
+        last = summaries[-1] if len(rows) > limit else None
+        return summaries, None if last is None else next_cursor(last.updated_at, last.thread_id)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs: one statement."""
+        rows = await self._rows("a delete", _DELETE, (thread_id,))
+        return bool(rows[0][0])
 
     async def ping(self, *, write: bool = False) -> None:
         """Raise unless the database answers a trivial query; with `write`, unless it can be written too.
@@ -359,3 +490,19 @@ def _refusal(
     if sqlstate == _BAD_POSITION:
         return ValueError(f"{change.keep=} or a replaced position is outside the thread's messages")
     return None
+
+
+def _journal_refusal(
+    error: Exception, thread_id: str, run_id: str, events: Sequence[JournalEvent]
+) -> ValueError | None:
+    """The `ValueError` every store gives for what `agui_append` refused (its SQLSTATE), or None for any other error."""
+    sqlstate = getattr(error, "sqlstate", None)
+    if sqlstate not in (_JOURNAL_ENDED, _JOURNAL_SEQ):
+        return None
+    said = getattr(getattr(error, "diag", None), "message_primary", None)  # AG005 says the journal's last seq
+    last = int(said or 0) if sqlstate == _JOURNAL_SEQ else None
+    try:
+        check_append(thread_id, run_id, events, last_seq=last, ended=sqlstate == _JOURNAL_ENDED)
+    except ValueError as refusal:
+        return refusal
+    return ValueError(f"the journal of run {run_id!r} of thread {thread_id!r} changed under the append ({sqlstate})")

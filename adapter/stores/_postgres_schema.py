@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -112,6 +112,70 @@ MIGRATIONS: Final[dict[int, str]] = {
     # Version 3: a message's position by its id (`find_message`), from the index alone.
     3: """
     CREATE INDEX agui_messages_id ON agui_messages (thread_id, message_id, position);
+    """,
+    # Version 4 (issue 31): threads as a listed resource, with a title; the runs' journals. A thread's
+    # `updated_at` is its `saved_at` (every save sets it, to the microsecond): the listing's index orders by
+    # it, and by the id's bytes (COLLATE "C": the same order in every database, and as Python compares str).
+    # An append and a delete are one function each, so one statement and one round trip.
+    4: """
+    ALTER TABLE agui_threads ADD COLUMN title text;
+    CREATE INDEX agui_threads_listing ON agui_threads (owner, saved_at DESC, (thread_id COLLATE "C") DESC);
+    CREATE TABLE agui_journals (
+        thread_id      text NOT NULL,
+        run_id         text NOT NULL,
+        last_seq       integer NOT NULL DEFAULT 0,
+        ended          boolean NOT NULL DEFAULT false,
+        stop_requested boolean NOT NULL DEFAULT false,
+        appended_at    timestamptz NOT NULL DEFAULT now(),
+        PRIMARY KEY (thread_id, run_id)
+    );
+    CREATE INDEX agui_journals_appended ON agui_journals (appended_at);
+    CREATE TABLE agui_journal_events (
+        thread_id text NOT NULL,
+        run_id    text NOT NULL,
+        seq       integer NOT NULL,
+        body      text NOT NULL,
+        PRIMARY KEY (thread_id, run_id, seq)
+    );
+    CREATE FUNCTION agui_append(p_thread text, p_run text, p_first bigint, p_bodies text[], p_ended boolean)
+    RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+        v_last integer;
+        v_ended boolean;
+        v_stop boolean;
+    BEGIN
+        -- A racing first append waits here for the other's commit, then finds its row.
+        INSERT INTO agui_journals (thread_id, run_id) VALUES (p_thread, p_run) ON CONFLICT DO NOTHING;
+        SELECT last_seq, ended, stop_requested INTO v_last, v_ended, v_stop
+            FROM agui_journals WHERE thread_id = p_thread AND run_id = p_run FOR UPDATE;
+        IF v_ended THEN
+            RAISE EXCEPTION 'ended' USING ERRCODE = 'AG004';
+        END IF;
+        IF p_first IS NOT NULL AND p_first <> v_last + 1 THEN
+            RAISE EXCEPTION '%', v_last USING ERRCODE = 'AG005';
+        END IF;
+        INSERT INTO agui_journal_events (thread_id, run_id, seq, body)
+            SELECT p_thread, p_run, v_last + e.n, e.body FROM unnest(p_bodies) WITH ORDINALITY AS e(body, n);
+        UPDATE agui_journals
+            SET last_seq = v_last + cardinality(p_bodies), ended = p_ended, appended_at = now()
+            WHERE thread_id = p_thread AND run_id = p_run;
+        RETURN v_stop;
+    END $$;
+    CREATE FUNCTION agui_delete(p_thread text) RETURNS boolean LANGUAGE plpgsql AS $$
+    BEGIN
+        -- Each statement sees what committed before it: the journals' rows go first (waiting for an append
+        -- in flight), then their events; the head row is locked before the messages go, as a save locks it
+        -- before it writes, so no save lands between the two.
+        DELETE FROM agui_journals WHERE thread_id = p_thread;
+        DELETE FROM agui_journal_events WHERE thread_id = p_thread;
+        PERFORM 1 FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
+        IF NOT FOUND THEN
+            RETURN false;
+        END IF;
+        DELETE FROM agui_messages WHERE thread_id = p_thread;
+        DELETE FROM agui_threads WHERE thread_id = p_thread;
+        RETURN true;
+    END $$;
     """,
 }
 

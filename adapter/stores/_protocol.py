@@ -13,6 +13,11 @@ Every save is a compare-and-set on the version. A save may also carry a fencing 
 number the writer holds. Claiming a turn increments the thread's claim number; a save whose token
 is not the current claim number is refused, so a writer whose claim was taken over (its lease ran
 out while it was slow, not dead) can never write after the new claimant, even after re-reading.
+
+Beside its threads a store keeps the runs' journals: each run's events, in order, numbered 1, 2, 3, ...
+(the SSE ids a client reattaches with), with the run's status (ended, asked to stop). A journal is keyed
+by its thread and run ids; it may exist before its thread does (a run's first events come before its
+first save), and it goes with its thread (`delete_thread`, `purge`).
 """
 
 from __future__ import annotations
@@ -62,6 +67,10 @@ class ThreadHead:
     """Resume entries submitted for a worker to apply, or None."""
     owner: str | None = None
     """Who owns the thread, as set by the save that created it; None for an unowned thread."""
+    title: str | None = None
+    """The thread's title, as the latest save that named one set it; None for none."""
+    updated_at: datetime | None = None
+    """When the thread was last saved (tz-aware UTC, the store's clock); set by every save."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +103,12 @@ class ThreadChange:
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
     owner: str | None = None
     """The owner of a thread this save creates; ignored when the thread exists (an owner is set once)."""
+    title: JSONValue = KEEP
+    """The thread's title: a str, None to clear it, or KEEP. Not an engine record: `records()` leaves it out."""
+
+    def __post_init__(self) -> None:
+        if not (self.title is KEEP or self.title is None or isinstance(self.title, str)):
+            raise TypeError(f"a thread's title is a str, None or KEEP, not {type(self.title).__name__}")
 
     def records(self) -> dict[str, JSONValue]:
         """The head records this change sets, by name."""
@@ -112,6 +127,70 @@ class ThreadChange:
         for position in self.replace:
             if not 0 <= position < kept:
                 raise ValueError(f"no message at position {position} to replace")
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEvent:
+    """One event of a run's journal."""
+
+    seq: int
+    """Its position in the run's journal: 1, 2, 3, ... with no gap; the SSE `id:` it is sent with."""
+    json: str
+    """The event as wire JSON text, exactly as it was streamed."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunJournal:
+    """What `read_events` returns: some of a run's events, and where the run stands."""
+
+    events: Sequence[JournalEvent]
+    """The events asked for, in seq order."""
+    ended: bool
+    """The run's terminal event is in the journal: nothing will be appended to it."""
+    stop_requested: bool
+    """Someone asked the run to stop (`request_stop`)."""
+    last_seq: int
+    """The journal's last seq (0: none yet), whatever was asked for."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadSummary:
+    """One row of `list_threads`."""
+
+    thread_id: str
+    title: str | None
+    updated_at: datetime
+    """When the thread was last saved: tz-aware UTC, set by every save."""
+    owner: str | None
+    open_turn: JSONValue
+    """The head's open turn record (the engine turns it into interrupts), or None."""
+
+
+def check_append(
+    thread_id: str, run_id: str, events: Sequence[JournalEvent], *, last_seq: int | None, ended: bool
+) -> None:
+    """Refuse, before anything is written, an append that would not continue the journal without a gap.
+
+    Args:
+        thread_id: The journal's thread, for the message.
+        run_id: The journal's run, for the message.
+        events: What is appended.
+        last_seq: The journal's last seq (0 for no journal yet), or None when the caller cannot know it here
+            (the database checks it in the same statement): then only the events' own order is checked.
+        ended: Whether the journal is already ended.
+
+    Raises:
+        ValueError: The journal ended, or the seqs are not consecutive from `last_seq + 1` (from 1 at least).
+    """
+    journal = f"the journal of run {run_id!r} of thread {thread_id!r}"
+    if ended:
+        raise ValueError(f"{journal} has ended: nothing more can be appended")
+    first = (events[0].seq if events else 1) if last_seq is None else last_seq + 1
+    if first < 1:
+        raise ValueError(f"{journal} numbers its events from 1, not {first}")
+    for offset, event in enumerate(events):
+        if event.seq != first + offset:
+            raise ValueError(f"{journal} takes seq {first + offset} next, not {event.seq}: no gap, no repeat")
 
 
 class StoreConflict(Exception):
@@ -158,6 +237,20 @@ class TurnStore(Protocol):
       Nothing a caller does to what `load` returned changes what the store holds.
     - Every call ends: within the store's deadline (its `timeout`), or with `StoreUnavailable`. A store
       that cannot be written, for any reason, raises `StoreUnavailable` too, never a driver error.
+    - Every save sets the thread's `updated_at` to the store's current time, and its `title` when the
+      change names one (`KEEP` leaves it).
+    - A run's journal holds its events in seq order, 1, 2, 3, ... with no gap and no seq twice: an
+      append that does not continue it (`events[0].seq` is not the last seq + 1, or the seqs are not
+      consecutive), or an append to an ended journal, raises `ValueError` and writes nothing. An
+      append is atomic: all its events and its `ended` are written, or none. Events come back as the
+      exact text appended.
+    - A stop request is kept until the journal goes: every later append and read reports it. It is
+      refused (False) for a journal that does not exist or has ended.
+    - `list_threads` pages are disjoint and, concatenated, give every thread of the owner that was not
+      saved meanwhile, in the order newest `updated_at` first, then greatest thread id first.
+    - `delete_thread` is atomic: the thread, its messages, its head records (the open turn too) and its
+      runs' journals go together. After it, the thread loads as None, a save fenced by an old claim is
+      refused (`StaleClaim`), and its journals read as None.
     """
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
@@ -201,10 +294,70 @@ class TurnStore(Protocol):
         """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
 
         A finished thread has no open turn and no queued answers; `now` defaults to the current time.
+        The journals of the threads it deletes go too, and so does every journal last appended to longer
+        than `older_than` ago, whatever its thread (a run that ended, or one whose replica died).
         Returns how many threads were deleted (`python -m adapter.stores purge` calls it).
 
         Raises:
             ValueError: `older_than` or `grace` is negative.
+        """
+        ...
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        """Append to the run's journal (created by the first append); return whether a stop was requested.
+
+        `events[0].seq` must be the journal's last seq + 1 and the seqs consecutive, else ValueError and nothing
+        is written. `ended=True` marks the journal ended (its last event is terminal); appending to an ended
+        journal is a ValueError. A journal of a thread that does not exist is allowed (a run's first events
+        come before its first save). No events is allowed: it creates the journal, or ends it, or only asks
+        whether a stop was requested.
+
+        Raises:
+            ValueError: The seqs do not continue the journal, or it has ended; nothing was written.
+            StoreUnavailable: The store could not be reached; the append may or may not have been applied.
+        """
+        ...
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        """The run's events with seq > `after`, at most `limit` (0: none, just the status), or None for no journal.
+
+        Raises:
+            ValueError: `limit` is negative.
+            StoreUnavailable: The store could not be reached; nothing was read, and it may be tried again.
+        """
+        ...
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        """Ask the run to stop; False when there is no such journal or it already ended. Idempotent.
+
+        Raises:
+            StoreUnavailable: The store could not be reached; the request may or may not have been kept.
+        """
+        ...
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        """The threads of `owner` (None: the unowned threads), newest `updated_at` first, at most `limit`.
+
+        Threads saved at the same moment come greatest thread id first. Also returns the cursor for the next
+        page (None at the end). `before` is a cursor this method returned (opaque to callers).
+
+        Raises:
+            ValueError: `before` is not a cursor this method returns, or `limit` is below 1.
+            StoreUnavailable: The store could not be reached; nothing was read, and it may be tried again.
+        """
+        ...
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread, its messages, its head records (the open turn too) and every journal of its runs.
+
+        False when there was no such thread (its journals, if any, are deleted all the same). Atomic.
+
+        Raises:
+            StoreUnavailable: The store could not be reached; the delete may or may not have been applied.
         """
         ...
 

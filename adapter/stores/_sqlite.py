@@ -7,15 +7,18 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
 from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline
+from adapter.stores._listing import check_limit, from_micros, next_cursor, parse_cursor, to_micros
 from adapter.stores._protocol import (
     KEEP,
+    JournalEvent,
     JSONValue,
+    RunJournal,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -23,11 +26,14 @@ from adapter.stores._protocol import (
     StoreUnavailable,
     ThreadChange,
     ThreadHead,
+    ThreadSummary,
+    check_append,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 from adapter.stores._sqlite_open import open_file
 
 _T = TypeVar("_T")
+_LAST: Final = 2**63 - 1  # SQLite's largest integer: a bound past it is clipped, not an OverflowError
 
 # SQLite's primary result codes for a file that cannot be used now, as opposed to a bad statement (a bug): each
 # becomes `StoreUnavailable`, with what it says about the file.
@@ -56,8 +62,10 @@ class SQLiteStore:
     - Every call runs on one worker thread that owns the connection, so the event loop never blocks
       on disk or on a lock. Calls from one store instance are serialised in order.
     - The file is opened, switched to WAL journal mode and given its tables on first use: a thread's
-      head in `agui_threads`, its messages one row each in `agui_messages`. A file from before this
-      layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one transaction.
+      head in `agui_threads`, its messages one row each in `agui_messages`, the runs' journals in
+      `agui_journals` (one row per run: its status) and `agui_journal_events` (one row per event). A file
+      from before this layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one
+      transaction.
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
       version and claim number are read, so two instances (or processes) racing on one thread
       serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
@@ -66,6 +74,9 @@ class SQLiteStore:
       the head; never the rest of the thread.
     - Head records are serialised before the call returns to the loop, so callers may mutate their
       values afterwards; `load` returns fresh copies each time.
+    - Every write (a save, an append, a stop request, a delete, a purge) is one transaction; an append
+      reads the journal's last seq under the write lock, so two appenders racing on one journal cannot
+      both write one seq.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
     - Every call ends within `timeout` (waiting behind earlier calls, for the file's lock, or for a
@@ -125,7 +136,11 @@ class SQLiteStore:
         """
         # Serialised before the call returns to the loop, so callers may mutate their values afterwards.
         records: dict[str, object] = {name: _text(value) for name, value in change.records().items()}
-        records["saved_at"] = time.time()
+        now = time.time_ns() // 1000
+        records["saved_at"] = now / 1_000_000
+        records["updated_at"] = now
+        if change.title is not KEEP:
+            records["title"] = change.title
         if change.open_turn is not KEEP:
             expiry = turn_expiry(change.open_turn)
             records["expires_at"] = None if expiry is None else expiry.timestamp()
@@ -141,6 +156,50 @@ class SQLiteStore:
         """
         idle, expired = cutoffs(older_than, grace, now)
         return await self._call("a purge", self._purge, idle.timestamp(), expired.timestamp())
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        """Append to the run's journal (created by the first append); return whether a stop was requested.
+
+        One transaction: the journal's last seq is read under the write lock, the events and the status
+        written, or nothing (`ValueError` for seqs that do not continue it, or an ended journal).
+        """
+        batch = tuple(events)  # the caller's sequence may change once the call returns to the loop
+        return await self._call("an append", self._append, thread_id, run_id, batch, ended)
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        """The run's events with seq > `after`, at most `limit`, or None for no journal: a range of one index."""
+        if limit < 0:
+            raise ValueError(f"limit must not be negative, not {limit}")
+        after, limit = min(max(after, 0), _LAST), min(limit, _LAST)
+        return await self._call("a journal read", self._read_events, thread_id, run_id, after, limit)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        """Ask the run to stop; False when there is no such journal or it already ended. One statement."""
+        return await self._call("a stop request", self._request_stop, thread_id, run_id)
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        """The threads of `owner`, newest first (then greatest id first), and the next page's cursor or None.
+
+        One query on the index `(owner, updated_at DESC, thread_id DESC)`: a page reads its own rows only.
+        """
+        check_limit(limit)
+        below = None if before is None else parse_cursor(before)
+        key = None if below is None else (to_micros(below[0]), below[1])
+        rows = await self._call("a listing", self._list_threads, owner, key, min(limit, _LAST - 1) + 1)
+        summaries = [
+            ThreadSummary(thread_id, title, from_micros(micros), row_owner, json.loads(open_turn))
+            for thread_id, title, micros, row_owner, open_turn in rows[:limit]
+        ]
+        last = summaries[-1] if len(rows) > limit else None
+        return summaries, None if last is None else next_cursor(last.updated_at, last.thread_id)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs, in one transaction."""
+        return await self._call("a delete", self._delete_thread, thread_id)
 
     async def ping(self, *, write: bool = False) -> None:
         """Raise unless the file opens and answers a trivial query; with `write`, unless it can be written too.
@@ -194,8 +253,13 @@ class SQLiteStore:
             "SELECT thread_id FROM agui_threads WHERE (open_turn = 'null' AND queued = 'null' AND saved_at < ?) "
             "OR (expires_at IS NOT NULL AND expires_at < ?)"
         )
+        # The journals of the doomed threads, and every journal idle past the cutoff, whatever its thread.
+        journals = f"SELECT thread_id, run_id FROM agui_journals WHERE appended_at < ? OR thread_id IN ({doomed})"
         connection.execute("BEGIN IMMEDIATE")
         try:
+            marks = (idle, idle, expired)
+            connection.execute(f"DELETE FROM agui_journal_events WHERE (thread_id, run_id) IN ({journals})", marks)
+            connection.execute(f"DELETE FROM agui_journals WHERE (thread_id, run_id) IN ({journals})", marks)
             connection.execute(f"DELETE FROM agui_messages WHERE thread_id IN ({doomed})", (idle, expired))
             count = connection.execute(f"DELETE FROM agui_threads WHERE thread_id IN ({doomed})", (idle, expired))
             connection.execute("COMMIT")
@@ -204,6 +268,85 @@ class SQLiteStore:
                 connection.execute("ROLLBACK")
             raise
         return count.rowcount
+
+    def _append(self, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool) -> bool:
+        connection = self._connect()
+        # IMMEDIATE: the last seq is read under the write lock, so no other appender can slip in between.
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            row = connection.execute(
+                "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
+                (thread_id, run_id),
+            ).fetchone()
+            last, was_ended, stop = row if row is not None else (0, 0, 0)
+            check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
+            connection.executemany(
+                "INSERT INTO agui_journal_events (thread_id, run_id, seq, body) VALUES (?, ?, ?, ?)",
+                [(thread_id, run_id, event.seq, event.json) for event in events],
+            )
+            connection.execute(
+                "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
+                "last_seq = excluded.last_seq, ended = excluded.ended, appended_at = excluded.appended_at",
+                (thread_id, run_id, last + len(events), int(ended), time.time()),
+            )
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return bool(stop)
+
+    def _read_events(self, thread_id: str, run_id: str, after: int, limit: int) -> RunJournal | None:
+        connection = self._connect()
+        # One read transaction, so the status and the events are of the same moment.
+        connection.execute("BEGIN")
+        try:
+            status = connection.execute(
+                "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
+                (thread_id, run_id),
+            ).fetchone()
+            if status is None:
+                return None
+            rows = connection.execute(
+                "SELECT seq, body FROM agui_journal_events "
+                "WHERE thread_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (thread_id, run_id, after, limit),
+            ).fetchall()
+        finally:
+            connection.execute("COMMIT")
+        last, ended, stop = status
+        return RunJournal([JournalEvent(seq, body) for seq, body in rows], bool(ended), bool(stop), last)
+
+    def _request_stop(self, thread_id: str, run_id: str) -> bool:
+        updated = self._connect().execute(
+            "UPDATE agui_journals SET stop_requested = 1 WHERE thread_id = ? AND run_id = ? AND ended = 0",
+            (thread_id, run_id),
+        )
+        return updated.rowcount == 1
+
+    def _list_threads(self, owner: str | None, key: tuple[int, str] | None, count: int) -> list[Any]:
+        columns = "SELECT thread_id, title, updated_at, owner, open_turn FROM agui_threads"
+        order = "ORDER BY updated_at DESC, thread_id DESC LIMIT ?"
+        connection = self._connect()
+        if key is None:
+            return connection.execute(f"{columns} WHERE owner IS ? {order}", (owner, count)).fetchall()
+        query = f"{columns} WHERE owner IS ? AND (updated_at, thread_id) < (?, ?) {order}"
+        return connection.execute(query, (owner, *key, count)).fetchall()
+
+    def _delete_thread(self, thread_id: str) -> bool:
+        connection = self._connect()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for table in ("agui_journal_events", "agui_journals", "agui_messages"):  # fixed names, never input
+                connection.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
+            deleted = connection.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return deleted.rowcount == 1
 
     def _ping(self, write: bool) -> None:
         connection = self._connect()
@@ -242,14 +385,16 @@ class SQLiteStore:
         connection.execute("BEGIN")
         try:
             row = connection.execute(
-                "SELECT version, claim, message_count, open_turn, applied, queued, owner "
+                "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at "
                 "FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
                 return None
             open_turn, applied, queued = (json.loads(text) for text in row[3:6])
-            head = ThreadHead(row[0], row[1], row[2], open_turn, applied, queued, owner=row[6])
+            head = ThreadHead(
+                row[0], row[1], row[2], open_turn, applied, queued, row[6], title=row[7], updated_at=from_micros(row[8])
+            )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until
             rows = connection.execute(

@@ -19,7 +19,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,7 +34,16 @@ from hypothesis import strategies as st
 
 from adapter import Adapter, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
-from adapter.stores import MemoryStore, StoredThread, StoreUnavailable, ThreadChange, TurnStore
+from adapter.stores import (
+    JournalEvent,
+    MemoryStore,
+    RunJournal,
+    StoredThread,
+    StoreUnavailable,
+    ThreadChange,
+    ThreadSummary,
+    TurnStore,
+)
 
 LEASE = timedelta(minutes=5)
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -85,6 +94,30 @@ class CutAfterClosing:
     ) -> int:
         self._check()
         return await self.inner.purge(older_than, grace=grace, now=now)
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        self._check()
+        return await self.inner.append_events(thread_id, run_id, events, ended=ended)
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        self._check()
+        return await self.inner.read_events(thread_id, run_id, after=after, limit=limit)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        self._check()
+        return await self.inner.request_stop(thread_id, run_id)
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        self._check()
+        return await self.inner.list_threads(owner, before=before, limit=limit)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        self._check()
+        return await self.inner.delete_thread(thread_id)
 
     async def ping(self, *, write: bool = False) -> None:
         self._check()

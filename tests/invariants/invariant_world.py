@@ -9,7 +9,7 @@ every read and write from then on, so nothing it does after its death reaches th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -23,7 +23,7 @@ from adapter import Action, Adapter, ScriptedBackend, ToolContext, tool
 # private on purpose: the adapter's default policy, one of the policies the machines run under
 from adapter._access import owner_only
 from adapter.backends import Call, Rule
-from adapter.stores import StoredThread, ThreadChange, TurnStore
+from adapter.stores import JournalEvent, RunJournal, StoredThread, ThreadChange, ThreadSummary, TurnStore
 
 LEASE = timedelta(minutes=5)
 PRINCIPALS = ("alice", "bob", "manager")
@@ -96,6 +96,37 @@ class Mortal:
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
     ) -> int:
         return await self.inner.purge(older_than, grace=grace, now=now)
+
+    # The runs' journals die with the replica too: what it had not appended before it died, it never appends.
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        if self.dead:
+            raise Died(thread_id)
+        return await self.inner.append_events(thread_id, run_id, events, ended=ended)
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        if self.dead:
+            raise Died(thread_id)
+        return await self.inner.read_events(thread_id, run_id, after=after, limit=limit)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        if self.dead:
+            raise Died(thread_id)
+        return await self.inner.request_stop(thread_id, run_id)
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        if self.dead:
+            raise Died("list")
+        return await self.inner.list_threads(owner, before=before, limit=limit)
+
+    async def delete_thread(self, thread_id: str) -> bool:
+        if self.dead:
+            raise Died(thread_id)
+        return await self.inner.delete_thread(thread_id)
 
     async def ping(self, *, write: bool = False) -> None:
         if self.dead:

@@ -101,8 +101,10 @@ DOORS = {
     # A store author's kit: the protocol, what it reads and writes, its errors; and the stores that ship.
     "adapter.stores": [
         "KEEP",
+        "JournalEvent",
         "MemoryStore",
         "PostgresStore",
+        "RunJournal",
         "SQLiteStore",
         "StaleClaim",
         "StoreConflict",
@@ -111,6 +113,7 @@ DOORS = {
         "StoredThread",
         "ThreadChange",
         "ThreadHead",
+        "ThreadSummary",
         "TurnStore",
     ],
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -69,7 +70,7 @@ async def test_a_version_1_database_gains_the_owner_column_and_its_threads_stay_
     assert new is not None and new.head.owner == "alice"
 
 
-async def blocked_behind(holder: AsyncConnection[Any], racer: asyncio.Future[int], dsn: str) -> None:
+async def blocked_behind(holder: AsyncConnection[Any], racer: asyncio.Future[Any], dsn: str) -> None:
     """Wait until a backend waits on a lock that `holder`'s open transaction holds."""
     import psycopg
 
@@ -130,3 +131,93 @@ async def test_a_save_that_waited_for_a_racing_commit_at_its_version_conflicts(
     assert loaded is not None
     assert (loaded.head.version, loaded.head.open_turn, loaded.head.owner) == (version + 1, "first", None)
     assert loaded.head.claim == int(change.claim)  # the first claimant's claim, counted once
+
+
+@pytest.mark.postgres
+async def test_a_version_3_database_gains_titles_journals_and_its_threads_keep_their_save_time() -> None:
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    from adapter.stores import JournalEvent
+
+    # private on purpose: replays the schema's history step by step
+    from adapter.stores._postgres_schema import MIGRATIONS
+
+    dsn = fresh_schema_dsn()
+    with psycopg.connect(dsn, autocommit=True) as connection:  # the schema as version 3 left it
+        connection.execute("CREATE TABLE agui_schema_version (version integer NOT NULL)")
+        for version in (1, 2, 3):
+            connection.execute(MIGRATIONS[version])
+            connection.execute("INSERT INTO agui_schema_version (version) VALUES (%s)", (version,))
+        connection.execute(
+            "INSERT INTO agui_threads (thread_id, version, claim, message_count, owner, saved_at)"
+            " VALUES ('old', 3, 0, 0, 'al', '2024-05-01T10:00:00.123456+00:00')"
+        )
+    store = PostgresStore(dsn)
+    try:
+        await store.save("new", ThreadChange(owner="al", title="New"), expected_version=0)
+        await store.append_events("old", "r1", [JournalEvent(1, "{}")])
+        listed, after = await store.list_threads("al")
+        journal = await store.read_events("old", "r1")
+    finally:
+        await store.close()
+
+    assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None)] and after is None
+    assert listed[1].updated_at == datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC)
+    assert journal is not None and journal.last_seq == 1
+
+
+@pytest.mark.postgres
+async def test_threads_saved_at_one_moment_are_listed_by_id_greatest_first_whatever_the_collation() -> None:
+    """Ids in code point order (Python's, SQLite's), not the database's locale order: `COLLATE "C"`."""
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    tied = ["B", "a", "é", "Z", "b", "a|b", "😀"]
+    dsn = fresh_schema_dsn()
+    store = PostgresStore(dsn)
+    try:
+        for thread_id in tied:
+            await store.save(thread_id, ThreadChange(owner="alice"), expected_version=0)
+        async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as connection:
+            await connection.execute("UPDATE agui_threads SET saved_at = '2024-05-01T10:00:00.123456+00:00'")
+        pages = []
+        before: str | None = None
+        while True:
+            page, before = await store.list_threads("alice", before=before, limit=2)
+            pages.append([summary.thread_id for summary in page])
+            if before is None:
+                break
+    finally:
+        await store.close()
+
+    assert [thread for page in pages for thread in page] == sorted(tied, reverse=True)
+
+
+@pytest.mark.postgres
+async def test_an_append_racing_a_delete_leaves_no_event_of_the_deleted_journal() -> None:
+    """The journal's row goes before its events: an append that waited for the delete finds no journal."""
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    from adapter.stores import JournalEvent
+
+    dsn = fresh_schema_dsn()
+    store = PostgresStore(dsn)
+    try:
+        await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
+        async with await psycopg.AsyncConnection.connect(dsn) as holder:
+            # An append in flight: it holds the journal's row, and its event is not committed yet.
+            await holder.execute("SELECT agui_append('t1', 'r1', 2, ARRAY['{}'], false)")
+            racer = asyncio.ensure_future(store.delete_thread("t1"))
+            await blocked_behind(holder, racer, dsn)
+            await holder.commit()
+            assert await racer is False
+        async with await psycopg.AsyncConnection.connect(dsn) as reader:
+            cursor = await reader.execute("SELECT count(*) FROM agui_journal_events")
+            left = await cursor.fetchone()
+        fresh = await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
+    finally:
+        await store.close()
+
+    assert left == (0,) and fresh is False

@@ -16,7 +16,14 @@ from ag_ui.core import RunFinishedEvent
 
 from adapter import Adapter, FormDefinition
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import SQLiteStore, StoreConflict, StoredMessage, StoreUnavailable, ThreadChange
+from adapter.stores import (
+    JournalEvent,
+    SQLiteStore,
+    StoreConflict,
+    StoredMessage,
+    StoreUnavailable,
+    ThreadChange,
+)
 
 LEGACY = Path(__file__).with_name("legacy_v1.db")
 """Written by the one-document-per-thread layout (before issue 10): five threads in telling states."""
@@ -226,3 +233,76 @@ async def test_a_file_that_cannot_be_opened_is_unavailable_not_a_bug(tmp_path: P
     with pytest.raises(StoreUnavailable):
         await store.load("t1")
     await store.close()
+
+
+TIED = ["B", "a", "é", "Z", "b", "a|b", "😀"]
+"""Ids whose order by code point (as Python compares them) is not a locale's order: threads saved at one moment."""
+
+
+async def test_threads_saved_at_one_moment_are_listed_by_id_greatest_first_on_every_page(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "turns.db")
+    for thread_id in TIED:
+        await store.save(thread_id, ThreadChange(owner="alice"), expected_version=0)
+    with sqlite3.connect(tmp_path / "turns.db") as connection:
+        connection.execute("UPDATE agui_threads SET updated_at = 1700000000123456")
+    connection.close()
+    try:
+        pages = []
+        before: str | None = None
+        while True:
+            page, before = await store.list_threads("alice", before=before, limit=2)
+            pages.append([summary.thread_id for summary in page])
+            if before is None:
+                break
+        whole, _ = await store.list_threads("alice")
+    finally:
+        await store.close()
+
+    assert [thread for page in pages for thread in page] == sorted(TIED, reverse=True)
+    assert {summary.updated_at for summary in whole} == {datetime(2023, 11, 14, 22, 13, 20, 123456, tzinfo=UTC)}
+
+
+async def test_a_file_from_before_the_listing_gains_titles_journals_and_its_threads_keep_their_save_time(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "turns.db"
+    with sqlite3.connect(path) as connection:  # the layout as it was before issue 31: no title, no journals
+        connection.execute(
+            "CREATE TABLE agui_threads (thread_id TEXT PRIMARY KEY, version INTEGER NOT NULL, claim INTEGER NOT NULL,"
+            " message_count INTEGER NOT NULL, open_turn TEXT NOT NULL DEFAULT 'null',"
+            " applied TEXT NOT NULL DEFAULT 'null', queued TEXT NOT NULL DEFAULT 'null',"
+            " saved_at REAL, expires_at REAL, owner TEXT)"
+        )
+        connection.execute("INSERT INTO agui_threads VALUES ('old', 3, 0, 0, 'null', 'null', 'null', 1.5, NULL, 'al')")
+        connection.execute(
+            "INSERT INTO agui_threads VALUES ('older', 2, 0, 0, 'null', 'null', 'null', 1.25, NULL, 'al')"
+        )
+    connection.close()
+    stores = [SQLiteStore(path) for _ in range(3)]  # racing to upgrade it: each column is added once
+    try:
+        listings = await asyncio.gather(*(store.list_threads("al") for store in stores))
+        await stores[0].save("new", ThreadChange(owner="al", title="New"), expected_version=0)
+        await stores[0].append_events("old", "r1", [JournalEvent(1, "{}")])
+        listed, _ = await stores[1].list_threads("al")
+        old = await stores[1].load("old", since=None)
+    finally:
+        for store in stores:
+            await store.close()
+
+    assert {tuple(s.thread_id for s in page) for page, _ in listings} == {("old", "older")}
+    assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None), ("older", None)]
+    assert listed[1].updated_at == datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
+    assert old is not None and (old.head.version, old.head.title) == (3, None)
+
+
+async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    shutil.copy(LEGACY, path)
+    threads = sorted(legacy_documents(path))
+    store = SQLiteStore(path)
+    try:
+        listed, after = await store.list_threads(None)
+    finally:
+        await store.close()
+
+    assert sorted(s.thread_id for s in listed) == threads and after is None

@@ -16,7 +16,9 @@ from pg import every_store
 
 from adapter.stores import (
     KEEP,
+    JournalEvent,
     MemoryStore,
+    RunJournal,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -378,9 +380,21 @@ async def test_each_store_keeps_the_whole_protocol_purge_and_ping_included(store
     class WithoutFind:
         load, save, purge, ping, close = store.load, store.save, store.purge, store.ping, store.close
 
+    class WithoutJournals:
+        load, save, find_message, purge, ping, close = (
+            store.load,
+            store.save,
+            store.find_message,
+            store.purge,
+            store.ping,
+            store.close,
+        )
+        list_threads, delete_thread = store.list_threads, store.delete_thread
+
     assert isinstance(store, TurnStore)
     assert not isinstance(WithoutPurge(), TurnStore)
     assert not isinstance(WithoutFind(), TurnStore)
+    assert not isinstance(WithoutJournals(), TurnStore)
 
 
 def expiring_turn(*expiries: datetime | None) -> dict[str, Any]:
@@ -431,3 +445,328 @@ async def test_an_answered_turn_is_no_longer_purged_for_its_expiry(store: TurnSt
 
     assert await store.purge(timedelta(days=30), now=now + timedelta(days=2)) == 0
     assert await store.load("t1") is not None
+
+
+def events(first: int, count: int, tag: str = "e") -> list[JournalEvent]:
+    return [JournalEvent(seq, f'{{"type": "CUSTOM", "name": "{tag}{seq}"}}') for seq in range(first, first + count)]
+
+
+async def journal(store: TurnStore, thread_id: str = "t1", run_id: str = "r1") -> RunJournal:
+    read = await store.read_events(thread_id, run_id)
+    assert read is not None
+    return read
+
+
+async def test_a_journal_reads_back_its_events_in_order_from_any_seq(store: TurnStore) -> None:
+    assert await store.append_events("t1", "r1", events(1, 2)) is False
+    assert await store.append_events("t1", "r1", events(3, 3)) is False
+    await store.append_events("t1", "r2", events(1, 1, "other"))
+
+    whole, middle, status, past = (
+        await store.read_events("t1", "r1"),
+        await store.read_events("t1", "r1", after=2, limit=2),
+        await store.read_events("t1", "r1", after=1, limit=0),
+        await store.read_events("t1", "r1", after=9),
+    )
+
+    assert whole == RunJournal(events(1, 5), ended=False, stop_requested=False, last_seq=5)
+    assert middle == RunJournal(events(3, 2), ended=False, stop_requested=False, last_seq=5)
+    assert status == RunJournal([], ended=False, stop_requested=False, last_seq=5)
+    assert past == RunJournal([], ended=False, stop_requested=False, last_seq=5)
+    assert await store.read_events("t1", "r1", after=-3) == whole
+    assert await store.read_events("t1", "nope") is None and await store.read_events("t2", "r1") is None
+    assert list((await journal(store, "t1", "r2")).events) == events(1, 1, "other")
+    with pytest.raises(ValueError):
+        await store.read_events("t1", "r1", limit=-1)
+
+
+async def test_events_come_back_exactly_as_appended(store: TurnStore) -> None:
+    odd = JournalEvent(1, '{"type":"TEXT_MESSAGE_CONTENT","delta":"h\\u00e9llo \\ud800 👍🏽 👨‍👩‍👧",  "x" : 1}')
+    await store.append_events("t1", "r1", [odd])
+
+    assert list((await journal(store)).events) == [odd]
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        pytest.param(2, events(4, 1), id="gap"),
+        pytest.param(2, events(2, 1), id="repeat"),
+        pytest.param(2, events(1, 3), id="overlap"),
+        pytest.param(2, [*events(3, 1), *events(5, 1)], id="gap-inside"),
+        pytest.param(2, [*events(3, 1), *events(3, 1)], id="repeat-inside"),
+        pytest.param(2, [*events(4, 1), *events(3, 1)], id="out-of-order"),
+        pytest.param(0, events(2, 1), id="first-not-1"),
+        pytest.param(0, events(0, 2), id="from-0"),
+        pytest.param(0, events(-1, 3), id="negative"),
+    ],
+)
+async def test_an_append_that_does_not_continue_the_journal_is_refused_and_writes_nothing(
+    store: TurnStore, first: int, then: list[JournalEvent]
+) -> None:
+    if first:
+        await store.append_events("t1", "r1", events(1, first))
+    before = await store.read_events("t1", "r1")
+
+    with pytest.raises(ValueError, match="seq|from 1"):
+        await store.append_events("t1", "r1", then, ended=True)
+
+    assert await store.read_events("t1", "r1") == before
+    assert await store.append_events("t1", "r1", events(first + 1, 1)) is False  # it still takes the right seq
+
+
+async def test_an_ended_journal_takes_no_more_appends(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 2))
+    await store.append_events("t1", "r1", events(3, 1), ended=True)
+    ended = await journal(store)
+
+    for late in (events(4, 1), [], events(5, 1)):
+        with pytest.raises(ValueError, match="ended"):
+            await store.append_events("t1", "r1", late)
+
+    assert ended == RunJournal(events(1, 3), ended=True, stop_requested=False, last_seq=3)
+    assert await journal(store) == ended
+
+
+async def test_an_empty_append_creates_the_journal_ends_it_or_only_reports_a_stop(store: TurnStore) -> None:
+    assert await store.append_events("t1", "r1", []) is False
+    created = await journal(store)
+    await store.request_stop("t1", "r1")
+    asked = await store.append_events("t1", "r1", [])
+    await store.append_events("t1", "r1", events(1, 1))
+    await store.append_events("t1", "r1", [], ended=True)
+
+    assert created == RunJournal([], ended=False, stop_requested=False, last_seq=0)
+    assert asked is True
+    assert await journal(store) == RunJournal(events(1, 1), ended=True, stop_requested=True, last_seq=1)
+
+
+async def test_a_journal_may_come_before_its_thread_and_outlives_none_of_its_saves(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 2))
+
+    assert await store.load("t1") is None
+    assert await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0) == 1
+    assert (await journal(store)).last_seq == 2
+
+
+async def test_a_stop_request_is_kept_and_reported_until_the_journal_goes(store: TurnStore) -> None:
+    assert await store.request_stop("t1", "r1") is False  # no journal yet
+    assert await store.read_events("t1", "r1") is None
+    await store.append_events("t1", "r1", events(1, 1))
+
+    first, again = await store.request_stop("t1", "r1"), await store.request_stop("t1", "r1")
+    reported = await store.append_events("t1", "r1", events(2, 1))
+    on_the_end = await store.append_events("t1", "r1", events(3, 1), ended=True)
+
+    assert (first, again, reported, on_the_end) == (True, True, True, True)
+    assert await store.request_stop("t1", "r1") is False  # it ended
+    assert await journal(store) == RunJournal(events(1, 3), ended=True, stop_requested=True, last_seq=3)
+    assert (await store.request_stop("t1", "r2"), await store.read_events("t1", "r2")) == (False, None)
+
+
+async def test_concurrent_appends_of_one_seq_have_exactly_one_winner(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 1))
+
+    results = await asyncio.gather(
+        *(store.append_events("t1", "r1", events(2, 2, f"w{i}-")) for i in range(10)), return_exceptions=True
+    )
+
+    winners = [i for i, result in enumerate(results) if result is False]
+    assert len(winners) == 1, results
+    assert all(isinstance(result, ValueError) for i, result in enumerate(results) if i not in winners)
+    assert list((await journal(store)).events) == [*events(1, 1), *events(2, 2, f"w{winners[0]}-")]
+
+
+async def test_concurrent_first_appends_create_one_journal(store: TurnStore) -> None:
+    results = await asyncio.gather(
+        *(store.append_events("t1", "r1", events(1, 1, f"w{i}-")) for i in range(10)), return_exceptions=True
+    )
+
+    assert sum(result is False for result in results) == 1, results
+    assert (await journal(store)).last_seq == 1
+
+
+async def test_every_save_sets_updated_at_and_the_title_it_names(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(title="Trip to Oslo", owner="alice"), expected_version=0)
+    created = await store.load("t1", since=None)
+    await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=1)
+    kept = await store.load("t1", since=None)
+    await store.save("t1", ThreadChange(title="Trip to Bergen"), expected_version=2)
+    renamed = await store.load("t1", since=None)
+    await store.save("t1", ThreadChange(title=None), expected_version=3)
+    cleared = await store.load("t1", since=None)
+    await store.save("t2", ThreadChange(), expected_version=0)
+    untitled = await store.load("t2", since=None)
+
+    heads = [thread.head for thread in (created, kept, renamed, cleared, untitled) if thread is not None]
+    assert [head.title for head in heads] == ["Trip to Oslo", "Trip to Oslo", "Trip to Bergen", None, None]
+    moments = [head.updated_at for head in heads]
+    assert all(moment is not None and moment.utcoffset() == timedelta(0) for moment in moments)
+    assert moments == sorted(moments)  # type: ignore[type-var]  # none is None, checked above
+
+
+def test_a_title_is_a_str_none_or_keep() -> None:
+    for title in ("", "x", None, KEEP):
+        ThreadChange(title=title)
+    for wrong in (1, ["x"], {"t": "x"}):
+        with pytest.raises(TypeError, match="title"):
+            ThreadChange(title=wrong)
+
+
+async def listed(store: TurnStore, owner: str | None, limit: int) -> list[list[str]]:
+    """Every page of `owner`'s threads, following the cursors to the end."""
+    pages: list[list[str]] = []
+    before: str | None = None
+    while True:
+        summaries, before = await store.list_threads(owner, before=before, limit=limit)
+        pages.append([summary.thread_id for summary in summaries])
+        assert len(pages) <= 100, "the cursors never end"
+        if before is None:
+            return pages
+
+
+async def test_list_threads_gives_an_owners_threads_newest_first_page_by_page(store: TurnStore) -> None:
+    for n in range(7):
+        await store.save(f"a{n}", ThreadChange(owner="alice", title=f"A{n}"), expected_version=0)
+    await store.save("b0", ThreadChange(owner="bob"), expected_version=0)
+    await store.save("u0", ThreadChange(), expected_version=0)
+    await store.save("u1", ThreadChange(), expected_version=0)
+    await store.save("a2", ThreadChange(append=[msg("m0")]), expected_version=1)  # the newest of alice's now
+
+    whole, _ = await store.list_threads("alice")
+    heads = {s.thread_id: (await store.load(s.thread_id, since=None)) for s in whole}
+
+    newest_first = sorted(whole, key=lambda s: (s.updated_at, s.thread_id), reverse=True)
+    assert [s.thread_id for s in whole] == [s.thread_id for s in newest_first]
+    assert whole[0].thread_id == "a2"
+    assert sorted(s.thread_id for s in whole) == [f"a{n}" for n in range(7)]
+    for summary in whole:
+        head = heads[summary.thread_id]
+        assert head is not None
+        assert (summary.title, summary.updated_at, summary.owner) == (head.head.title, head.head.updated_at, "alice")
+    for limit in (1, 2, 3, 6, 7, 8, 100):
+        pages = await listed(store, "alice", limit)
+        assert [thread for page in pages for thread in page] == [s.thread_id for s in whole], limit
+        assert all(0 < len(page) <= limit for page in pages), limit
+    assert await listed(store, "bob", 1) == [["b0"]]
+    assert sorted(*(await listed(store, None, 5))) == ["u0", "u1"]
+    assert await listed(store, "carol", 3) == [[]]
+
+
+async def test_list_threads_gives_each_threads_open_turn(store: TurnStore) -> None:
+    turn = {"turn_id": "turn1", "pending": [{"interrupt_id": "i1"}]}
+    await store.save("t1", ThreadChange(owner="alice", open_turn=turn), expected_version=0)
+    await store.save("t2", ThreadChange(owner="alice", open_turn=None), expected_version=0)
+
+    summaries, _ = await store.list_threads("alice")
+
+    assert {s.thread_id: s.open_turn for s in summaries} == {"t1": turn, "t2": None}
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    ["", "nope", "|t1", "2024-01-01T00:00:00|t1", "yesterday|t1", "2024-13-01T00:00:00+00:00|t1"],
+    ids=["empty", "no-bar", "no-time", "naive-time", "not-a-time", "bad-month"],
+)
+async def test_a_cursor_list_threads_did_not_make_is_refused(store: TurnStore, cursor: str) -> None:
+    with pytest.raises(ValueError, match="cursor"):
+        await store.list_threads("alice", before=cursor)
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+async def test_a_page_holds_at_least_one_thread(store: TurnStore, limit: int) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        await store.list_threads("alice", limit=limit)
+
+
+async def test_a_cursor_past_every_thread_gives_an_empty_last_page(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(owner="alice"), expected_version=0)
+
+    page, after = await store.list_threads("alice", before="1970-01-01T00:00:00+00:00|")
+
+    assert (page, after) == ([], None)
+
+
+async def test_delete_thread_takes_everything_of_the_thread_and_nothing_else(store: TurnStore) -> None:
+    turn = {"turn_id": "turn1", "pending": [{"interrupt_id": "i1"}]}
+    await store.save("t1", ThreadChange(append=[msg("m0"), msg("m1")], owner="alice", title="T"), expected_version=0)
+    await store.save("t1", ThreadChange(open_turn=turn, claim=True), expected_version=1)
+    for run in ("r1", "r2"):
+        await store.append_events("t1", run, events(1, 2))
+    await store.save("t2", ThreadChange(append=[msg("m0")], owner="alice"), expected_version=0)
+    await store.append_events("t2", "r1", events(1, 1))
+    other = await store.load("t2")
+
+    assert await store.delete_thread("t1") is True
+
+    assert await store.load("t1") is None and await store.load("t1", since=None) is None
+    assert (await store.read_events("t1", "r1"), await store.read_events("t1", "r2")) == (None, None)
+    assert await store.find_message("t1", "m0") is None
+    assert [s.thread_id for s in (await store.list_threads("alice"))[0]] == ["t2"]
+    assert await store.request_stop("t1", "r1") is False
+    with pytest.raises(StaleClaim):  # the claimant of the deleted turn can never store its answers
+        await store.save("t1", ThreadChange(open_turn=None), expected_version=2, fence=1)
+    assert await store.delete_thread("t1") is False
+    assert await store.load("t2") == other and (await journal(store, "t2", "r1")).last_seq == 1
+    assert await store.save("t1", ThreadChange(append=[msg("new")]), expected_version=0) == 1
+    again = await store.load("t1")
+    assert again is not None and (ids(again.messages), again.head.open_turn, again.head.title) == (["new"], None, None)
+    assert await store.append_events("t1", "r1", events(1, 1)) is False  # a journal starts afresh
+
+
+async def test_deleting_a_thread_that_does_not_exist_takes_its_journals(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 1))
+
+    assert await store.delete_thread("t1") is False
+    assert await store.read_events("t1", "r1") is None
+
+
+async def test_saves_racing_a_delete_leave_the_thread_whole_or_gone(store: TurnStore) -> None:
+    """Whatever lands first, no message of the deleted thread is left behind for a thread made after it."""
+    await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
+
+    await asyncio.gather(
+        store.delete_thread("t1"),
+        *(store.save("t1", ThreadChange(append=[msg(f"w{i}")]), expected_version=1) for i in range(5)),
+        return_exceptions=True,
+    )
+
+    assert await store.load("t1") is None
+    await store.save("t1", ThreadChange(append=[msg("fresh")]), expected_version=0)
+    made = await store.load("t1")
+    assert made is not None and (ids(made.messages), made.head.message_count) == (["fresh"], 1)
+
+
+async def test_purge_takes_the_journals_of_the_threads_it_deletes_and_every_idle_journal(store: TurnStore) -> None:
+    now = datetime.now(UTC)
+    turn = {"turn_id": "turn1", "pending": [{"interrupt_id": "i1"}]}
+    await store.save("done", ThreadChange(append=[msg("m0")]), expected_version=0)
+    await store.save("waiting", ThreadChange(open_turn=turn), expected_version=0)
+    for thread in ("done", "waiting", "no-thread"):
+        await store.append_events(thread, "r1", events(1, 2), ended=thread != "no-thread")
+
+    fresh = await store.purge(timedelta(days=30), now=now)
+    kept = {thread: await store.read_events(thread, "r1") for thread in ("done", "waiting", "no-thread")}
+    aged = await store.purge(timedelta(days=30), now=now + timedelta(days=31))
+
+    assert (fresh, aged) == (0, 1)
+    assert all(read is not None and read.last_seq == 2 for read in kept.values())
+    assert [await store.read_events(thread, "r1") for thread in ("done", "waiting", "no-thread")] == [None] * 3
+    assert await store.load("waiting") is not None  # its turn waits: the thread stays, its idle journal goes
+    assert await store.append_events("no-thread", "r1", events(1, 1)) is False  # nothing of it is left
+
+
+async def test_bounds_past_any_integer_a_database_holds_are_clipped(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 2))
+    await store.save("t1", ThreadChange(owner="alice"), expected_version=0)
+    huge = 2**70
+
+    tail, whole = (
+        await store.read_events("t1", "r1", after=huge, limit=huge),
+        await store.read_events("t1", "r1", limit=huge),
+    )
+    page, after = await store.list_threads("alice", limit=huge)
+
+    assert tail == RunJournal([], ended=False, stop_requested=False, last_seq=2)
+    assert whole is not None and list(whole.events) == events(1, 2)
+    assert ([s.thread_id for s in page], after) == (["t1"], None)

@@ -27,6 +27,7 @@ from tcp_proxy import Proxy
 from adapter import Adapter
 from adapter.backends import ScriptedBackend
 from adapter.stores import (
+    JournalEvent,
     PostgresStore,
     SQLiteStore,
     StoredMessage,
@@ -131,8 +132,13 @@ CALLS: dict[str, Callable[[TurnStore], Awaitable[Any]]] = {
     "purge": lambda store: store.purge(timedelta(days=1)),
     "ping": lambda store: store.ping(),
     "ping to write": lambda store: store.ping(write=True),
+    "append_events": lambda store: store.append_events("t1", "r1", [JournalEvent(1, "{}")]),
+    "read_events": lambda store: store.read_events("t1", "r1"),
+    "request_stop": lambda store: store.request_stop("t1", "r1"),
+    "list_threads": lambda store: store.list_threads(None),
+    "delete_thread": lambda store: store.delete_thread("t2"),  # not t1: a delete that lands after the thaw
 }
-WRITES = {"save", "purge", "ping to write"}
+WRITES = {"save", "purge", "ping to write", "append_events", "request_stop", "delete_thread"}
 
 
 async def ended(call: Awaitable[Any]) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +19,15 @@ from pg import fresh_schema_dsn
 
 from adapter import Adapter
 from adapter.backends import ScriptedBackend
-from adapter.stores import PostgresStore, SQLiteStore, StoredMessage, StoreUnavailable, ThreadChange
+from adapter.stores import (
+    JournalEvent,
+    PostgresStore,
+    SQLiteStore,
+    StoredMessage,
+    StoreUnavailable,
+    ThreadChange,
+    TurnStore,
+)
 
 # Private on purpose: what /health asks of a store.
 from adapter.stores._health import health
@@ -160,3 +168,63 @@ async def written_pg(dsn: str) -> None:
     store = PostgresStore(dsn)
     await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
     await store.close()
+
+
+JOURNAL_WRITES: dict[str, Callable[[TurnStore], Awaitable[Any]]] = {
+    "append_events": lambda store: store.append_events("t1", "r1", [JournalEvent(2, "{}")]),
+    "request_stop": lambda store: store.request_stop("t1", "r1"),
+    "delete_thread": lambda store: store.delete_thread("t1"),
+    "a save's title": lambda store: store.save("t1", ThreadChange(title="T"), expected_version=1),
+}
+
+
+async def read_back(store: TurnStore) -> tuple[Any, ...]:
+    """What the store holds of t1 and its journal, read."""
+    page, _ = await store.list_threads(None)
+    return await store.load("t1"), await store.read_events("t1", "r1"), [s.thread_id for s in page]
+
+
+@pytest.mark.parametrize("name", list(JOURNAL_WRITES))
+async def test_journal_and_thread_writes_to_a_read_only_file_are_refused_by_name(
+    sqlite_file: ReadOnlyFile, name: str
+) -> None:
+    store = SQLiteStore(sqlite_file.path)
+    await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
+    await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
+    await store.close()
+    sqlite_file.set(True)
+    store = SQLiteStore(sqlite_file.path)
+    try:
+        before = await read_back(store)
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            await JOURNAL_WRITES[name](store)
+        after = await read_back(store)
+        sqlite_file.set(False)
+        await JOURNAL_WRITES[name](store)  # no restart
+    finally:
+        await store.close()
+
+    assert before == after and after[2] == ["t1"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", list(JOURNAL_WRITES))
+async def test_journal_and_thread_writes_to_a_read_only_database_are_refused_by_name(name: str) -> None:
+    dsn = fresh_schema_dsn()
+    await written_pg(dsn)
+    sessions = Sessions()
+    store = PostgresStore(dsn, min_size=1, max_size=1, configure=sessions.configure)
+    try:
+        await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
+        sessions.read_only = True
+        await store.ping()
+        await store.close()  # its session was opened writable: a new store opens a read-only one
+        store = PostgresStore(dsn, min_size=1, max_size=1, configure=sessions.configure)
+        before = await read_back(store)
+        with pytest.raises(StoreUnavailable, match="read-only"):
+            await JOURNAL_WRITES[name](store)
+        after = await read_back(store)
+    finally:
+        await store.close()
+
+    assert before == after and after[2] == ["t1"]
