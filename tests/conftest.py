@@ -45,6 +45,7 @@ settings.register_profile("dev", _LOCAL, max_examples=10)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if in_ci() else "local"))
 
 _BOUND = 10.0  # seconds any server start, stop or cross-loop call may take
+_KEEPALIVE = 2.0  # seconds a served run's stream may be silent before a keep-alive comment (the reads wait _BOUND)
 
 RULES = [
     Rule(r"^hello$", reply="héllo 👍🏽 👨‍👩‍👧"),
@@ -315,6 +316,9 @@ async def serve() -> AsyncIterator[Serve]:
 
     async def start(app: Adapter | Starlette, **options: Any) -> Served:
         adapter = app if isinstance(app, Adapter) else None
+        # A run's stream is never silent for longer than a keep-alive: far less than the client's read timeout,
+        # so a run that is slow on a loaded machine (a long check on a worker thread) is not taken for a dead one.
+        options.setdefault("keepalive_interval", _KEEPALIVE)
         asgi = create_app(app, **options) if isinstance(app, Adapter) else app
         server, thread, loop, port = await asyncio.to_thread(_start, asgi)
         url = f"http://127.0.0.1:{port}"

@@ -152,14 +152,14 @@ async def test_an_unchecked_doubling_schema_costs_a_resume_at_most_its_step_budg
     serve: Serve, make_adapter: MakeAdapter, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the policy off, nothing refuses the graph up front: the validation's budget ends the check, refused."""
-    spent: list[int] = []
-    spend = StepBudget.spend
+    budgets: list[StepBudget] = []
+    start = StepBudget.__init__
 
-    def spying(budget: StepBudget, steps: int) -> None:
-        spent.append(budget.used + steps)
-        spend(budget, steps)
+    def kept(budget: StepBudget, limit: int) -> None:  # noted once per validation, not per step: cheap under load
+        start(budget, limit)
+        budgets.append(budget)
 
-    monkeypatch.setattr(StepBudget, "spend", spying)
+    monkeypatch.setattr(StepBudget, "__init__", kept)
     served = await serve(make_adapter(client_tool_policy=None, frontend_outcome="interrupt"))
     thread = served.client.thread(tools=[navigate(bomb(24))])
     (interrupt,) = (await thread.say("go to settings")).interrupts
@@ -168,7 +168,7 @@ async def test_an_unchecked_doubling_schema_costs_a_resume_at_most_its_step_budg
 
     assert answered.error["code"] == "RESUME_PAYLOAD_INVALID"
     assert [d["keyword"] for d in answered.error["metadata"]["details"]] == ["max-steps"]
-    assert max(spent) <= MAX_STEPS + ONE_SPEND
+    assert budgets and max(budget.used for budget in budgets) <= MAX_STEPS + ONE_SPEND
 
 
 @pytest.mark.parametrize(
