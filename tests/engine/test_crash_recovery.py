@@ -4,22 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
 from agui import Client, Reply, resolved
+from replica_process import BOUND as _BOUND
+from replica_process import Replica, journaled, until
 
 from adapter import Adapter, ResumeError, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -29,9 +24,6 @@ if TYPE_CHECKING:
     from clock import Clock
 
 LEASE = timedelta(minutes=5)
-ROOT = Path(__file__).resolve().parents[2]
-T = TypeVar("T")
-_BOUND = 60.0  # seconds a replica may take to start, stop or answer on a loaded machine
 
 
 class Payments:
@@ -145,53 +137,6 @@ async def test_after_the_lease_a_different_answer_to_a_started_tool_is_refused(
     assert [m["content"] for m in stored if m["role"] == "tool"] == ["paid 10"]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def until(condition: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll `condition` until it gives a value; fail after `_BOUND` seconds."""
-    deadline = time.monotonic() + _BOUND
-    while time.monotonic() < deadline:
-        found = await condition()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Replica:
-    """tests/crash_server.py in its own process, on a free port."""
-
-    def __init__(self, db: Path, journal: Path, lease: float) -> None:
-        self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, str(ROOT / "tests" / "crash_server.py"), str(self.port), str(db), str(journal)]
-        self.process = subprocess.Popen([*command, str(lease)], env=env)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    async def ready(self, http: httpx.AsyncClient) -> None:
-        async def health() -> bool | None:
-            assert self.process.poll() is None, "the replica exited"
-            try:
-                return (await http.get(self.url + "/health")).status_code == 200 or None
-            except httpx.TransportError:
-                return None
-
-        await until(health, "the replica to answer")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(_BOUND)
-
-
-def journaled(journal: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("mid", "say"),
@@ -204,7 +149,7 @@ async def test_a_replica_killed_mid_resume_is_finished_by_the_next(tmp_path: Pat
     """Killed mid-tool or mid-forward: the same answer, sent to the next replica, finishes the turn, once."""
     db, journal = tmp_path / "turns.db", tmp_path / "journal"
     hold = tmp_path / "journal.hold"
-    first = Replica(db, journal, lease=0.5)
+    first = Replica("tests/crash_server.py", db, journal, 0.5)
     replicas = [first]
     try:
         async with httpx.AsyncClient(timeout=_BOUND) as http:
@@ -223,7 +168,7 @@ async def test_a_replica_killed_mid_resume_is_finished_by_the_next(tmp_path: Pat
             with contextlib.suppress(httpx.TransportError):
                 await resuming
             hold.unlink()
-            second = Replica(db, journal, lease=0.5)
+            second = Replica("tests/crash_server.py", db, journal, 0.5)
             replicas.append(second)
             await second.ready(http)
             again = Client(http, second.url).thread(thread_id=thread.id)

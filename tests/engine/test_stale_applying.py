@@ -11,18 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
@@ -31,6 +24,7 @@ from agui import Client, resolved
 from clock import Clock
 from hypothesis import given
 from hypothesis import strategies as st
+from replica_process import BOUND, Replica, journaled, until
 
 from adapter import Adapter, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
@@ -46,9 +40,6 @@ from adapter.stores import (
 )
 
 LEASE = timedelta(minutes=5)
-ROOT = Path(__file__).resolve().parent.parent.parent
-BOUND = 60.0  # seconds a replica may take to start, stop or answer on a loaded machine
-T = TypeVar("T")
 ANSWERS = {"approve": {"approved": True}, "deny": {"approved": False}}
 INTERRUPTED = "RUN_INTERRUPTED"
 
@@ -248,55 +239,6 @@ async def test_a_run_that_ends_after_its_lapsed_replay_stores_its_reply_but_not_
     assert thread is not None and [m.get("content") for m in thread["messages"]][-1] == "Done."
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def until(condition: Callable[[], Awaitable[T | None]], what: str) -> T:
-    """Poll `condition` until it gives a value; fail after BOUND seconds."""
-    deadline = time.monotonic() + BOUND
-    while time.monotonic() < deadline:
-        found = await condition()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-class Replica:
-    """tests/engine/applying_server.py in its own process, on a free port."""
-
-    def __init__(self, db: Path, journal: Path, lease: float) -> None:
-        self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        server = ROOT / "tests" / "engine" / "applying_server.py"
-        self.process = subprocess.Popen(
-            [sys.executable, str(server), str(self.port), str(db), str(journal), str(lease)], env=env
-        )
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    async def ready(self, http: httpx.AsyncClient) -> None:
-        async def health() -> bool | None:
-            assert self.process.poll() is None, "the replica exited"
-            try:
-                return (await http.get(self.url + "/health")).status_code == 200 or None
-            except httpx.TransportError:
-                return None
-
-        await until(health, "the replica to answer")
-
-    def kill(self) -> None:
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(BOUND)
-
-
-def journaled(journal: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in journal.read_text().splitlines()] if journal.exists() else []
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("answer", list(ANSWERS))
 async def test_a_replica_killed_after_storing_the_answers_leaves_a_replay_that_settles(
@@ -305,7 +247,7 @@ async def test_a_replica_killed_after_storing_the_answers_leaves_a_replay_that_s
     """The issue's case: after kill -9, the same resume got "still applying" for ever, even after the lease."""
     db, journal = tmp_path / "turns.db", tmp_path / "journal"
     hold = journal.with_name(journal.name + ".hold")
-    first = Replica(db, journal, lease=0.5)
+    first = Replica("tests/engine/applying_server.py", db, journal, 0.5)
     replicas = [first]
     try:
         async with httpx.AsyncClient(timeout=BOUND) as http:
@@ -324,7 +266,7 @@ async def test_a_replica_killed_after_storing_the_answers_leaves_a_replay_that_s
             with contextlib.suppress(httpx.TransportError):
                 await resuming
             hold.unlink()
-            second = Replica(db, journal, lease=0.5)
+            second = Replica("tests/engine/applying_server.py", db, journal, 0.5)
             replicas.append(second)
             await second.ready(http)
             again = Client(http, second.url).thread(thread_id=thread.id)
