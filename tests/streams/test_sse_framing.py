@@ -21,8 +21,12 @@ from adapter.client import _sse as sse_module
 
 LINES = st.lists(
     st.one_of(
-        st.builds(lambda text: "data: " + text, st.text(st.characters(blacklist_characters="\r\n"), max_size=30)),
-        st.builds(lambda text: ":" + text, st.text(st.characters(blacklist_characters="\r\n"), max_size=10)),
+        st.builds(
+            lambda text: "data: " + text, st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30)
+        ),
+        st.builds(
+            lambda text: ":" + text, st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=10)
+        ),
         st.sampled_from(["", "", "event: x", "id: 7", "retry: 5", "bogus", "data", "data:"]),
     ),
     max_size=30,
