@@ -15,7 +15,7 @@ from typing import Any
 
 from adapter.conformance._report import Status
 from adapter.conformance._scenarios import FINAL_STATE, LONG_TEXT, SCENARIOS
-from schema_tools import SchemaPolicyError, validate
+from schema_tools import SchemaIssue, SchemaPolicyError, validate
 
 Event = dict[str, Any]
 
@@ -246,13 +246,26 @@ _OWN: dict[str, Callable[[list[Received]], Check]] = {
 }
 
 
-_SCHEMA_STEPS = 100_000  # as the gate cases: a small payload against a sane schema takes a few hundred
+SCHEMA_STEPS = 100_000  # a small payload against a sane schema takes a few hundred
+
+
+def schema_issues(payload: Any, schema: dict[str, Any]) -> list[SchemaIssue] | str:
+    """How `payload` breaks a target's schema, checked within `SCHEMA_STEPS`; or why the kit cannot judge it.
+
+    A target's schema comes from outside: one that costs 2^n to evaluate, or refers to itself without end,
+    is a reason (a string), never a stall or a traceback.
+    """
+    try:
+        issues = validate(payload, schema, max_steps=SCHEMA_STEPS)
+    except SchemaPolicyError as error:
+        first = error.violations[0]
+        return f"the interrupt's responseSchema cannot be used: {first.rule}: {first.message}"
+    if any(issue.keyword == "max-steps" for issue in issues):
+        return f"the interrupt's responseSchema costs more than {SCHEMA_STEPS} steps to evaluate"
+    return issues
 
 
 def _fits(payload: Any, schema: dict[str, Any]) -> bool:
-    """Whether the payload fits the schema, within a step budget: a schema the kit cannot use judges nothing."""
-    try:
-        issues = validate(payload, schema, max_steps=_SCHEMA_STEPS)
-    except SchemaPolicyError:
-        return True
-    return not issues or any(issue.keyword == "max-steps" for issue in issues)
+    """Whether the payload fits the schema; a schema the kit cannot use judges nothing."""
+    issues = schema_issues(payload, schema)
+    return isinstance(issues, str) or not issues
