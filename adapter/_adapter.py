@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
@@ -344,6 +345,7 @@ class Adapter:
         await self.config.store.close()
 
 
+@functools.cache  # the installed version does not change while the process runs; each lookup scans sys.path
 def _version() -> str | None:
     """This package's version, as installed; None when it runs from a checkout that was never installed."""
     try:
