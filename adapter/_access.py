@@ -6,8 +6,8 @@
 A thread is owned by the principal of the run that created it; a thread created with no principal
 stays unowned and open to all. Every request names one action per thing it does:
 
-    read      GET /threads/{id}, Adapter.thread
-    run       a new input (no answers)
+    read      GET /threads/{id}, Adapter.thread; reattaching to a run (GET .../runs/{runId}/events); each listed thread
+    run       a new input (no answers); stopping a run, renaming or deleting the thread (`adapter._threads`)
     resume    an answer to an interrupt that is not an approval (client tool, form, input); cancel_turn
     approve   an answer to an approval interrupt, approved or not
 

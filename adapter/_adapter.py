@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
@@ -23,15 +23,17 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
-from adapter import _thread_api
+from adapter import _reattach, _thread_api, _threads
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
-from adapter._config import EngineConfig, HistoryMode, check_options, checked_predictions
+from adapter._config import EngineConfig, HistoryMode, OnDisconnect, check_options, checked_predictions
 from adapter._conversation import HistoryView
 from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
+from adapter._journal import DEFAULT_MAX_CHARS, DEFAULT_MAX_EVENTS, JournalLimits, RunEvents
+from adapter._journal import Listener as EventReader
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._limits import check_id, check_run_input
 from adapter._predict import PredictState
@@ -39,7 +41,7 @@ from adapter._runner import Run
 from adapter._thread_api import EntryLike
 from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_unique
 from adapter.backends._seam import Backend
-from adapter.stores import MemoryStore, TurnStore
+from adapter.stores import JournalEvent, MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 
 
@@ -92,6 +94,13 @@ class Adapter:
             sent the request, see `create_app`) take `action` ("read", "run", "resume" or "approve") on
             a thread owned by `owner` (the principal of the run that created it, or None)? The default
             allows iff `owner is None or principal == owner`. See docs/security.md.
+        on_disconnect: What a run does when the client that started it leaves: "continue" (the default) goes
+            on, its events journaled for a reattach (`GET /threads/{threadId}/runs/{runId}/events`,
+            `run_events`); "stop" ends it then, as before journals (a resume records `RUN_INTERRUPTED`), and
+            lets a slow client slow it down. Either way its events are journaled and sent with ids.
+        max_journal_events: Events one run's journal keeps; a run past it is stopped and ends with `RUN_ERROR`
+            `JOURNAL_LIMIT` (docs/security.md).
+        max_journal_chars: Characters of wire JSON one run's journal keeps; past it, as `max_journal_events`.
         clock: The time source, for tests.
         name: The agent's name in `capabilities()` (AG-UI's `identity.name`); the backend's class name when None.
         description: What the agent does, for `identity.description`.
@@ -120,11 +129,15 @@ class Adapter:
         history: HistoryMode = "client",
         history_view: HistoryView | None = None,
         authorize: Authorize | None = None,
+        on_disconnect: OnDisconnect = "continue",
+        max_journal_events: int = DEFAULT_MAX_EVENTS,
+        max_journal_chars: int = DEFAULT_MAX_CHARS,
         clock: Callable[[], datetime] | None = None,
         name: str | None = None,
         description: str | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
+        journal_limits = JournalLimits(max_journal_events, max_journal_chars)
         check_options(
             (frontend_outcome, *overrides.values()),
             max_steps,
@@ -133,6 +146,8 @@ class Adapter:
             max_state_bytes,
             history,
             history_view,
+            on_disconnect,
+            journal_limits,
         )
         registered = list(forms)
         self.config = EngineConfig(
@@ -152,6 +167,8 @@ class Adapter:
             history_view=history_view,
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),
+            on_disconnect=on_disconnect,
+            journal_limits=journal_limits,
         )
         """The engine's frozen configuration, which every run reads."""
         self.identity = IdentityCapabilities(
@@ -182,7 +199,8 @@ class Adapter:
 
         `principal` sent the input; the `authorize` policy is asked before RUN_STARTED. An input without
         `protocolVersion` (a client older than AG-UI 1.0) gets the lossless downgrade of `adapter._compat`.
-        `start` is the same run in two phases: its refusals come before any event is asked for.
+        `start` is the same run in two phases: its refusals come before any event is asked for. The run is
+        driven by a task of the adapter: leaving the loop early leaves it running, unless `on_disconnect="stop"`.
 
         Raises:
             Forbidden: At the first iteration, when the policy refuses; nothing was run or stored.
@@ -197,13 +215,13 @@ class Adapter:
             async for event in events:
                 yield event
 
-    async def start(
-        self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None
-    ) -> AsyncGenerator[BaseEvent, None]:
-        """Check, authorize and load one run; then its events, from RUN_STARTED to one terminal event.
+    async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
+        """Check, authorize and load one run; then drive it, and return its events, from RUN_STARTED to the end.
 
         An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there
-        and which no other code saw since; any other input is checked here.
+        and which no other code saw since; any other input is checked here. The run is driven by a task of
+        the adapter and journaled (`adapter._journal`): the returned events are one reader of it. Closing them
+        early leaves the run going with `on_disconnect="continue"`, and ends it with "stop".
 
         Raises:
             Forbidden: When the policy refuses; nothing was run or stored.
@@ -214,8 +232,12 @@ class Adapter:
             run_input = run_input.input
         else:
             check_run_input(run_input)
-        events = await Run(self.config, run_input, principal).start()
-        return events if run_input.protocol_version is not None else for_unversioned_peer(events)
+        run = Run(self.config, run_input, principal)
+        events = await run.start()
+        if run_input.protocol_version is None:
+            events = for_unversioned_peer(events)
+        ids = run_input.thread_id, run_input.run_id
+        return await self.config.journals.begin(*ids, events, run.stop, interruptible=run.interruptible)
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
@@ -325,6 +347,72 @@ class Adapter:
         """
         return await _thread_api.cancel_turn(self.config, thread_id, principal)
 
+    async def threads(
+        self, *, principal: str | None = None, before: str | None = None, limit: int = _threads.DEFAULT_THREADS
+    ) -> dict[str, Any]:
+        """The principal's threads, newest first: what `GET {mount}/threads` answers.
+
+        `{"threads": [{"threadId", "title", "updatedAt", "interrupts"}], "next"}`: each thread's title, the time
+        it was last saved (ISO 8601, UTC) and its open interrupts (to draw a waiting approval again); `next` is
+        the `before` of the following page, None at the end. An anonymous caller lists the unowned threads.
+
+        Raises:
+            ValueError: `limit` is not from 1 to 100.
+            AdapterError: INVALID_PAGE for a `before` that no listing returned.
+        """
+        return await _threads.list_threads(self.config, principal, before=before, limit=limit)
+
+    async def rename_thread(self, thread_id: str, title: str | None, *, principal: str | None = None) -> bool:
+        """Set the thread's title (None clears it): `PATCH {mount}/threads/{threadId}`. False as `thread` is None.
+
+        Raises:
+            LimitExceeded: 422 `INVALID_ID`, or `INVALID_TITLE` for a title that is blank, over 200 characters,
+                or holds a control character.
+            Forbidden: `principal` may read the thread but not "run" on it.
+        """
+        return await _threads.rename_thread(self.config, thread_id, title, principal)
+
+    async def delete_thread(self, thread_id: str, *, principal: str | None = None) -> bool:
+        """Delete the thread with its messages, open turn and runs' journals: `DELETE {mount}/threads/{threadId}`.
+
+        An interrupt open on it can never be answered afterwards. False as `thread` is None.
+
+        Raises:
+            LimitExceeded: 422 `INVALID_ID`.
+            Forbidden: `principal` may read the thread but not "run" on it.
+        """
+        return await _threads.delete_thread(self.config, thread_id, principal)
+
+    async def run_events(
+        self, thread_id: str, run_id: str, *, after: int = 0, principal: str | None = None
+    ) -> AsyncIterator[JournalEvent] | None:
+        """A run's events after seq `after`, then live until its terminal event: `GET .../runs/{runId}/events`.
+
+        Each `JournalEvent` has its `seq` (the SSE `id:`) and its wire JSON. A run whose server died is ended
+        with a `RUN_ERROR` `RUN_INTERRUPTED` of seq 0 (not in the journal), as the crash-takeover rules say.
+        None for an unknown thread or run, and for a thread `principal` may not read.
+        """
+        listener = await self.listen(thread_id, run_id, after=after, principal=principal)
+        return None if listener is None else _reattach.journal_events(listener)
+
+    async def listen(
+        self, thread_id: str, run_id: str, *, after: int = 0, principal: str | None = None
+    ) -> EventReader | None:
+        """The reader `run_events` and the events route read (`adapter._journal.Listener`); None as `run_events`."""
+        return await _reattach.open_events(self.config, thread_id, run_id, principal, after)
+
+    async def stop_run(self, thread_id: str, run_id: str, *, principal: str | None = None) -> bool | None:
+        """Ask a run to stop, on whichever replica runs it: `POST .../runs/{runId}/stop`.
+
+        The run ends with `RUN_FINISHED` and the outcome `{"type": "cancelled"}` at its next safe point (see
+        docs/thread-api.md). True once asked; False when it had already ended; None for an unknown thread or
+        run, or a thread `principal` may not read.
+
+        Raises:
+            Forbidden: `principal` may read the thread but not "run" on it.
+        """
+        return await _reattach.stop_run(self.config, thread_id, run_id, principal)
+
     def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
         return self.config.tool_schemas()
@@ -334,10 +422,12 @@ class Adapter:
         return self.config.now()
 
     async def aclose(self) -> None:
-        """Wait for shielded work to finish, then close the backend (if it can be closed) and the store.
+        """Stop the runs in progress, wait for them and for shielded work, then close the backend and the store.
 
-        A backend's `aclose` releases only what it owns: an injected `httpx.AsyncClient` stays open.
+        A run in progress ends as a stop request ends it (cancelled, at its next safe point), so that what it did
+        is stored. A backend's `aclose` releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
+        await self.config.journals.stop_all()
         await self.config.background.wait()
         close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -16,6 +16,7 @@ from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._limits import loads
 from adapter._state import Kept, Operation, ToolState
+from adapter._stop import StopSignal, stopped_before, stopped_during
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import JSON
 from adapter.backends._seam import ToolCall
@@ -110,15 +111,19 @@ async def execute(
     context: ToolContext,
     arguments: Mapping[str, Any] | None = None,
     parent: telemetry.Span = telemetry.NULL_SPAN,
+    held: Callable[[], ToolResult | None] | None = None,
 ) -> ToolResult | InputRequired:
-    """Run a server tool (its span a child of the run's, `parent`); an `InputRequired` it raises is returned."""
+    """Run a server tool (its span a child of the run's, `parent`); an `InputRequired` it raises is returned.
+
+    `held` may answer instead of the tool, right before its function would be called (`FunctionTool.invoke`).
+    """
     parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
     if isinstance(parsed, ToolResult):
         return parsed
     span = telemetry.start("agui.tool", context.thread_id, context.run_id, parent, **{"agui.tool": tool.name})
     outcome, code = "error", None
     try:
-        result = await tool.invoke(parsed, context)
+        result = await tool.invoke(parsed, context, held)
         outcome, code = ("success", None) if result.error is None else ("error", result.error)
         return result
     except InputRequired as signal:
@@ -138,12 +143,15 @@ async def run_calls(
     state: JSON = None,
     predicted: Mapping[str, list[Operation]] | None = None,
     parent: telemetry.Span = telemetry.NULL_SPAN,
+    *,
+    stop: StopSignal | None = None,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
 
     `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
     `principal` made the request, for each tool's `ToolContext`. Each tool starts from `state` plus
-    what its own arguments `predicted`.
+    what its own arguments `predicted`. Once `stop` is raised no tool starts (each call is answered
+    `stopped_before`), and a running tool declared `cancellable` is cancelled (`stopped_during`).
     """
     predicted = predicted or {}
     done = StepCalls()
@@ -165,7 +173,10 @@ async def run_calls(
         )
         for call, _ in runnable
     }
-    outcomes = await asyncio.gather(*(execute(call, tool, contexts[call.id], None, parent) for call, tool in runnable))
+    if stop is not None and stop.requested:
+        results.update({call.id: stopped_before(tool.name) for call, tool in runnable})
+        runnable = []
+    outcomes = await asyncio.gather(*(_run_one(call, tool, contexts[call.id], parent, stop) for call, tool in runnable))
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
             waiting = suspend(call, tool, config.policy, config.now(), signal=outcome)
@@ -176,6 +187,21 @@ async def run_calls(
     order = {call.id: index for index, call in enumerate(calls)}
     done.suspensions.sort(key=lambda s: order[s.pending.call_id])
     return done
+
+
+async def _run_one(
+    call: ToolCall, tool: FunctionTool, context: ToolContext, parent: telemetry.Span, stop: StopSignal | None
+) -> ToolResult | InputRequired:
+    """Execute one call; a cancellable tool races the run's stop, and a stop that wins cancels it.
+
+    The stop is read once more right before the tool's function is called: once it is in, none is.
+    """
+    if stop is None:
+        return await execute(call, tool, context, None, parent)
+    running = execute(call, tool, context, None, parent, lambda: stopped_before(tool.name) if stop.requested else None)
+    if not tool.cancellable:
+        return await running
+    return await stop.race(running, lambda: stopped_during(tool.name))
 
 
 def _collect(

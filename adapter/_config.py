@@ -13,6 +13,7 @@ from adapter._conversation import HistoryView, declared_tail
 from adapter._errors import ConfigurationError
 from adapter._events import Listener
 from adapter._interrupts import InterruptPolicy
+from adapter._journal import JournalLimits, Journals
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._parsed import ParsedThreads
 from adapter._predict import PredictState
@@ -25,6 +26,9 @@ _OUTCOMES = ("interrupt", "pending")
 
 HistoryMode = Literal["client", "server"]
 """Who keeps a thread's conversation: the client, resending it with every input, or the server's store."""
+
+OnDisconnect = Literal["continue", "stop"]
+"""What a run does when the client that started it leaves: go on (and be reattached to), or stop."""
 
 
 class BackgroundTasks:
@@ -67,6 +71,19 @@ class EngineConfig:
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     parsed: ParsedThreads = field(default_factory=ParsedThreads)
     """The threads this adapter last stored or read, as protocol messages (`adapter._parsed`)."""
+    on_disconnect: OnDisconnect = "continue"
+    journal_limits: JournalLimits = field(default_factory=JournalLimits)
+    journals: Journals = field(init=False)
+    """The runs this adapter drives, and their journals (`adapter._journal`)."""
+
+    def __post_init__(self) -> None:
+        journals = Journals(
+            self.store,
+            limits=self.journal_limits,
+            stop_on_leave=self.on_disconnect == "stop",
+            keep=self.background.keep,
+        )
+        object.__setattr__(self, "journals", journals)
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""
@@ -85,6 +102,8 @@ def check_options(
     max_state_bytes: int,
     history: str,
     history_view: HistoryView | None,
+    on_disconnect: str = "continue",
+    journal_limits: JournalLimits | None = None,
 ) -> None:
     """Refuse an option no run could use, when the adapter is built rather than at its first run."""
     for outcome in outcomes:
@@ -99,6 +118,12 @@ def check_options(
     if history not in get_args(HistoryMode):
         raise ConfigurationError(f"history must be 'client' or 'server', not {history!r}")
     declared_tail(history_view)  # a bad `tail` is refused here, not on the first run
+    if on_disconnect not in get_args(OnDisconnect):
+        raise ConfigurationError(f"on_disconnect must be 'continue' or 'stop', not {on_disconnect!r}")
+    limits = journal_limits or JournalLimits()
+    for name, value in (("max_journal_events", limits.max_events), ("max_journal_chars", limits.max_chars)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigurationError(f"{name} must be a positive whole number")
 
 
 def checked_predictions(entries: Iterable[PredictState]) -> tuple[PredictState, ...]:

@@ -13,8 +13,8 @@
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
 `authorize` policy does not allow, before any event: HTTP answers it with 403.
 The codes below are the whole vocabulary: `HTTP_CODES` answer a refused request before any stream
-opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE` and `INTERNAL_ERROR` are both. docs/resuming.md
-documents each one (a test keeps the two in step).
+opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE`, `THREAD_CONFLICT` (a rename's 409)
+and `INTERNAL_ERROR` are both. docs/resuming.md documents each one (a test keeps the two in step).
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ CONTENT_TOO_LARGE: Final = "CONTENT_TOO_LARGE"
 INVALID_INPUT: Final = "INVALID_INPUT"
 UNSUPPORTED_PROTOCOL_VERSION: Final = "UNSUPPORTED_PROTOCOL_VERSION"
 THREAD_NOT_FOUND: Final = "THREAD_NOT_FOUND"
+RUN_NOT_FOUND: Final = "RUN_NOT_FOUND"
+INVALID_TITLE: Final = "INVALID_TITLE"
 THREAD_FORBIDDEN: Final = "THREAD_FORBIDDEN"
 APPROVAL_FORBIDDEN: Final = "APPROVAL_FORBIDDEN"
 INPUT_TOO_DEEP: Final = "INPUT_TOO_DEEP"
@@ -53,6 +55,7 @@ RUN_INTERRUPTED: Final = "RUN_INTERRUPTED"
 THREAD_CONFLICT: Final = "THREAD_CONFLICT"
 INTERNAL_ERROR: Final = "INTERNAL_ERROR"
 STATE_PATCH_TOO_LARGE: Final = "STATE_PATCH_TOO_LARGE"
+JOURNAL_LIMIT: Final = "JOURNAL_LIMIT"
 # `RUN_ERROR.code`: the backend.
 BACKEND_ERROR: Final = "BACKEND_ERROR"
 BACKEND_AUTH: Final = "BACKEND_AUTH"
@@ -68,6 +71,8 @@ HTTP_CODES: Final = frozenset(
         INVALID_INPUT,
         UNSUPPORTED_PROTOCOL_VERSION,
         THREAD_NOT_FOUND,
+        RUN_NOT_FOUND,
+        INVALID_TITLE,
         THREAD_FORBIDDEN,
         APPROVAL_FORBIDDEN,
         STORE_UNAVAILABLE,
@@ -79,6 +84,7 @@ HTTP_CODES: Final = frozenset(
         TOOL_NAME_CONFLICT,
         INVALID_TOOL_SCHEMA,
         INVALID_PAGE,
+        THREAD_CONFLICT,
         INTERNAL_ERROR,
     }
 )
@@ -96,6 +102,7 @@ RUN_CODES: Final = frozenset(
         INTERNAL_ERROR,
         STORE_UNAVAILABLE,
         STATE_PATCH_TOO_LARGE,
+        JOURNAL_LIMIT,
         BACKEND_ERROR,
         BACKEND_AUTH,
         BACKEND_RATE_LIMITED,

@@ -12,14 +12,21 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 422 `INPUT_TOO_DEEP` / `INVALID_ID` / `DUPLICATE_MESSAGE_ID`, 413 `TOO_MANY_TOOLS` / `TOOLS_TOO_LARGE`:
   over a limit (docs/security.md, "Limits");
 - 422 `TOOL_NAME_CONFLICT` / `INVALID_TOOL_SCHEMA`: client tools the run cannot use;
-- 400 `INVALID_PAGE`: `GET /threads/{id}` with a `limit` outside 1..1000 or an unknown `after`;
+- 400 `INVALID_PAGE`: `GET /threads/{id}` with a `limit` outside 1..1000 or an unknown `after`; `GET /threads`
+  with a `limit` outside 1..100 or a `before` no listing returned; the events route with an `after` or a
+  `Last-Event-ID` that is not a whole number;
+- 404 `THREAD_NOT_FOUND` / `RUN_NOT_FOUND`: an unknown thread or run, and the same for one the caller may not read;
+- 422 `INVALID_TITLE`: a rename's title is not a short one-line string (or null);
+- 409 `THREAD_CONFLICT`: a rename that kept meeting other saves;
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
   (`adapter._access`), checked on the record the run itself loaded;
 - 503 `STORE_UNAVAILABLE`: the thread could not be read;
 - 500 `INTERNAL_ERROR`: a bug while starting the run (logged; the message holds nothing of it).
 
 The run starts in two phases: the edge awaits the handler's `start`, where every refusal above is
-raised, and only then opens the stream, which fails only after RUN_STARTED.
+raised, and only then opens the stream, which fails only after RUN_STARTED. The stream reads the run as
+one listener among others (`adapter._journal`): the run goes on when it leaves, unless the handler says
+otherwise, and is reattached to at `GET /threads/{threadId}/runs/{runId}/events`.
 """
 
 from __future__ import annotations
@@ -42,8 +49,9 @@ from adapter import _errors as codes
 from adapter._errors import AdapterError, Forbidden, InputRejected
 from adapter._input import CheckedInput, is_json, parse_body, read_body
 from adapter._inspector import inspector_routes
+from adapter._journal import Listener, RunEvents
 from adapter._limits import id_problem
-from adapter._sse import EventStreamResponse
+from adapter._sse import EventStreamResponse, unjournaled
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable, TurnStore
 from adapter.stores._health import StoreHealth, health
@@ -52,6 +60,9 @@ logger = logging.getLogger(__name__)
 
 _PING_TIMEOUT: Final = 5.0  # seconds GET /health waits for the store before it answers 503
 _MAX_PAGE: Final = 1000  # messages in one page of GET /threads/{id} (Adapter.thread's limit)
+_MAX_THREADS: Final = 100  # threads in one page of GET /threads (Adapter.threads' limit)
+_MAX_PATCH_BYTES: Final = 4096  # a rename's body: a title of at most 200 characters, escaped
+_MAX_SEQ_DIGITS: Final = 12  # an event id (`after`, `Last-Event-ID`): far more events than a journal keeps
 
 
 PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
@@ -84,6 +95,15 @@ class RunHandler(Protocol):
         A paged request (`?after=&limit=`) calls it with `after=` and `limit=`, as `Adapter.thread` takes them.
         """
         ...
+
+
+# What a handler may add to serve threads as a resource and reattached runs; each route answers 404 without it
+# (`Adapter` has them all). Each is called with `principal=` for a request that has one.
+_THREADS = "threads"  # threads(*, before, limit) -> {"threads": [...], "next": ...}
+_RENAME = "rename_thread"  # rename_thread(thread_id, title) -> bool
+_DELETE = "delete_thread"  # delete_thread(thread_id) -> bool
+_LISTEN = "listen"  # listen(thread_id, run_id, *, after) -> Listener | None
+_STOP = "stop_run"  # stop_run(thread_id, run_id) -> bool | None
 
 
 def authenticated_user(request: Request) -> str | None:
@@ -120,6 +140,18 @@ def create_app(
       `?after=<message id>&limit=N` (either or both) returns one page of at most N messages (1 to
       1,000, default 100) after that message, and `next`, the id to ask after for the following
       page (null at the end); 400 `INVALID_PAGE` for a bad `limit` or an `after` not in the thread.
+    - `GET /threads`: the caller's threads, newest first: `{"threads": [{"threadId", "title", "updatedAt",
+      "interrupts"}], "next"}`; `?before=<next>&limit=N` (1 to 100, default 20) pages.
+    - `PATCH /threads/{threadId}`: `{"title": "..."}` (null clears it) renames the thread: 200
+      `{"threadId", "title"}`; 404 as `GET`, 403 for a caller who may read it but not run on it.
+    - `DELETE /threads/{threadId}`: 204; the thread, its open turn and its runs' journals are gone.
+    - `GET /threads/{threadId}/runs/{runId}/events`: the run's events as SSE, each with its `id:`; with
+      `Last-Event-ID` (or `?after=N`) only those after it; then the live tail until the terminal event.
+      204 when the run ended and nothing is after; 404 `RUN_NOT_FOUND` for an unknown thread or run, or
+      a caller who may not read the thread.
+    - `POST /threads/{threadId}/runs/{runId}/stop`: 202 `{"threadId", "runId", "stopping"}`; the run ends
+      with `RUN_FINISHED` and the outcome `{"type": "cancelled"}`; 404 as the events route, 403 for a
+      caller who may read the thread but not run on it.
     - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
     Args:
@@ -157,13 +189,29 @@ def create_app(
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
+        if request.method == "PATCH":
+            return await _rename(request, handler, principal_of)
+        if request.method == "DELETE":
+            return await _delete(request, handler, principal_of)
         return await _thread(request, handler, principal_of)
+
+    async def threads(request: Request) -> Response:
+        return await _threads(request, handler, principal_of)
+
+    async def events(request: Request) -> Response:
+        return await _events(request, handler, principal_of, keepalive_interval=keepalive_interval)
+
+    async def stop(request: Request) -> Response:
+        return await _stop(request, handler, principal_of)
 
     routes = [
         Route("/", run, methods=["POST"]),
         Route("/capabilities", capabilities, methods=["GET"]),
         Route("/health", health, methods=["GET"]),
-        Route("/threads/{thread_id}", thread, methods=["GET"]),
+        Route("/threads", threads, methods=["GET"]),
+        Route("/threads/{thread_id}", thread, methods=["GET", "PATCH", "DELETE"]),
+        Route("/threads/{thread_id}/runs/{run_id}/events", events, methods=["GET"]),
+        Route("/threads/{thread_id}/runs/{run_id}/stop", stop, methods=["POST"]),
         *(inspector_routes() if inspector else []),
     ]
     return Starlette(routes=routes, middleware=[Middleware(OneSlashForm, routes=routes)])
@@ -199,7 +247,8 @@ async def _run(
         logger.exception("POST /: the run could not start")
         message = "The run could not start because of an internal error."  # internals never reach the client
         return _json_response(500, {"error": {"code": codes.INTERNAL_ERROR, "message": message}})
-    return EventStreamResponse(events, keepalive_interval=keepalive_interval)
+    listener = events.frames() if isinstance(events, RunEvents) else unjournaled(events)
+    return EventStreamResponse(listener, keepalive_interval=keepalive_interval)
 
 
 async def _thread(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
@@ -220,7 +269,7 @@ async def _thread(request: Request, handler: RunHandler, principal_of: Principal
             raise
         return _refuse(InputRejected(400, error.code, error.message))
     if found is None:
-        return _json_response(404, {"error": {"code": codes.THREAD_NOT_FOUND, "message": "No such thread."}})
+        return _not_found(codes.THREAD_NOT_FOUND)
     return _json_response(200, found)
 
 
@@ -229,6 +278,155 @@ async def _read_thread(handler: RunHandler, thread_id: str, who: str | None, pag
         return None
     options = page if who is None else {**page, "principal": who}
     return await handler.thread(thread_id, **options)  # options: see RunHandler
+
+
+async def _threads(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`GET /threads`: a page of the caller's threads, newest first."""
+    listing = getattr(handler, _THREADS, None)
+    if listing is None:
+        return _not_found(codes.THREAD_NOT_FOUND)
+    query = request.query_params
+    page: dict[str, object] = {}
+    try:
+        if "before" in query:
+            page["before"] = query["before"]
+        if "limit" in query:
+            page["limit"] = _whole(query["limit"], 1, _MAX_THREADS, "limit")
+    except InputRejected as rejected:
+        return _refuse(rejected)
+    return await _answer(lambda who: listing(**page, **who), request, principal_of, "GET /threads")
+
+
+async def _rename(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`PATCH /threads/{thread_id}`: `{"title": ...}` renames the thread."""
+    rename = getattr(handler, _RENAME, None)
+    thread_id = request.path_params["thread_id"]
+    if rename is None or id_problem(thread_id) is not None:
+        return _not_found(codes.THREAD_NOT_FOUND)
+    if not is_json(request.headers.get("content-type", "")):
+        return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the change as application/json."))
+    try:
+        body = await read_body(request, _MAX_PATCH_BYTES)
+    except ClientDisconnect:
+        return Response(status_code=400)
+    if body is None:
+        return _refuse(InputRejected(413, codes.CONTENT_TOO_LARGE, f"The body exceeds {_MAX_PATCH_BYTES} bytes."))
+    try:
+        change = json.loads(body)
+    except ValueError:
+        change = None
+    if not isinstance(change, dict) or set(change) != {"title"}:
+        return _refuse(InputRejected(422, codes.INVALID_INPUT, 'Send {"title": "..."} (null clears the title).'))
+
+    async def renamed(who: dict[str, str]) -> JSON:
+        done = await rename(thread_id, change["title"], **who)
+        return {"threadId": thread_id, "title": change["title"]} if done else None
+
+    return await _answer(renamed, request, principal_of, "PATCH /threads", missing=codes.THREAD_NOT_FOUND)
+
+
+async def _delete(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`DELETE /threads/{thread_id}`: 204, and the thread is gone."""
+    delete = getattr(handler, _DELETE, None)
+    thread_id = request.path_params["thread_id"]
+    if delete is None or id_problem(thread_id) is not None:
+        return _not_found(codes.THREAD_NOT_FOUND)
+
+    async def deleted(who: dict[str, str]) -> JSON:
+        return True if await delete(thread_id, **who) else None
+
+    return await _answer(deleted, request, principal_of, "DELETE /threads", missing=codes.THREAD_NOT_FOUND, empty=204)
+
+
+async def _events(
+    request: Request, handler: RunHandler, principal_of: PrincipalOf, *, keepalive_interval: float
+) -> Response:
+    """`GET /threads/{thread_id}/runs/{run_id}/events`: the run's events after `Last-Event-ID` (or `?after=`)."""
+    listen = getattr(handler, _LISTEN, None)
+    if listen is None:
+        return _not_found(codes.RUN_NOT_FOUND)
+    try:
+        after = _after(request)
+    except InputRejected as rejected:
+        return _refuse(rejected)
+    who = await _principal(request, principal_of)
+    ids = request.path_params["thread_id"], request.path_params["run_id"]
+    try:
+        listener: Listener | None = await listen(*ids, after=after, **({} if who is None else {"principal": who}))
+    except StoreUnavailable:
+        logger.warning("GET /threads/{id}/runs/{id}/events: the store could not be reached", exc_info=True)
+        return _store_down()
+    if listener is None:
+        return _not_found(codes.RUN_NOT_FOUND)
+    if listener.over:
+        await listener.close(left=False)
+        return Response(status_code=204)  # nothing after it, and nothing will come: an EventSource stops here
+    return EventStreamResponse(listener, keepalive_interval=keepalive_interval)
+
+
+async def _stop(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`POST /threads/{thread_id}/runs/{run_id}/stop`: 202 once the run is asked to stop."""
+    stop = getattr(handler, _STOP, None)
+    if stop is None:
+        return _not_found(codes.RUN_NOT_FOUND)
+    thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
+
+    async def stopping(who: dict[str, str]) -> JSON:
+        asked = await stop(thread_id, run_id, **who)
+        return None if asked is None else {"threadId": thread_id, "runId": run_id, "stopping": asked}
+
+    return await _answer(stopping, request, principal_of, "POST .../stop", missing=codes.RUN_NOT_FOUND, status=202)
+
+
+async def _answer(
+    call: Callable[[dict[str, str]], Awaitable[JSON]],
+    request: Request,
+    principal_of: PrincipalOf,
+    route: str,
+    *,
+    missing: str = codes.THREAD_NOT_FOUND,
+    status: int = 200,
+    empty: int | None = None,
+) -> Response:
+    """The JSON answer of a thread route, its refusals mapped the one way every route maps them."""
+    who = await _principal(request, principal_of)
+    try:
+        found = await call({} if who is None else {"principal": who})
+    except StoreUnavailable:
+        logger.warning("%s: the store could not be reached", route, exc_info=True)
+        return _store_down()
+    except Forbidden as refused:
+        return _refuse(InputRejected(403, refused.code, refused.message))
+    except InputRejected as rejected:
+        return _refuse(rejected)
+    except AdapterError as error:
+        if error.code == codes.INVALID_PAGE:
+            return _refuse(InputRejected(400, error.code, error.message))
+        if error.code == codes.THREAD_CONFLICT:
+            return _refuse(InputRejected(409, error.code, error.message))
+        raise
+    if found is None:
+        return _not_found(missing)
+    return Response(status_code=empty) if empty is not None else _json_response(status, found)
+
+
+def _after(request: Request) -> int:
+    """The last event id the reader has: `Last-Event-ID` (an EventSource sends it to reconnect), else `?after=`."""
+    given = request.headers.get("last-event-id")
+    if given is None:
+        given = request.query_params.get("after")
+    return 0 if given is None else _whole(given.strip(), 0, 10**_MAX_SEQ_DIGITS - 1, "after (or Last-Event-ID)")
+
+
+def _whole(text: str, low: int, high: int, name: str) -> int:
+    if not (text.isascii() and text.isdigit() and len(text) <= _MAX_SEQ_DIGITS and low <= int(text) <= high):
+        raise InputRejected(400, codes.INVALID_PAGE, f"{name} must be a whole number from {low} to {high}.")
+    return int(text)
+
+
+def _not_found(code: str) -> Response:
+    message = "No such run." if code == codes.RUN_NOT_FOUND else "No such thread."
+    return _json_response(404, {"error": {"code": code, "message": message}})
 
 
 async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:

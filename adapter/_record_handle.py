@@ -87,6 +87,8 @@ class RecordHandle:
         self.stored: Sequence[StoredMessage] = ()
         self.synced = 0
         self._head: ThreadHead | None = None
+        self._expected: ThreadHead | None = None
+        """The head as this handle last read or wrote it: what a save's compare-and-set builds on."""
         self._fence: int | None = None
         self._conversation: list[Message] | None = None
         self._parsed_thread: KnownThread | None = None
@@ -99,7 +101,7 @@ class RecordHandle:
         if stored is None:
             self._parsed_thread = KnownThread()
             return None
-        self._head, self.version = stored.head, stored.head.version
+        self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
         if messages:
@@ -121,7 +123,7 @@ class RecordHandle:
         stored = await self._read(since=start, until=stop)
         if stored is None:
             return None
-        self._head, self.version = stored.head, stored.head.version
+        self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation, self._parsed_thread = stored.messages, 0, None, None
         return self.record
@@ -330,6 +332,19 @@ class RecordHandle:
         assert self._head is not None  # a turn to claim was loaded
         self._fence = self._head.claim + 1
 
+    async def create(self, title: str | None) -> None:
+        """Store a thread this run found missing, before its first event: its owner and title, no message yet.
+
+        A reattach on any replica then knows whose the thread is, and a listing shows it while its first answer
+        streams. Another request that created it first keeps it: this run's first save finds it then (`_rebase`).
+        """
+        if self.version != 0:
+            return
+        try:
+            await self._save(ThreadChange(title=title))
+        except StoreConflict:
+            return
+
     async def queue(self, entries: list[dict[str, Any]]) -> None:
         """Store submitted answers for a worker to apply; a racing submission gets RESUME_CONFLICT."""
         try:
@@ -533,7 +548,19 @@ class RecordHandle:
         if self.version == 0 and self.record.owner is not None:
             # The save that creates the thread names its owner.
             change = dataclasses.replace(change, owner=self.record.owner)
-        self.version = await self.store.save(self.thread_id, change, expected_version=self.version, fence=self._fence)
+        for attempt in range(_RENAMES_TOLERATED + 1):
+            try:
+                version = await self.store.save(
+                    self.thread_id, change, expected_version=self.version, fence=self._fence
+                )
+                break
+            except StaleClaim:
+                raise
+            except StoreConflict:
+                if attempt == _RENAMES_TOLERATED or not await self._only_renamed():
+                    raise
+        self._expected = _after(self._expected, change, version)
+        self.version = version
         known = self._parsed_thread
         self._parsed_thread = known.changed(change, history, self.synced) if known is not None else None
         if self._parsed_thread is not None and self._parsed_thread is not known and self.parsed is not None:
@@ -541,6 +568,47 @@ class RecordHandle:
         if history is not None:
             self.synced = len(history)
             self._known = [*self._known, *(message.id for message in change.append)]
+
+    async def _only_renamed(self) -> bool:
+        """After a conflict: whether the thread changed only in what no run builds on (a rename: its title).
+
+        Then the save may be made again on the new version: renaming a thread never fails a run in progress.
+        """
+        expected = self._expected
+        stored = await self.store.load(self.thread_id, since=None) if expected is not None else None
+        if expected is None or stored is None or stored.head.version <= self.version:
+            return False  # no save came between: the conflict is not a rename's
+        if _built_on(stored.head) != _built_on(expected):
+            return False
+        self.version = stored.head.version
+        self._expected = stored.head
+        return True
+
+
+_RENAMES_TOLERATED = 3
+"""Renames in a row one save lets pass (each a conflict, read again) before it gives up as on any conflict."""
+
+
+def _built_on(head: ThreadHead) -> tuple[object, ...]:
+    """What a save of a run builds on: everything of the head but its version, title and update time."""
+    return (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner)
+
+
+def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> ThreadHead:
+    """The head once `change` is saved at `version` on `head` (None: a thread this save creates)."""
+    count = head.message_count if head is not None else 0
+    count = (count if change.keep is None else change.keep) + len(change.append)
+    records = change.records()
+    return ThreadHead(
+        version=version,
+        claim=(head.claim if head is not None else 0) + int(change.claim),
+        message_count=count,
+        open_turn=records.get("open_turn", head.open_turn if head is not None else None),
+        applied=records.get("applied", head.applied if head is not None else None),
+        queued=records.get("queued", head.queued if head is not None else None),
+        owner=head.owner if head is not None else change.owner,
+        title=None if head is None else head.title,
+    )
 
 
 def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:

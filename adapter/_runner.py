@@ -18,6 +18,7 @@ import asyncio
 import enum
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -45,7 +46,7 @@ from adapter import _errors as codes
 from adapter import _telemetry as telemetry
 from adapter._access import View
 from adapter._answers import Settled, decided_answers, resumed_provisional, runs_nothing, settle_answers
-from adapter._calls import CallBudget, StepCalls, run_calls
+from adapter._calls import CallBudget, StepCalls, run_calls, tool_message
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail
 from adapter._errors import AdapterError, BackendError, ResumeError
@@ -59,6 +60,8 @@ from adapter._predict import Predictor
 from adapter._record import OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
+from adapter._stop import StopSignal, stopped_before
+from adapter._threads import default_title
 from adapter._tools import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import wire_json
@@ -92,11 +95,13 @@ class Phase(enum.Enum):
     """The backend refused the answers forwarded to its interrupts, or was unreachable: the turn waits as before."""
     LEFT = "left"
     """The client went away before an ending; a resume records that once its answers are applied."""
+    STOPPED = "stopped"
+    """Ended by a stop request before a resume applied its answers: none were, and the turn waits as before."""
 
     @property
     def ended(self) -> bool:
-        """Whether the run's ending is stored."""
-        return self in (Phase.SUSPENDED, Phase.FINISHED, Phase.FAILED)
+        """Whether the run's ending is stored (or, stopped before it applied anything, has nothing to store)."""
+        return self in (Phase.SUSPENDED, Phase.FINISHED, Phase.FAILED, Phase.STOPPED)
 
 
 def _frozen(messages: Mapping[str, ToolMessage] | None = None) -> Mapping[str, ToolMessage]:
@@ -166,6 +171,14 @@ class Run:
         """A resume's settling, shielded from the client: what must be stored before the run's ending."""
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
+        self.stop = StopSignal()
+        """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
+        self.streaming = False
+        """The run waits on its backend's stream: a stop may cut the wait short (`adapter._journal`)."""
+
+    def interruptible(self) -> bool:
+        """Whether the run waits on its backend's stream now: a stop may cut that wait short (`StopSignal.absorb`)."""
+        return self.streaming
 
     async def start(self) -> AsyncGenerator[BaseEvent, None]:
         """Read the thread, authorize the input and build the run's tools; then the run's events, not yet started.
@@ -189,6 +202,10 @@ class Run:
             client_policy=self.config.client_tool_policy,
             limits=self.config.client_tool_limits,
         )
+        if record is None and not self.input.resume:
+            # Stored before the first event, so that a reattach anywhere knows whose the thread is, and a listing
+            # shows it while its first answer streams.
+            await self.handle.create(default_title(self.input.messages))
         return self._events(record, toolset)
 
     async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
@@ -283,6 +300,10 @@ class Run:
 
     async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         self.turn = Turn.resuming(gate, self.config.max_tool_calls)
+        if self.stop.requested:  # stopped before it applied anything: it applies nothing, and the turn waits
+            self.phase = Phase.STOPPED
+            yield self._finished_event(RunFinishedCancelledOutcome())
+            return
         history, held = self.handle.resumed_history(self.input.messages)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
@@ -375,12 +396,25 @@ class Run:
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
     ) -> AsyncIterator[BaseEvent]:
         for _ in range(self.config.max_steps):
+            if self.stop.requested:
+                async for event in self._stopped(history, []):
+                    yield event
+                return
             step = self._open_step(history, state)
+            cut = False
             async for event in self._stream(step, self._request(history, state, toolset, resume)):
+                if event is _CUT:
+                    cut = True
+                    continue
                 yield event
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = step.state
             await self._close_step(step, history)
+            waiting = [call.id for call in step.calls] + step.left_open
+            if self.stop.requested and (cut or waiting or step.interrupts):
+                async for event in self._stopped(history, waiting):
+                    yield event
+                return
             if not step.calls and not step.interrupts and not step.left_open:
                 yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
@@ -391,6 +425,10 @@ class Run:
             state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
             for change in changes:
                 yield change
+            if self.stop.requested:  # it came while the step's tools ran: those that wait are never run
+                async for event in self._stopped(history, [s.pending.call_id for s in suspensions]):
+                    yield event
+                return
             if suspensions:
                 async for event in self._suspend(history, state, suspensions, step.calls):
                     yield event
@@ -439,16 +477,40 @@ class Run:
         )
 
     async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
-        """The step's events; a held turn is given back if the backend fails."""
+        """The step's events; a held turn is given back if the backend fails.
+
+        A stop cuts the step short between two events, or while the backend is silent (`StopSignal.absorb`):
+        what it said so far stays, what it left open is ended, and `_CUT` tells the loop.
+        """
         span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
+        cut = False
         try:
-            async for event in stream_step(self.config.backend, request, step):
-                yield event
+            async with aclosing(stream_step(self.config.backend, request, step)) as events:
+                try:
+                    self.streaming = True
+                    async for event in events:
+                        self.streaming = False
+                        yield event
+                        if self.stop.requested:
+                            cut = True
+                            break
+                        self.streaming = True
+                except asyncio.CancelledError:
+                    if not self.stop.absorb():
+                        raise
+                    cut = True
+                finally:
+                    self.streaming = False
+            if cut:
+                self.stop.absorb()  # a backend that swallowed the cut's cancellation yielded on: it is withdrawn
+                for event in step.close_all():
+                    yield event
+                yield _CUT
         except Exception:
             await self._give_back()
             raise
         finally:
-            telemetry.finish(span, "calls" if step.calls or step.interrupts else "text")
+            telemetry.finish(span, "stopped" if cut else "calls" if step.calls or step.interrupts else "text")
 
     async def _close_step(self, step: Step, history: list[Message]) -> None:
         """Take over what the step said and left: its messages, usage, deferred calls and provisional results."""
@@ -490,7 +552,16 @@ class Run:
         self.turn = replace(self.turn, budget=budget)
         predicted = step.predictor.operations()
         done = await run_calls(
-            step.calls, toolset, self.input, self.config, over_limit, self.principal, state, predicted, self.span
+            step.calls,
+            toolset,
+            self.input,
+            self.config,
+            over_limit,
+            self.principal,
+            state,
+            predicted,
+            self.span,
+            stop=self.stop,
         )
         left_open = _calls_named(history, step.left_open)
         now = self.config.now()
@@ -542,6 +613,24 @@ class Run:
             yield StateSnapshotEvent(snapshot=shown)
         yield self._finished_event(outcome)
 
+    async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncIterator[BaseEvent]:
+        """End a stopped run, cancelled: each call it leaves without an answer is answered, once; nothing more runs.
+
+        `waiting` names the calls of the last step that have no answer (run nor suspended); the calls the backend
+        deferred this turn are answered too, since no interrupt will wait for them. A held turn whose answers never
+        reached the backend is given back: its interrupts wait as before.
+        """
+        if self.turn.held is not None:
+            await self._give_back()
+        answered = {m.tool_call_id for m in history if isinstance(m, ToolMessage)}
+        unique = list(dict.fromkeys([*waiting, *sorted(self.turn.deferred)]))
+        for call in _calls_named(history, [call_id for call_id in unique if call_id not in answered]):
+            message = tool_message(call.id, stopped_before(call.name))
+            history.append(message)
+            yield result_event(message)
+        self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
+        yield await self._complete(RunFinishedCancelledOutcome(), history)
+
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
         stored = replay.applied.outcome or {}
         if stored.get("type") == "error":
@@ -590,8 +679,11 @@ class Run:
         }
 
         async def record_once_settled() -> None:
-            if self.settling is not None:
-                await asyncio.wait({self.settling})  # one writer at a time on this run's record
+            settling = self.settling
+            if settling is not None:
+                await asyncio.wait({settling})  # one writer at a time on this run's record
+                if settling.cancelled() or settling.exception() is not None:
+                    return  # the answers failed and the claim was released: nothing was applied to record
             await self.handle.record_outcome(self.input.run_id, outcome)
 
         self.config.background.keep(asyncio.ensure_future(record_once_settled()))
@@ -617,6 +709,10 @@ class Run:
         return RunFinishedEvent(
             thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=token_usage(self.usage)
         )
+
+
+_CUT: Any = object()
+"""What `Run._stream` yields last when a stop cut its step short: never an event, never sent."""
 
 
 def _calls_named(history: list[Message], call_ids: list[str]) -> list[ToolCall]:

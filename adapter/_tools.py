@@ -174,6 +174,9 @@ class BaseTool:
     requires_approval: bool = False
     outcome: FrontendOutcome | None = None
     """For external tools: how a call ends the run. None means the adapter's default."""
+    cancellable: bool = False
+    """A stop request cancels the tool while it runs (`asyncio.CancelledError` where it waits), instead of
+    letting it finish (`adapter._stop`)."""
 
     def spec(self) -> Tool:
         """The tool as the model sees it."""
@@ -210,10 +213,16 @@ class FunctionTool(BaseTool):
     signature: CallableSignature | None = None
     fn: Callable[..., Any] | None = None
 
-    async def invoke(self, arguments: Mapping[str, Any], context: ToolContext) -> ToolResult:
+    async def invoke(
+        self,
+        arguments: Mapping[str, Any],
+        context: ToolContext,
+        held: Callable[[], ToolResult | None] | None = None,
+    ) -> ToolResult:
         """Validate `arguments`, call the function and turn what it returns or raises into a result.
 
-        `InputRequired` propagates: it is a signal for the runner, not a failure.
+        `InputRequired` propagates: it is a signal for the runner, not a failure. `held()`, asked right before
+        the function is called, may give the result instead (a stopped run's: the function is never called).
         """
         assert self.signature is not None and self.fn is not None, "external tools are never invoked"
         issues = await avalidate(dict(arguments), dict(self.parameters))
@@ -224,6 +233,9 @@ class FunctionTool(BaseTool):
         except SchemaValidationError as exc:
             return ToolResult(f"Invalid arguments for {self.name}: {exc}", error="invalid_arguments")
         kwargs.update({name: context for name in self.signature.injected})
+        instead = held() if held is not None else None
+        if instead is not None:
+            return instead
         try:
             return ToolResult.of(await self._call(kwargs))
         except InputRequired:
@@ -258,6 +270,7 @@ def tool(
     requires_approval: bool = False,
     external: bool = False,
     outcome: FrontendOutcome | None = None,
+    cancellable: bool = False,
 ) -> Callable[[AnyFunction], FunctionTool]: ...
 
 
@@ -270,6 +283,7 @@ def tool(
     requires_approval: bool = False,
     external: bool = False,
     outcome: FrontendOutcome | None = None,
+    cancellable: bool = False,
 ) -> FunctionTool | Callable[[AnyFunction], FunctionTool]:
     """Turn a typed function into a backend tool; its parameter schema comes from its signature.
 
@@ -280,12 +294,18 @@ def tool(
         requires_approval: Suspend every call for a person's approval before it runs.
         external: Never run the function: a call suspends and its result comes from outside.
         outcome: For external tools, how a call ends the run ("interrupt" or "pending").
+        cancellable: A stop request (`Adapter.stop_run`) cancels the tool while it runs: `asyncio.CancelledError`
+            is raised where it waits, and its call is answered as cancelled. Without it a tool that started
+            finishes, and its result is kept. Only an async function can be cancelled (a sync one runs on a
+            worker thread, which nothing can stop): `cancellable=True` on one is a `ConfigurationError`.
     """
     if requires_approval and external:
         raise ConfigurationError("a tool is either external or runs after approval, not both")
 
     def wrap(function: AnyFunction) -> FunctionTool:
         signature = CallableSignature.from_callable(function, injected=(ToolContext,))
+        if cancellable and not signature.is_async:
+            raise ConfigurationError(f"the tool {name or signature.name!r} is cancellable, so it must be async")
         _warn_if_vague(function, name or signature.name, description or signature.description, fn is not None)
         return FunctionTool(
             name=name or signature.name,
@@ -294,6 +314,7 @@ def tool(
             external=external,
             requires_approval=requires_approval,
             outcome=outcome,
+            cancellable=cancellable,
             signature=signature,
             fn=function,
         )

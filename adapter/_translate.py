@@ -7,7 +7,7 @@ assistant message, the message, the answers to the calls the backend ran) it add
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -122,7 +122,7 @@ def model_request(
     )
 
 
-async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> AsyncIterator[BaseEvent]:
+async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> AsyncGenerator[BaseEvent, None]:
     """Ask the backend for one step and stream it as AG-UI events, collecting it into `step`.
 
     A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, or piece by

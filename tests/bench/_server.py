@@ -67,7 +67,7 @@ MAX_BODY = 64 * 1024 * 1024
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
-def adapter_app(db_path: str | None) -> Starlette:
+def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
     from adapter import Adapter, create_app
     from adapter.backends import Call, Rule, ScriptedBackend
     from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
@@ -85,10 +85,23 @@ def adapter_app(db_path: str | None) -> Starlette:
     store: TurnStore = MemoryStore()
     if db_path is not None:
         store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
+    if not journal:
+        store = _without_journals(store)
     adapter = Adapter(backend, store=store, frontend_outcome="interrupt")  # the workloads answer with a resume
     # Bodies of the 10,000-turn growth workload are several MB.
     app = create_app(adapter, max_body_bytes=MAX_BODY)
     return _with_bench_routes(Mount(MOUNT, app=app), on_shutdown=adapter.aclose)
+
+
+def _without_journals(store: Any) -> Any:
+    """The same store, but the adapter finds no journal in it (`append_events` is not callable), so it keeps none:
+    runs are driven and numbered alike, and nothing is written to the journal (bench_journal.py's "without")."""
+
+    class Unjournaled(type(store)):  # type: ignore[misc]
+        append_events = None
+
+    store.__class__ = Unjournaled
+    return store
 
 
 def baseline_app(events_path: str) -> Starlette:
@@ -157,8 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--db", help="SQLite file or postgresql:// URL (adapter); a MemoryStore without it")
     parser.add_argument("--events", help="captured event lists, JSON (baseline)")
     parser.add_argument("--profile-out", default="server.pstats")
+    parser.add_argument("--no-journal", action="store_true", help="the adapter keeps no run journal (adapter)")
     args = parser.parse_args(argv)
-    app = adapter_app(args.db) if args.kind == "adapter" else baseline_app(args.events)
+    app = adapter_app(args.db, journal=not args.no_journal) if args.kind == "adapter" else baseline_app(args.events)
     app.state.profile_out = args.profile_out
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without
     # it a response written in two parts waits out the client's delayed ACK (40 ms) on a kept-alive connection.

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 async def test_an_approved_tool_finishes_and_is_recorded_when_the_client_leaves(
     serve: Serve, make_adapter: MakeAdapter, kit: Kit
 ) -> None:
-    served = await serve(make_adapter())
+    served = await serve(make_adapter(on_disconnect="stop"))  # the run ends with its client (the default goes on)
     thread = served.client.thread(tools=FRONTEND_TOOLS)
     (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
     kit.delay = 0.5

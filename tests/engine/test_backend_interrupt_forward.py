@@ -122,7 +122,7 @@ async def test_a_client_that_leaves_while_the_answers_are_forwarded_leaves_the_i
                 yield item
 
     backend = Slow()
-    adapter = Adapter(backend)
+    adapter = Adapter(backend, on_disconnect="stop")  # the run ends with its client (the default goes on)
     await run(adapter, run_input("t", [user("go")]))
     entry = resolved("up-1", {"approved": True})
 

@@ -64,22 +64,25 @@ def texts(stored: Any) -> list[str]:
     return [message.json for message in stored.messages]
 
 
-async def test_a_run_on_a_new_thread_never_replaces_what_its_creator_wrote(two: tuple[Two, Gate]) -> None:
+async def test_a_run_on_a_new_thread_owns_it_from_its_start(two: tuple[Two, Gate]) -> None:
+    """A new thread is stored as its first run starts: another principal's run under its id is refused meanwhile."""
     place, gate = two
     mallory = place.client("mallory").thread(thread_id="thread-x")
     slow = asyncio.ensure_future(mallory.say("slow: overwrite this thread"))
     await asyncio.to_thread(gate.entered.wait, BOUND)
 
     victim = place.client("alice").thread(thread_id="thread-x")
-    assert (await victim.say("hello")).outcome == {"type": "success"}
+    refused = await victim.say("hello", clean=False)
     created = await place.stored("thread-x")
     gate.release.set()
-    late: Reply = await slow
+    finished: Reply = await slow
 
-    assert (late.types[-1], late.error["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
+    assert refused.refusal(403)["code"] == "THREAD_FORBIDDEN"
+    assert (created.head.owner, texts(created)) == ("mallory", [])
+    assert finished.outcome == {"type": "success"}
     after = await place.stored("thread-x")
-    assert (after.head.owner, texts(after)) == ("alice", texts(created))
-    assert (await victim.say("still mine")).outcome == {"type": "success"}
+    assert after.head.owner == "mallory"
+    assert "hello" not in "".join(texts(after))
 
 
 async def test_two_runs_of_one_owner_racing_to_create_a_thread_both_keep_their_messages(

@@ -1,0 +1,656 @@
+"""The run's journal: a run driven by a task the adapter owns, its events numbered, kept and fanned out live.
+
+    Run events ──> LiveRun._drive (the driver task) ──> entries in memory: JournalEvent(seq, json)
+                                                      ├──> Tail listeners (the POST response, reattachers)
+                                                      └──> LiveRun._write (the writer task) ──> store.append_events
+
+A run no longer lives in the request that started it. Its events are pulled by a driver task the adapter
+owns (its background set), encoded once as wire JSON, numbered 1, 2, 3, ... (the SSE `id:` of each), kept in
+memory while the run is live, and fanned out to every listener: the response to `POST /` is one, a
+reattached `GET .../events` another. When a listener goes, the run goes on; with `on_disconnect="stop"` the
+response that started the run takes it with it when it goes, as before (the run's `LEFT` phase), and paces it.
+
+The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
+events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
+whether someone asked the run to stop; while no event flows (a long tool) it asks the store every
+`POLL_INTERVAL`. A run id names one journal: a run whose id already has one (a retried input) is driven the
+same way but not journaled, and its stream carries no ids.
+
+A journal is bounded (`JournalLimits`): an event that would take it past either limit is not kept; the run
+is closed then (as a client leaving closes it) and the journal ends with `RUN_ERROR` `JOURNAL_LIMIT`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import anyio
+from ag_ui.core import BaseEvent, EventType, RunErrorEvent
+
+from adapter import _errors as codes
+from adapter._stop import StopSignal
+from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
+
+log = logging.getLogger("adapter.journal")
+
+DEFAULT_MAX_EVENTS: Final = 100_000
+"""Events one run's journal keeps at most (its terminal event aside)."""
+DEFAULT_MAX_CHARS: Final = 32 * 1024 * 1024
+"""Characters of wire JSON one run's journal keeps at most (its terminal event aside)."""
+FLUSH_INTERVAL: Final = 0.05
+"""Seconds the writer lets events gather before it appends them, unless the run ended or a batch is full."""
+MAX_BATCH: Final = 1000
+"""Events one append takes at most."""
+POLL_INTERVAL: Final = 0.25
+"""Seconds between two looks at the store for a stop request while no event flows (a long tool)."""
+PACE: Final = 16
+"""Events the response that started a run may lag behind it with `on_disconnect="stop"`: a slow client slows it."""
+STOP_TIMEOUT: Final = 5.0
+"""Seconds a response waits for its run to unwind before it leaves it to finish on its own."""
+RETRY_PAUSE: Final = 0.5
+"""Seconds the writer waits before it tries again an append the store could not take."""
+GIVE_UP_AFTER: Final = 20
+"""Appends in a row the store may refuse (`StoreUnavailable`) before the writer gives the journal up (1 once the
+adapter is closing): some 10 s of pauses, besides the store's own deadline on each call."""
+
+TERMINAL: Final = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
+
+
+@dataclass(frozen=True, slots=True)
+class JournalLimits:
+    """How much of a run one journal keeps: events, and characters of their wire JSON (the terminal event aside)."""
+
+    max_events: int = DEFAULT_MAX_EVENTS
+    max_chars: int = DEFAULT_MAX_CHARS
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """What a listener gets at once: every event ready for it, and whether the last of them ends the run."""
+
+    events: Sequence[JournalEvent]
+    last: bool
+
+
+class Listener(Protocol):
+    """One reader of a run's events, as `adapter._sse.EventStreamResponse` streams them."""
+
+    ids: bool
+    """Whether each event is sent with its `id:` (a journaled run)."""
+
+    @property
+    def over(self) -> bool:
+        """Nothing is left to send: the run ended, and the reader has its last event."""
+        ...
+
+    async def next(self, timeout: float) -> Batch | None:
+        """The events ready now, or the next ones within `timeout` seconds; None when none came (a keep-alive)."""
+        ...
+
+    async def close(self, *, left: bool) -> None:
+        """The reader is done: it read the last event, or (`left`) it went away before."""
+        ...
+
+
+def _error(code: str, message: str) -> RunErrorEvent:
+    return RunErrorEvent(message=message, code=code)
+
+
+INTERNAL: Final = _error(codes.INTERNAL_ERROR, "The run failed with an internal error.")
+LEFT: Final = _error(codes.RUN_INTERRUPTED, "The run stopped before it ended: its client left, or its server stopped.")
+
+
+def over_limit(limits: JournalLimits) -> RunErrorEvent:
+    """The terminal event of a run whose journal was full."""
+    message = (
+        f"The run was stopped: its events passed the journal's limit ({limits.max_events} events,"
+        f" {limits.max_chars} characters). Read the thread for what it stored."
+    )
+    return _error(codes.JOURNAL_LIMIT, message)
+
+
+class LiveRun:
+    """One run as this replica drives it: its events in memory, its listeners, its journal in the store.
+
+    Args:
+        key: The run's thread id and run id.
+        events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
+        stop: The run's stop signal, raised by a stop request found in the store.
+        store: Where the journal is written; None for a run that is not journaled.
+        limits: How much the journal keeps.
+        stop_on_leave: The response that started the run takes it along when it goes, and paces it.
+        interruptible: Whether the run waits on its backend's stream right now: a stop may then cut it short.
+        keep: Holds the driver and writer tasks until they are done (the adapter's background set).
+        forget: Called once the run is over and its journal written.
+        first: The run's first event, already pulled from `events` (and, with a `store`, already in its journal).
+    """
+
+    def __init__(
+        self,
+        key: tuple[str, str],
+        events: AsyncIterator[BaseEvent],
+        *,
+        stop: StopSignal,
+        store: TurnStore | None = None,
+        limits: JournalLimits = JournalLimits(),
+        stop_on_leave: bool = False,
+        interruptible: Callable[[], bool] = lambda: False,
+        keep: Callable[[asyncio.Future[Any]], None] | None = None,
+        forget: Callable[[LiveRun], None] | None = None,
+        first: BaseEvent | None = None,
+    ) -> None:
+        self.thread_id, self.run_id = key
+        self.stop = stop
+        self.store = store
+        self.limits = limits
+        self.stop_on_leave = stop_on_leave
+        self.entries: list[JournalEvent] = []
+        self.chars = 0
+        self.complete = False
+        """The terminal event is in `entries`: nothing follows it."""
+        self.origin: Tail | None = None
+        """The listener that started the run; with `stop_on_leave` it paces the run and takes it along."""
+        self.typed: deque[BaseEvent] | None = None
+        """The event objects, for a Python consumer that started the run (`RunEvents`)."""
+        self.driver: asyncio.Task[None] | None = None
+        self.failure: BaseException | None = None
+        """What the run raised instead of ending (a bug, a tool's `BaseException`): a Python reader gets it raised."""
+        self.flushed = 0
+        """How many entries the store holds."""
+        self._events = events
+        self._interruptible = interruptible
+        self._keep = keep
+        self._forget = forget
+        self._waiters: list[asyncio.Future[bool]] = []
+        self._paced: asyncio.Future[None] | None = None
+        self.closing = False
+        """The adapter is closing: the writer tries once more, then gives the journal up."""
+        self._quiet = False
+        """A look for a stop request failed, and was logged: the next failures in a row are not."""
+        self._unsure: int | None = None
+        """The end of the last append whose outcome is unknown (`StoreUnavailable`: it may have landed)."""
+        self._pulling = False
+        self._wake = asyncio.Event()
+        self._ended = asyncio.Event()
+        stop.on_request = self._cut_short
+        self.first = first
+        """The run's first event, pulled (and journaled) before the run was handed over."""
+        if first is not None:
+            self._append(first)
+            self.flushed = 1 if store is not None else 0
+
+    @property
+    def journaled(self) -> bool:
+        """Whether the run's events go to the store's journal (and are sent with ids)."""
+        return self.store is not None
+
+    def start(self) -> None:
+        """Start driving the run (and writing its journal), once."""
+        if self.driver is not None:
+            return
+        self.driver = asyncio.ensure_future(self._drive())
+        tasks: list[asyncio.Future[Any]] = [self.driver]
+        if self.store is not None:
+            tasks.append(asyncio.ensure_future(self._write()))
+        elif self._forget is not None:
+            self.driver.add_done_callback(lambda _: self._forget(self) if self._forget else None)
+        if self._keep is not None:
+            for task in tasks:
+                self._keep(task)
+
+    def listen(self, after: int = 0) -> Tail:
+        """A listener for the events after seq `after`, from memory."""
+        self.start()
+        return Tail(self, after)
+
+    # The driver: pulls the run's events, numbers them, wakes the listeners.
+
+    async def _drive(self) -> None:
+        events = self._events
+        try:
+            if not await self._pull(events):
+                log.error("run %s ended without RUN_FINISHED or RUN_ERROR", self.run_id)
+                self._append(INTERNAL)
+        except asyncio.CancelledError as cancelled:
+            if _stopping():
+                self._append(LEFT)  # taken along by its client, or its server is stopping
+                raise
+            log.error("run %s raised a CancelledError of its own", self.run_id)
+            self._fail(cancelled)
+        except BaseException as exc:
+            log.exception("run %s failed", self.run_id)
+            self._fail(exc)
+            if isinstance(exc, KeyboardInterrupt | SystemExit):
+                raise
+        finally:
+            await _close(events)
+
+    def _fail(self, exc: BaseException) -> None:
+        """The run raised instead of ending: readers get `INTERNAL_ERROR` (a Python reader, `exc` itself)."""
+        self.failure = exc
+        self._append(INTERNAL)
+
+    async def _pull(self, events: AsyncIterator[BaseEvent]) -> bool:
+        """Number and keep each event up to the terminal one; False if the events ran out first."""
+        limits = self.limits
+        self._pulling = True
+        try:
+            async for event in events:
+                # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
+                text = event.model_dump_json(by_alias=True)
+                last = event.type in TERMINAL
+                if not last and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                    log.warning("run %s passed its journal's limit; stopping it", self.run_id)
+                    self._append(over_limit(limits))
+                    return True
+                self._append(event, text)
+                if last:
+                    return True
+                origin = self.origin
+                if origin is not None and self.stop_on_leave and len(self.entries) - origin.cursor >= PACE:
+                    self._pulling = False
+                    await self._wait_for_origin()
+                    self._pulling = True
+            return False
+        finally:
+            self._pulling = False
+
+    def _append(self, event: BaseEvent, text: str | None = None) -> None:
+        if self.complete:
+            return
+        text = event.model_dump_json(by_alias=True) if text is None else text
+        self.entries.append(JournalEvent(len(self.entries) + 1, text))
+        self.chars += len(text)
+        if event.type in TERMINAL:
+            self.complete = True
+            self._ended.set()
+        if self.typed is not None:
+            self.typed.append(event)
+        waiters = self._waiters
+        if waiters:
+            self._waiters = []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(True)
+        self._wake.set()
+
+    async def _wait_for_origin(self) -> None:
+        self._paced = asyncio.get_running_loop().create_future()
+        try:
+            await self._paced
+        finally:
+            self._paced = None
+
+    def consumed(self) -> None:
+        """The origin read what was ready: a paced run may go on."""
+        paced = self._paced
+        if paced is not None and not paced.done():
+            paced.set_result(None)
+
+    def _cut_short(self) -> None:
+        """A stop came while the run waits on its backend's stream: cancel that wait (`Run._stream` absorbs it)."""
+        driver = self.driver
+        if driver is not None and self._pulling and self._interruptible() and not driver.done():
+            self.stop.cutting = True
+            driver.cancel()
+
+    async def grew(self, timeout: float) -> None:
+        """Wait until an event is added, or `timeout` seconds."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[bool] = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_later(timeout, _expire, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+
+    async def finished(self, *, cancel: bool = False) -> None:
+        """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds; `cancel` it first.
+
+        Shielded: a response cancelled from outside still lets its run unwind (or takes it along).
+        """
+        driver = self.driver
+        if driver is None:
+            return
+        with anyio.move_on_after(STOP_TIMEOUT, shield=True):
+            if cancel:
+                driver.cancel()
+            await asyncio.wait({driver})
+        if not driver.done():
+            log.warning("run %s did not unwind within %s s; cancelling it", self.run_id, STOP_TIMEOUT)
+            driver.cancel()
+        elif not self.complete:  # cancelled before it ever ran: nothing of the run did
+            self._append(LEFT)
+            await _close(self._events)
+
+    async def abandon(self) -> None:
+        """Drop a run that was never read (`on_disconnect="stop"`): nothing of it ran, and nothing will."""
+        if self._forget is not None:
+            self._forget(self)
+        await _close(self._events)
+
+    # The writer: appends what is ready to the store, and learns of stop requests.
+
+    async def _write(self) -> None:
+        """Append the entries as they come, in batches, until the terminal one is written (or the journal is lost)."""
+        assert self.store is not None
+        failures = 0
+        try:
+            while not (self.complete and self.flushed == len(self.entries)):
+                await self._ready()
+                if not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
+                    with contextlib.suppress(TimeoutError):  # let more gather: one append per interval at most
+                        await asyncio.wait_for(self._ended.wait(), FLUSH_INTERVAL)
+                flushed = await self._flush(self.store)
+                if flushed is None:
+                    return
+                failures = 0 if flushed else failures + 1
+                if failures >= (1 if self.closing else GIVE_UP_AFTER):
+                    log.error("run %s: the store took none of its journal's last appends; giving it up", self.run_id)
+                    return
+                if not flushed:
+                    await asyncio.sleep(RETRY_PAUSE)
+        except Exception:
+            log.exception("run %s: its journal could not be written", self.run_id)
+        finally:
+            if self.driver is not None:
+                await asyncio.wait({self.driver})  # reattachers here read memory until the run is over
+            if self._forget is not None:
+                self._forget(self)
+
+    async def _ready(self) -> None:
+        """Return once entries wait to be written; meanwhile look for a stop request every `POLL_INTERVAL`."""
+        while self.flushed == len(self.entries) and not self.complete:
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+            except TimeoutError:
+                await self._poll()
+
+    async def _poll(self) -> None:
+        assert self.store is not None
+        try:
+            journal = await self.store.read_events(self.thread_id, self.run_id, limit=0)
+        except Exception as exc:  # a failed look is tried again at the next interval
+            if not self._quiet:
+                log.warning("run %s: could not look for a stop request: %s", self.run_id, exc)
+            self._quiet = True
+            return
+        self._quiet = False
+        if journal is None and self.flushed > 0:
+            log.info("run %s: its journal is gone (its thread was deleted); stopping it", self.run_id)
+            self.stop.request()
+        elif journal is not None and journal.stop_requested:
+            self.stop.request()
+
+    async def _flush(self, store: TurnStore) -> bool | None:
+        """Append what is ready: True once written, False to try again, None when the journal is lost."""
+        start = self.flushed
+        batch = self.entries[start : start + MAX_BATCH]
+        ended = self.complete and start + len(batch) == len(self.entries)
+        try:
+            stop = await store.append_events(self.thread_id, self.run_id, batch, ended=ended)
+        except StoreUnavailable as down:
+            log.warning("run %s: the store may not have taken journal events (%s); trying again", self.run_id, down)
+            self._unsure = start + len(batch)
+            return False
+        except ValueError:
+            return await self._recover(store, start + len(batch))
+        self.flushed, self._unsure = start + len(batch), None
+        if stop:
+            self.stop.request()
+        return True
+
+    async def _recover(self, store: TurnStore, wanted: int) -> bool | None:
+        """An append was refused: an earlier one that seemed to fail had landed, or the journal is not this run's."""
+        try:
+            journal = await store.read_events(self.thread_id, self.run_id, limit=0)
+        except Exception:
+            return False
+        if journal is not None and self._unsure is not None and journal.last_seq == self._unsure:
+            # The append that seemed to fail had landed, whole (appends are atomic): go on after it.
+            self.flushed, self._unsure = journal.last_seq, None
+            return None if journal.ended and journal.last_seq != wanted else True
+        if journal is None:
+            log.info("run %s: its journal is gone (its thread was deleted); stopping it", self.run_id)
+            self.stop.request()
+        else:
+            log.warning("run %s: its run id's journal is another run's; it is no longer written", self.run_id)
+        return None
+
+
+class Tail:
+    """A listener on a live run: its events after seq `after`, from memory, then as they come."""
+
+    def __init__(self, live: LiveRun, after: int) -> None:
+        self.live = live
+        self.cursor = max(after, 0)
+        self.ids = live.journaled
+
+    @property
+    def over(self) -> bool:
+        """Nothing is left to send: the run ended, and this reader has its last event."""
+        return self.live.complete and self.cursor >= len(self.live.entries)
+
+    async def next(self, timeout: float) -> Batch | None:
+        """The events ready now, or the next ones within `timeout`; None when none came."""
+        live = self.live
+        if self.cursor >= len(live.entries):
+            if live.complete:
+                return Batch((), True)
+            await live.grew(timeout)
+            if self.cursor >= len(live.entries):
+                return None
+        batch = live.entries[self.cursor :]
+        self.cursor = len(live.entries)
+        if self is live.origin:
+            live.consumed()
+        return Batch(batch, live.complete and self.cursor == len(live.entries))
+
+    async def close(self, *, left: bool) -> None:
+        """Detach; the listener that started the run takes it along with `stop_on_leave`, or waits for it to unwind."""
+        live = self.live
+        if self is not live.origin:
+            return
+        live.origin = None
+        live.consumed()
+        if left and live.stop_on_leave:
+            await live.finished(cancel=True)  # as before journals: the run's `LEFT` phase
+        elif not left:
+            await live.finished()
+
+
+class RunEvents:
+    """The events of a run this replica drives, as objects: what `Adapter.start` returns to a Python caller.
+
+    Iterate it for the run's events, from RUN_STARTED to the terminal event; close it (`aclose`) to leave
+    early, which ends the run with `on_disconnect="stop"` and leaves it running otherwise.
+    """
+
+    def __init__(self, live: LiveRun) -> None:
+        self.live = live
+        live.typed = deque([live.first] if live.first is not None else [])
+        self._tail = Tail(live, 0)
+        live.origin = self._tail
+        self._done = False
+
+    @property
+    def journaled(self) -> bool:
+        """Whether the run is journaled: its events carry ids and can be read again (`Adapter.run_events`)."""
+        return self.live.journaled
+
+    def frames(self) -> Tail:
+        """The same run, as the wire JSON of its events, for the HTTP edge: the objects are no longer kept."""
+        live = self.live
+        live.typed = None
+        live.start()
+        return self._tail
+
+    def __aiter__(self) -> RunEvents:
+        return self
+
+    async def __anext__(self) -> BaseEvent:
+        live = self.live
+        typed = live.typed
+        if self._done or typed is None:
+            raise StopAsyncIteration
+        live.start()
+        while not typed:
+            if live.complete:
+                await self.aclose()
+                raise StopAsyncIteration
+            await live.grew(3600.0)
+        event = typed.popleft()
+        self._tail.cursor += 1
+        live.consumed()
+        if event is INTERNAL and live.failure is not None:  # raised to the caller, as if it ran the run itself
+            await self.aclose()
+            raise live.failure
+        if event.type in TERMINAL and not typed:
+            self._tail.cursor = len(live.entries)
+        return event
+
+    async def aclose(self) -> None:
+        """Leave: with `on_disconnect="stop"` the run ends now (its `LEFT` phase); otherwise it goes on."""
+        if self._done:
+            return
+        self._done = True
+        live = self.live
+        typed, live.typed = live.typed, None  # the objects are kept no longer: nobody reads them
+        if live.driver is None:  # never read with `on_disconnect="stop"`: nothing ran, and nothing will
+            await live.abandon()
+            return
+        await self._tail.close(left=not live.complete or bool(typed))
+
+
+class Journals:
+    """The runs this replica drives, by thread and run id, and how it journals them.
+
+    Args:
+        store: The adapter's store; a store without journals (one written before them) journals nothing.
+        limits: How much one run's journal keeps.
+        stop_on_leave: `on_disconnect="stop"`: a run ends when the client that started it leaves.
+        keep: Holds the runs' tasks until they are done (the adapter's background set).
+    """
+
+    def __init__(
+        self,
+        store: TurnStore,
+        *,
+        limits: JournalLimits = JournalLimits(),
+        stop_on_leave: bool = False,
+        keep: Callable[[asyncio.Future[Any]], None] | None = None,
+    ) -> None:
+        self.store: TurnStore | None = store if callable(getattr(store, "append_events", None)) else None
+        self.limits = limits
+        self.stop_on_leave = stop_on_leave
+        self._keep = keep
+        self._live: dict[tuple[str, str], LiveRun] = {}
+        self._runs: set[LiveRun] = set()
+
+    async def begin(
+        self,
+        thread_id: str,
+        run_id: str,
+        events: AsyncIterator[BaseEvent],
+        stop: StopSignal,
+        *,
+        interruptible: Callable[[], bool] = lambda: False,
+    ) -> RunEvents:
+        """Drive a started run: journaled (unless its ids name another run's journal) and fanned out.
+
+        Its first event (RUN_STARTED, which comes before any of its work) is appended to the store before the
+        run is read: the journal exists on every replica before any client could ask for it, and a run id that
+        already names a journal (a retried input) is found in the same call. With `on_disconnect="continue"`
+        the run goes on now, whoever listens; with "stop", from its first reading, and it ends when its reader
+        leaves.
+
+        Raises:
+            StoreUnavailable: The store could not take the first event; the run's events are closed.
+        """
+        key = (thread_id, run_id)
+        first = await anext(aiter(events), None)
+        journaled = False
+        if first is not None and self.store is not None and key not in self._live:
+            try:
+                await self.store.append_events(thread_id, run_id, [JournalEvent(1, _wire(first))])
+                journaled = True
+            except ValueError:
+                log.info("run %s of thread %s: its id names another run's journal; not journaled", run_id, thread_id)
+            except BaseException:
+                await _close(events)
+                raise
+        live = LiveRun(
+            key,
+            events,
+            stop=stop,
+            store=self.store if journaled else None,
+            limits=self.limits,
+            stop_on_leave=self.stop_on_leave,
+            interruptible=interruptible,
+            keep=self._keep,
+            forget=self._forget,
+            first=first,
+        )
+        if journaled:
+            self._live[key] = live
+        self._runs.add(live)
+        run = RunEvents(live)
+        if not self.stop_on_leave:
+            live.start()
+        return run
+
+    def live(self, thread_id: str, run_id: str) -> LiveRun | None:
+        """The journaled run with these ids, while this replica drives it or writes its journal."""
+        return self._live.get((thread_id, run_id))
+
+    def of_thread(self, thread_id: str) -> list[LiveRun]:
+        """The runs of a thread this replica drives."""
+        return [live for live in self._runs if live.thread_id == thread_id]
+
+    async def stop_all(self) -> None:
+        """Ask every run this replica drives to stop (the adapter is closing); drop those never read."""
+        for live in list(self._runs):
+            live.closing = True
+            if live.driver is None:
+                await live.abandon()
+            else:
+                live.stop.request()
+
+    def _forget(self, live: LiveRun) -> None:
+        self._runs.discard(live)
+        if self._live.get((live.thread_id, live.run_id)) is live:
+            del self._live[(live.thread_id, live.run_id)]
+
+
+def _wire(event: BaseEvent) -> str:
+    return event.model_dump_json(by_alias=True)
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)
+
+
+def _stopping() -> bool:
+    # Only a response leaving (or the adapter closing) cancels the driver; any other CancelledError is the run's own.
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def _close(events: AsyncIterator[BaseEvent]) -> None:
+    # Closing runs the run's `finally` blocks now, in the task that iterated it, not at GC time.
+    aclose: Callable[[], Any] | None = getattr(events, "aclose", None)
+    if aclose is None:
+        return
+    try:
+        await aclose()
+    except Exception:
+        log.exception("closing the events of a run failed")

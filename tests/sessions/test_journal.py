@@ -1,0 +1,127 @@
+"""The run's journal: a run goes on when its client leaves (or, opted out, ends with it as before), and a journal
+is bounded in events and characters, the run stopped past either bound."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from ag_ui.core import RunAgentInput
+from agui import new_id
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sessions_kit import Held, answer, body_of, frames_of, read_some, reattach
+
+from adapter import Adapter, ConfigurationError
+from adapter.backends import Rule, ScriptedBackend
+from adapter.stores import RunJournal, SQLiteStore
+
+if TYPE_CHECKING:
+    from conftest import Serve, Served
+
+WORDS, HOLD = 12, 6
+
+
+async def stored_roles(served: Served, thread_id: str) -> list[str]:
+    body = (await served.http.get(f"{served.url}/threads/{thread_id}")).json()
+    return [message["role"] for message in body["messages"]]
+
+
+@pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
+async def test_a_run_goes_on_when_its_client_leaves_unless_told_to_stop_with_it(
+    serve: Serve, tmp_path: Path, on_disconnect: Any
+) -> None:
+    held = Held()
+    served = await serve(Adapter(held, store=SQLiteStore(tmp_path / "t.db"), on_disconnect=on_disconnect))
+    thread_id, run_id = new_id("thread"), new_id("run")
+    seen = await read_some(served.http, served.url + "/", body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"), 3)
+
+    status, rest = await reattach(
+        served.http, served.url, thread_id, run_id, last_event_id=seen[-1].id, when_open=lambda: held.release(thread_id)
+    )
+
+    ended = rest[-1].event
+    if on_disconnect == "continue":
+        assert ended["type"] == "RUN_FINISHED" and "".join(
+            s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT"
+        ) == answer(WORDS)
+        assert await stored_roles(served, thread_id) == ["user", "assistant"]
+    else:  # as before journals: the run is left (LEFT), nothing of its answer is stored, and the journal says so
+        assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
+        assert await stored_roles(served, thread_id) == []
+    assert status == 200 and [s.id for s in seen + rest] == list(range(1, len(seen + rest) + 1))
+
+
+@pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
+async def test_a_python_caller_that_leaves_early_leaves_the_run_going_unless_told_to_stop(on_disconnect: Any) -> None:
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="one two three four")]), on_disconnect=on_disconnect)
+    run_input = RunAgentInput.model_validate(body_of("t1", "r1", "hi"))
+
+    async with contextlib.aclosing(await adapter.start(run_input)) as events:
+        first = await anext(events)
+    journal = await adapter.run_events("t1", "r1")
+    assert journal is not None
+    types = [json.loads(event.json)["type"] async for event in journal]
+
+    assert first.type == "RUN_STARTED"
+    assert types[-1] == ("RUN_FINISHED" if on_disconnect == "continue" else "RUN_ERROR")
+    await adapter.aclose()
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(max_events=st.integers(min_value=2, max_value=30), max_chars=st.integers(min_value=200, max_value=4000))
+async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is_stopped(
+    tmp_path: Path, max_events: int, max_chars: int
+) -> None:
+    words = 25
+    adapter = Adapter(
+        ScriptedBackend([Rule("talk", reply=" ".join(f"word{i}" for i in range(words)))]),
+        store=SQLiteStore(tmp_path / f"{new_id('t')}.db"),
+        max_journal_events=max_events,
+        max_journal_chars=max_chars,
+    )
+    thread_id = new_id("thread")
+    run_input = RunAgentInput.model_validate(body_of(thread_id, "r1", "talk"))
+    sent = [event async for event in adapter.run(run_input)]
+    stored = await written(adapter, thread_id, "r1")
+    await adapter.aclose()
+
+    kept = [json.loads(event.json) for event in stored.events]
+    assert [json.loads(event.model_dump_json(by_alias=True)) for event in sent] == kept
+    body, terminal = stored.events[:-1], stored.events[-1]
+    assert len(body) <= max_events and sum(len(event.json) for event in body) <= max_chars
+    full = len(body) == max_events or sum(len(e.json) for e in body) + 200 > max_chars
+    if kept[-1]["type"] == "RUN_ERROR":
+        assert kept[-1]["code"] == "JOURNAL_LIMIT" and full
+    else:
+        assert kept[-1]["type"] == "RUN_FINISHED" and len(terminal.json) > 0
+
+
+def test_the_journal_limits_are_checked_when_the_adapter_is_built() -> None:
+    for options in ({"max_journal_events": 0}, {"max_journal_chars": -1}, {"on_disconnect": "later"}):
+        with pytest.raises(ConfigurationError):
+            Adapter(ScriptedBackend(), **options)
+
+
+async def test_every_run_of_the_stream_is_in_the_journal_over_http(serve: Serve, tmp_path: Path) -> None:
+    served = await serve(Adapter(ScriptedBackend([Rule("talk", reply="a b c")]), store=SQLiteStore(tmp_path / "t.db")))
+    thread_id, run_id = new_id("thread"), new_id("run")
+
+    posted = frames_of((await served.http.post(served.url + "/", json=body_of(thread_id, run_id, "talk"))).content)
+    _, journal = await reattach(served.http, served.url, thread_id, run_id)
+
+    assert posted == journal and posted[-1].event["type"] == "RUN_FINISHED"
+
+
+async def written(adapter: Adapter, thread_id: str, run_id: str) -> RunJournal:
+    """The run's journal once the store holds it ended (its writer appends in batches, after the run)."""
+    for _ in range(1000):
+        journal = await adapter.store.read_events(thread_id, run_id, limit=100_000)
+        if journal is not None and journal.ended:
+            return journal
+        await asyncio.sleep(0.01)
+    raise AssertionError("the journal was never ended")
