@@ -63,7 +63,12 @@ class JournalMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.folder = Path(tempfile.mkdtemp(prefix="agui-journal-machine-"))
-        self.store = self.run(self.made(factory))
+        try:
+            self.store = self.run(self.made(factory))
+        except BaseException:  # a skip (no PostgreSQL here) too: teardown never runs for a machine not made
+            self.loop.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
         self.threads: dict[str, Thread] = {}
         self.journals: dict[tuple[str, str], Journal] = {}
         self.appended = 0
