@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import logging
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import aclosing
 from datetime import UTC, datetime, timedelta
 from importlib import metadata
-from typing import Any
+from typing import Any, Final
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.core.capabilities import (
@@ -28,6 +30,7 @@ from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
 from adapter._config import EngineConfig, HistoryMode, OnDisconnect, check_options, checked_predictions
 from adapter._conversation import HistoryView
+from adapter._errors import ConfigurationError, Draining
 from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._input import CheckedInput
@@ -43,6 +46,8 @@ from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_un
 from adapter.backends._seam import Backend
 from adapter.stores import JournalEvent, MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
+
+log = logging.getLogger("adapter")
 
 
 class Adapter:
@@ -101,6 +106,8 @@ class Adapter:
         max_journal_events: Events one run's journal keeps; a run past it is stopped and ends with `RUN_ERROR`
             `JOURNAL_LIMIT` (docs/security.md).
         max_journal_chars: Characters of wire JSON one run's journal keeps; past it, as `max_journal_events`.
+        drain_grace: How long `drain` (a graceful stop: SIGTERM with `examples/serving.py`) lets the runs in
+            progress end on their own before it stops them and lapses the claims they hold (docs/replicas.md).
         clock: The time source, for tests.
         name: The agent's name in `capabilities()` (AG-UI's `identity.name`); the backend's class name when None.
         description: What the agent does, for `identity.description`.
@@ -132,6 +139,7 @@ class Adapter:
         on_disconnect: OnDisconnect = "continue",
         max_journal_events: int = DEFAULT_MAX_EVENTS,
         max_journal_chars: int = DEFAULT_MAX_CHARS,
+        drain_grace: timedelta = timedelta(seconds=30),
         clock: Callable[[], datetime] | None = None,
         name: str | None = None,
         description: str | None = None,
@@ -178,6 +186,10 @@ class Adapter:
             version=_version(),
         )
         """Who answers: `capabilities().identity`."""
+        if not drain_grace >= timedelta(0):
+            raise ConfigurationError(f"drain_grace must not be negative, not {drain_grace}")
+        self.drain_grace = drain_grace
+        self._drained: asyncio.Future[None] | None = None
 
     @property
     def backend(self) -> Backend:
@@ -228,6 +240,8 @@ class Adapter:
             InputRejected: As for `run`; nothing was run or stored.
             StoreUnavailable: When the thread cannot be read; nothing changed.
         """
+        if self._drained is not None:
+            raise Draining()
         if isinstance(run_input, CheckedInput):
             run_input = run_input.input
         else:
@@ -421,18 +435,62 @@ class Adapter:
         """The current time, from the configured clock."""
         return self.config.now()
 
+    @property
+    def draining(self) -> bool:
+        """Whether `drain` began: the adapter starts no run, and `GET /health` answers 503 "draining"."""
+        return self._drained is not None
+
+    async def drain(self, grace: timedelta | None = None) -> None:
+        """Stop gracefully: start no run, let the runs in progress end within `grace`, then end the rest.
+
+        At once, every new run (and resume) is refused with 503 `DRAINING` and `GET /health` says "draining", so
+        a balancer sends them to another replica. The runs this adapter drives go on for up to `grace` (default
+        `drain_grace`). Then the rest are asked to stop, as a stop request asks (`adapter._stop`), and after a
+        few seconds cut: a cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED`, and a resume cut while it
+        applies its answers lapses its claim, so that the same answers take the turn over on another replica at
+        once, under the rules of a claim whose lease ran out (docs/replicas.md). Idempotent: a second call waits
+        for the first.
+        """
+        if self._drained is not None:
+            await asyncio.shield(self._drained)
+            return
+        self._drained = asyncio.get_running_loop().create_future()
+        try:
+            await self._wind_down(self.drain_grace if grace is None else grace)
+        finally:
+            self._drained.set_result(None)
+
+    async def _wind_down(self, grace: timedelta) -> None:
+        journals, background = self.config.journals, self.config.background
+        if grace > timedelta(0) and await journals.wait_over(grace.total_seconds()):
+            await background.wait(_UNWIND_SECONDS)
+            return
+        await journals.stop_all()
+        if await journals.wait_over(_STOP_SECONDS) and await background.wait(_UNWIND_SECONDS):
+            return
+        cut = journals.cut_all() + background.cut_claims()
+        log.warning("closing: cut %d runs and resumes that did not end when asked to stop", cut)
+        if not await background.wait(_UNWIND_SECONDS):
+            log.error("closing: work still running after %s s; it is left to the event loop", _UNWIND_SECONDS)
+
     async def aclose(self) -> None:
-        """Stop the runs in progress, wait for them and for shielded work, then close the backend and the store.
+        """Stop the runs in progress (`drain` with no grace, unless it ran), then close the backend and the store.
 
         A run in progress ends as a stop request ends it (cancelled, at its next safe point), so that what it did
-        is stored. A backend's `aclose` releases only what it owns: an injected `httpx.AsyncClient` stays open.
+        is stored; one that does not within a few seconds is cut, as `drain` cuts it. A backend's `aclose`
+        releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
-        await self.config.journals.stop_all()
-        await self.config.background.wait()
+        await self.drain(timedelta(0))
         close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:
             await close_backend()
         await self.config.store.close()
+
+
+_STOP_SECONDS: Final = 5.0
+"""Seconds the runs asked to stop have to end at a safe point before they are cut."""
+_UNWIND_SECONDS: Final = 15.0
+"""Seconds shielded work and journal writes have to finish (a store deadline or two) before they are left."""
 
 
 @functools.cache  # the installed version does not change while the process runs; each lookup scans sys.path

@@ -3,6 +3,7 @@
     InputRejected                the input cannot start a run, refused before any event: HTTP answers its
     │                            `status_code` (INVALID_INPUT, INPUT_TOO_DEEP, ...); nothing was run or stored
     ├── LimitExceeded            over one of the adapter's limits (413, or 422 for the nesting and id rules)
+    ├── Draining                 503 DRAINING: the server is shutting down (`Adapter.drain`); send it again
     ├── ToolNameConflict         422 TOOL_NAME_CONFLICT
     └── InvalidClientTool        422 INVALID_TOOL_SCHEMA
 
@@ -38,6 +39,7 @@ TOO_MANY_TOOLS: Final = "TOO_MANY_TOOLS"
 TOOLS_TOO_LARGE: Final = "TOOLS_TOO_LARGE"
 TOOL_NAME_CONFLICT: Final = "TOOL_NAME_CONFLICT"
 INVALID_TOOL_SCHEMA: Final = "INVALID_TOOL_SCHEMA"
+DRAINING: Final = "DRAINING"
 # Both: 503 on a route that does not stream, `RUN_ERROR.code` in a run.
 STORE_UNAVAILABLE: Final = "STORE_UNAVAILABLE"
 INVALID_PAGE: Final = "INVALID_PAGE"
@@ -83,6 +85,7 @@ HTTP_CODES: Final = frozenset(
         TOOLS_TOO_LARGE,
         TOOL_NAME_CONFLICT,
         INVALID_TOOL_SCHEMA,
+        DRAINING,
         INVALID_PAGE,
         THREAD_CONFLICT,
         INTERNAL_ERROR,
@@ -149,6 +152,16 @@ class LimitExceeded(InputRejected):
 
     def __init__(self, message: str, *, code: str, status_code: int = 413) -> None:
         super().__init__(status_code, code, message)
+
+
+class Draining(InputRejected):
+    """The adapter is draining (`Adapter.drain`): it starts no run, so that a balancer sends the input elsewhere."""
+
+    retry_after: Final = 1
+    """Seconds a client waits before it sends the input again (HTTP's `Retry-After`): another replica takes it."""
+
+    def __init__(self) -> None:
+        super().__init__(503, DRAINING, "This server is shutting down and starts no run; send the input again.")
 
 
 class ToolNameConflict(InputRejected):

@@ -46,7 +46,7 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter import _errors as codes
-from adapter._errors import AdapterError, Forbidden, InputRejected
+from adapter._errors import AdapterError, Draining, Forbidden, InputRejected
 from adapter._input import CheckedInput, is_json, parse_body, read_body
 from adapter._inspector import inspector_routes
 from adapter._journal import Listener, RunEvents
@@ -130,7 +130,9 @@ def create_app(
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
     - `GET /capabilities`: `handler.capabilities()` as JSON.
-    - `GET /health`: `{"status": "ok"}`, or 503 `{"status": "unavailable", "store": "read-only"}` when the
+    - `GET /health`: `{"status": "ok"}`; 503 `{"status": "draining"}` once the handler drains (`Adapter.drain`:
+      a graceful stop; `POST /` then answers 503 `DRAINING` with `Retry-After`); 503
+      `{"status": "unavailable", "store": "read-only"}` when the
       handler's store answers but cannot be written, `"unreachable"` when its `ping()` fails or takes more
       than 5 s (a database that is down). Trivial queries: cheap enough to poll.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
@@ -183,6 +185,8 @@ def create_app(
         return Response(body, media_type="application/json")
 
     async def health(request: Request) -> Response:
+        if getattr(handler, "draining", False):  # first: a balancer must move away even while the store is fine
+            return _json_response(503, {"status": "draining"})
         store = await _store_health(handler)
         if store != "ok":
             return _json_response(503, {"status": "unavailable", "store": store})
@@ -451,7 +455,10 @@ def _page(query: Mapping[str, str]) -> dict[str, object]:
 
 def _refuse(rejected: InputRejected) -> Response:
     logger.info("refused a run request: %s %s", rejected.status_code, rejected.code)
-    return _json_response(rejected.status_code, rejected.body())
+    response = _json_response(rejected.status_code, rejected.body())
+    if isinstance(rejected, Draining):
+        response.headers["Retry-After"] = str(rejected.retry_after)
+    return response
 
 
 def _store_down() -> Response:

@@ -554,6 +554,8 @@ class Journals:
         self._keep = keep
         self._live: dict[tuple[str, str], LiveRun] = {}
         self._runs: set[LiveRun] = set()
+        self._over = asyncio.Event()
+        """Set when a run is forgotten: `wait_over` looks again."""
 
     async def begin(
         self,
@@ -624,10 +626,34 @@ class Journals:
             else:
                 live.stop.request()
 
+    async def wait_over(self, timeout: float) -> bool:
+        """Wait until no run is left that this replica drives, at most `timeout` seconds; whether none is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._runs:
+                    await self._over.wait()
+                    self._over.clear()
+        return not self._runs
+
+    def cut_all(self) -> int:
+        """Cancel the driver of every run this replica drives (the adapter is closing and they did not stop).
+
+        Each cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED` (`LEFT`), as a client leaving with
+        `on_disconnect="stop"` ends it. How many were cut.
+        """
+        cut = 0
+        for live in list(self._runs):
+            driver = live.driver
+            if driver is not None and not driver.done():
+                driver.cancel()
+                cut += 1
+        return cut
+
     def _forget(self, live: LiveRun) -> None:
         self._runs.discard(live)
         if self._live.get((live.thread_id, live.run_id)) is live:
             del self._live[(live.thread_id, live.run_id)]
+        self._over.set()
 
 
 def _wire(event: BaseEvent) -> str:

@@ -10,8 +10,8 @@ import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final, Literal
 
 from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, Field, TypeAdapter, ValidationError
@@ -174,6 +174,9 @@ class ThreadRecord(BaseModel):
         records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
         return cls.model_validate({"thread_id": thread_id, "owner": head.owner, **records})
 
+
+LAPSED_AT: Final = datetime(1970, 1, 1, tzinfo=UTC)
+"""The claim time of a claim its run ended on purpose (a draining replica's): no lease reaches back to it."""
 
 LAPSED_MESSAGE = (
     "The answers were applied, but the run that applied them did not record how it ended within the claim lease "

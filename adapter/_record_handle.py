@@ -22,6 +22,7 @@ from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Replay, Resume
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
+    LAPSED_AT,
     AppliedResume,
     OpenTurn,
     PendingCall,
@@ -31,6 +32,7 @@ from adapter._record import (
     stored_message,
 )
 from adapter.stores import (
+    KEEP,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -361,6 +363,29 @@ class RecordHandle:
             await self._save(ThreadChange(open_turn=head.open_turn, applied=head.applied, queued=head.queued))
         except StoreConflict:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
+
+    async def lapse_claim(self) -> None:
+        """End this run's claim now, as a lease that ran out ends it: another replica takes the turn over at once.
+
+        The turn stays claimed and its answers spent, so only the same answers take it over, and a call they
+        may have started runs again with the same idempotency key (at least once, as after a crash); a claim
+        merely given back (`release`) would let other answers in after work began.
+        """
+        turn, applied = self.record.open_turn, self.record.applied
+        if self._fence is None or turn is None or turn.claimed_at is None:
+            return
+        turn = turn.model_copy(update={"claimed_at": LAPSED_AT})
+        if applied is not None and applied.outcome is None:
+            applied = applied.model_copy(update={"applied_at": LAPSED_AT})
+        try:
+            await self._save(ThreadChange(open_turn=_json(turn), applied=KEEP if applied is None else _json(applied)))
+        except (StoreConflict, StaleClaim):
+            log.warning("thread %s changed before a cut resume could lapse its claim", self.thread_id)
+            return
+        except StoreUnavailable:
+            log.warning("thread %s: a cut resume could not lapse its claim; it lapses after the lease", self.thread_id)
+            return
+        self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
     async def close_turn(self, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
         """The open turn's answers are applied: store them; nothing waits on this thread any more.

@@ -346,7 +346,7 @@ class Run:
         await self.handle.claim(gate, self.input.run_id, self.config.now())
         await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
-        self.config.background.keep(task)
+        self.config.background.keep(task, holds_claim=True)
         self.settling = task
         return await asyncio.shield(task)
 
@@ -369,6 +369,15 @@ class Run:
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
             settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Cut from outside, which only a draining adapter past its grace does (`Adapter.drain`): as if
+                # its replica died, but without the wait, another takes the turn over now, as after a lease.
+                await self.handle.lapse_claim()
+            else:  # a tool's own CancelledError is its failure, as any other
+                await self.handle.release()
+            raise
         except BaseException:
             await self.handle.release()
             raise

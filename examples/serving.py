@@ -16,7 +16,9 @@ AWS ALB 60 s. 75 s is longer than all of these; behind a proxy that keeps idle c
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from types import FrameType
 from typing import Any, Final
 
 KEEP_ALIVE_SECONDS: Final = 75
@@ -49,13 +51,51 @@ def serve(app: Any, argv: Sequence[str] | None = None, *, description: str) -> N
     run(app, args)
 
 
-def run(app: Any, args: argparse.Namespace) -> None:
-    """Serve `app` with uvicorn, configured by the parsed server flags."""
+def run(app: Any, args: argparse.Namespace, *, drain: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Serve `app` with uvicorn, configured by the parsed server flags, until SIGTERM or Ctrl-C.
+
+    With `drain` (an `Adapter.drain`), the first SIGTERM or SIGINT drains before uvicorn stops: the server
+    keeps listening while `GET /health` says "draining" (a balancer moves away) and the runs in progress end,
+    then it stops as uvicorn stops. A second signal stops it at once, as uvicorn's own handling does.
+    """
     try:
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit("Serving needs uvicorn: pip install 'agui-adapter[demo]'") from exc
-    uvicorn.run(app, **uvicorn_options(args))
+    config = uvicorn.Config(app, **uvicorn_options(args))
+    server = uvicorn.Server(config) if drain is None else _draining_server(uvicorn, config, drain)
+    server.run()
+
+
+def _draining_server(uvicorn: Any, config: Any, drain: Callable[[], Awaitable[None]]) -> Any:
+    class DrainingServer(uvicorn.Server):  # type: ignore[misc]
+        """A uvicorn server whose first exit signal drains the adapter before it stops."""
+
+        _loop: asyncio.AbstractEventLoop | None = None
+        _draining: asyncio.Task[None] | None = None
+
+        async def serve(self, sockets: Any = None) -> None:
+            self._loop = asyncio.get_running_loop()
+            await super().serve(sockets)
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            loop = self._loop
+            if self._draining is not None or loop is None or self.should_exit:
+                super().handle_exit(sig, frame)
+                return
+            self._captured_signals.append(sig)  # uvicorn raises it again once stopped, as it does for its own
+            loop.call_soon_threadsafe(self._start_draining)
+
+        def _start_draining(self) -> None:
+            self._draining = asyncio.ensure_future(self._drain_then_stop())
+
+        async def _drain_then_stop(self) -> None:
+            try:
+                await drain()
+            finally:
+                self.should_exit = True
+
+    return DrainingServer(config)
 
 
 def _positive_seconds(text: str) -> int:

@@ -1,15 +1,16 @@
 """A replica for the crash test: one approval-gated tool, and an upstream interrupt, journaled, on SQLite.
 
-    python tests/crash_server.py PORT DB JOURNAL LEASE_SECONDS
+    python tests/crash_server.py PORT DB JOURNAL LEASE_SECONDS [DRAIN_GRACE_SECONDS]
 
 The `pay` tool appends `{"key": idempotency_key, "pid": ...}` to JOURNAL, and an answer forwarded to the
 upstream's own interrupt (asked for by "confirm") appends `{"forward": payload, "pid": ...}`; each then
 waits while the file JOURNAL.hold exists: the test kills the process with SIGKILL there, mid-tool or
-mid-forward.
+mid-forward. With DRAIN_GRACE_SECONDS it is served as the demo is (examples/serving.py): SIGTERM drains it.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -25,6 +26,7 @@ from starlette.applications import Starlette
 from adapter import Adapter, ToolContext, create_app, tool
 from adapter.backends import BackendInterrupt, BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore
+from examples import serving
 from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server
 
 
@@ -55,7 +57,7 @@ class Confirming:
                 yield item
 
 
-def build(db: str, journal: Path, lease: float) -> Starlette:
+def build(db: str, journal: Path, lease: float, drain_grace: float = 30.0) -> tuple[Starlette, Adapter]:
     """The sub-app: "pay N" asks for approval of `pay`, which runs once approved; "confirm" asks the upstream's."""
 
     @tool(requires_approval=True)
@@ -66,16 +68,21 @@ def build(db: str, journal: Path, lease: float) -> Starlette:
 
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
     backend = Confirming(ScriptedBackend(rules), journal)
-    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db), claim_lease=timedelta(seconds=lease))
-    return create_app(adapter)
+    adapter = Adapter(
+        backend,
+        tools=[pay],
+        store=SQLiteStore(db),
+        claim_lease=timedelta(seconds=lease),
+        drain_grace=timedelta(seconds=drain_grace),
+    )
+    return create_app(adapter), adapter
 
 
 if __name__ == "__main__":
-    port, db, journal, lease = sys.argv[1:5]
-    uvicorn.run(
-        build(db, Path(journal), float(lease)),
-        host="127.0.0.1",
-        port=int(port),
-        log_level="warning",
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-    )
+    port, db, journal, lease, *drain = sys.argv[1:]
+    app, adapter = build(db, Path(journal), float(lease), *(float(grace) for grace in drain))
+    if drain:
+        flags = serving.add_server_flags(argparse.ArgumentParser()).parse_args(["--port", port])
+        serving.run(app, flags, drain=adapter.drain)
+    else:
+        uvicorn.run(app, host="127.0.0.1", port=int(port), log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS)

@@ -65,6 +65,18 @@ class Replica:
 
         await until(health, "the replica to answer")
 
+    def terminate(self) -> None:
+        """SIGTERM: what a deploy sends; a replica served with a drain stops gracefully."""
+        self.process.send_signal(signal.SIGTERM)
+
+    async def exited(self) -> int:
+        """Wait, without blocking the event loop, until the process is gone; its exit status."""
+
+        async def gone() -> int | None:
+            return self.process.poll()
+
+        return await until(gone, "the replica to exit")
+
     def kill(self) -> None:
         """kill -9, then wait for it to be gone."""
         self.process.send_signal(signal.SIGKILL)

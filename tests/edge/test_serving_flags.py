@@ -54,12 +54,13 @@ def test_a_keep_alive_that_is_not_a_positive_number_of_seconds_is_refused(value:
 
 
 def test_the_demo_takes_the_keep_alive_flag(monkeypatch: pytest.MonkeyPatch) -> None:
-    served: list[dict[str, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda app, **options: served.append(options))
+    served: list[uvicorn.Config] = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: served.append(server.config))
 
     demo.main(["--db", ":memory:", "--timeout-keep-alive", "90"])
 
-    assert served == [{"host": "127.0.0.1", "port": 8000, "timeout_keep_alive": 90}]
+    (config,) = served
+    assert (config.host, config.port, config.timeout_keep_alive) == ("127.0.0.1", 8000, 90)
 
 
 def _serve_in_thread(config: uvicorn.Config) -> tuple[uvicorn.Server, threading.Thread, int]:
