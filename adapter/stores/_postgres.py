@@ -25,6 +25,8 @@ from adapter.stores._protocol import (
     ThreadHead,
     ThreadSummary,
     check_append,
+    pack_events,
+    unpack_rows,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 
@@ -84,17 +86,24 @@ _PURGE_EVENTS: Final = """
     DELETE FROM agui_journal_events e USING unnest(%s::text[], %s::text[]) AS k(thread_id, run_id)
     WHERE e.thread_id = k.thread_id AND e.run_id = k.run_id
 """
-_APPEND: Final = "SELECT agui_append(%s, %s, %s, %s, %s)"
+_APPEND: Final = "SELECT agui_append(%s, %s, %s, %s, %s, %s)"
+# The status, joined with the rows that hold the seqs `after + 1 .. through` (`through` is `after + limit`): from the
+# one holding `after + 1` to the one holding `through` (or the last), two bounds of one range of the key; no row when
+# `limit` is 0. The rows are disjoint and consecutive, so the key's order (their last seq) is their first seq's.
 _READ_EVENTS: Final = """
-    SELECT j.last_seq, j.ended, j.stop_requested, e.seq, e.body
+    SELECT j.last_seq, j.ended, j.stop_requested, e.first_seq, e.body
     FROM agui_journals j
     LEFT JOIN LATERAL (
-        SELECT seq, body FROM agui_journal_events
-        WHERE thread_id = j.thread_id AND run_id = j.run_id AND seq > %(after)s
-        ORDER BY seq LIMIT %(limit)s
+        SELECT first_seq, last_seq, body FROM agui_journal_events
+        WHERE thread_id = j.thread_id AND run_id = j.run_id AND %(limit)s > 0 AND last_seq > %(after)s
+          AND last_seq <= coalesce(
+              (SELECT last_seq FROM agui_journal_events
+               WHERE thread_id = j.thread_id AND run_id = j.run_id AND last_seq >= %(through)s
+               ORDER BY last_seq LIMIT 1),
+              %(through)s)
     ) e ON true
     WHERE j.thread_id = %(thread)s AND j.run_id = %(run)s
-    ORDER BY e.seq
+    ORDER BY e.last_seq
 """
 _REQUEST_STOP: Final = """
     UPDATE agui_journals SET stop_requested = true
@@ -118,9 +127,10 @@ class PostgresStore:
     Behaviour:
 
     - Connections come from a `psycopg_pool.AsyncConnectionPool`, opened on first use. Its tables
-      (`agui_threads`, `agui_messages`, `agui_schema_version`) and the `agui_save` function are
-      created then, under a transaction-level advisory lock, so replicas starting together on an empty
-      database migrate it once and the others wait for it.
+      (`agui_threads`, `agui_messages`, the journals' `agui_journals` and `agui_journal_events`,
+      `agui_schema_version`) and its functions (`agui_save`, `agui_append`, `agui_delete`) are created
+      then, under a transaction-level advisory lock, so replicas starting together on an empty database
+      migrate it once and the others wait for it.
     - `load` is one statement (the head joined with the messages from `since` on), so one round trip
       and one consistent snapshot.
     - `save` is one statement too: `agui_save` locks the thread's head row (`SELECT ... FOR UPDATE`),
@@ -128,9 +138,11 @@ class PostgresStore:
       transaction. The loser of a race gets `StoreConflict` (or `StaleClaim`) with nothing written.
     - Head records and messages are stored as the JSON text they were given, so they come back as is.
     - A journal append is one statement too, `agui_append`: it locks the journal's row, checks the seqs
-      continue it (`ValueError` otherwise, nothing written), and writes the events and the status. A
-      delete is `agui_delete`, one statement that locks the thread's head row before its messages go,
-      as a save does, so no save lands half-deleted.
+      continue it (`ValueError` otherwise, nothing written), and writes the status in `agui_journals` and
+      the events as one row of `agui_journal_events`, whatever their number (their seqs from `first_seq`
+      to `last_seq`, their JSON one line each). A journal read is one statement: the status and the rows
+      that hold the events asked for. A delete is `agui_delete`, one statement that locks the thread's
+      head row before its messages go, as a save does, so no save lands half-deleted.
     - Every call ends within `timeout` (waiting for a connection included) or raises `StoreUnavailable`,
       even when the network delivers nothing and drops nothing (a partition): the caller stops waiting
       then, and the query is cancelled behind it. Each connection's `statement_timeout` is the same, so
@@ -277,14 +289,14 @@ class PostgresStore:
     ) -> bool:
         """Append to the run's journal (created by the first append); return whether a stop was requested.
 
-        One statement, `agui_append`: the seqs' order is checked here, their start against the journal's last
-        seq in the database, under the journal row's lock.
+        One statement, `agui_append`, that writes one row: the seqs' order (and each event's JSON, one line) is
+        checked here, their start against the journal's last seq in the database, under the journal row's lock.
         """
         import psycopg
 
         check_append(thread_id, run_id, events, last_seq=None, ended=False)
         first = events[0].seq if events else None
-        params = (thread_id, run_id, first, [event.json for event in events], ended)
+        params = (thread_id, run_id, first, len(events), pack_events(events), ended)
         try:
             rows = await self._rows("an append", _APPEND, params)
         except psycopg.Error as error:
@@ -295,15 +307,19 @@ class PostgresStore:
         return bool(rows[0][0])
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
-        """The run's events with seq > `after`, at most `limit`, or None for no journal: one statement."""
+        """The run's events with seq > `after`, at most `limit`, or None for no journal.
+
+        One statement: the status and the rows that hold those events, and no other (a range of their key).
+        """
         if limit < 0:
             raise ValueError(f"limit must not be negative, not {limit}")
-        params = {"thread": thread_id, "run": run_id, "after": min(max(after, 0), _LAST), "limit": min(limit, _LAST)}
-        rows = await self._rows("a journal read", _READ_EVENTS, params)
+        after, limit = min(max(after, 0), _LAST), min(limit, _LAST)
+        params = {"thread": thread_id, "run": run_id, "after": after, "through": min(after + limit, _LAST)}
+        rows = await self._rows("a journal read", _READ_EVENTS, {**params, "limit": limit})
         if not rows:
             return None
         last, ended, stop = rows[0][:3]
-        events = [JournalEvent(row[3], row[4]) for row in rows if row[3] is not None]
+        events = unpack_rows([(row[3], row[4]) for row in rows if row[3] is not None], after=after, limit=limit)
         return RunJournal(events, ended, stop, last)
 
     async def request_stop(self, thread_id: str, run_id: str) -> bool:

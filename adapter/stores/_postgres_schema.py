@@ -116,7 +116,11 @@ MIGRATIONS: Final[dict[int, str]] = {
     # Version 4 (issue 31): threads as a listed resource, with a title; the runs' journals. A thread's
     # `updated_at` is its `saved_at` (every save sets it, to the microsecond): the listing's index orders by
     # it, and by the id's bytes (COLLATE "C": the same order in every database, and as Python compares str).
-    # An append and a delete are one function each, so one statement and one round trip.
+    # An append and a delete are one function each, so one statement and one round trip. A journal's events are
+    # one row per append (`_protocol.pack_events`: the seqs `first_seq..last_seq`, their JSON one line each),
+    # keyed by the last seq, so a read from `after` is a range of the key. Version 4 is not released yet, so it
+    # was changed in place when it went from one row per event to one per append (issue 31): a database migrated
+    # on main before that keeps the old `agui_journal_events` and `agui_append`; make its schema again.
     4: """
     ALTER TABLE agui_threads ADD COLUMN title text;
     CREATE INDEX agui_threads_listing ON agui_threads (owner, saved_at DESC, (thread_id COLLATE "C") DESC);
@@ -133,12 +137,14 @@ MIGRATIONS: Final[dict[int, str]] = {
     CREATE TABLE agui_journal_events (
         thread_id text NOT NULL,
         run_id    text NOT NULL,
-        seq       integer NOT NULL,
+        first_seq integer NOT NULL,
+        last_seq  integer NOT NULL,
         body      text NOT NULL,
-        PRIMARY KEY (thread_id, run_id, seq)
+        PRIMARY KEY (thread_id, run_id, last_seq)
     );
-    CREATE FUNCTION agui_append(p_thread text, p_run text, p_first bigint, p_bodies text[], p_ended boolean)
-    RETURNS boolean LANGUAGE plpgsql AS $$
+    CREATE FUNCTION agui_append(
+        p_thread text, p_run text, p_first bigint, p_count integer, p_body text, p_ended boolean
+    ) RETURNS boolean LANGUAGE plpgsql AS $$
     DECLARE
         v_last integer;
         v_ended boolean;
@@ -154,10 +160,12 @@ MIGRATIONS: Final[dict[int, str]] = {
         IF p_first IS NOT NULL AND p_first <> v_last + 1 THEN
             RAISE EXCEPTION '%', v_last USING ERRCODE = 'AG005';
         END IF;
-        INSERT INTO agui_journal_events (thread_id, run_id, seq, body)
-            SELECT p_thread, p_run, v_last + e.n, e.body FROM unnest(p_bodies) WITH ORDINALITY AS e(body, n);
+        IF p_count > 0 THEN
+            INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body)
+                VALUES (p_thread, p_run, v_last + 1, v_last + p_count, p_body);
+        END IF;
         UPDATE agui_journals
-            SET last_seq = v_last + cardinality(p_bodies), ended = p_ended, appended_at = now()
+            SET last_seq = v_last + p_count, ended = p_ended, appended_at = now()
             WHERE thread_id = p_thread AND run_id = p_run;
         RETURN v_stop;
     END $$;

@@ -22,7 +22,7 @@ first save), and it goes with its thread (`delete_thread`, `purge`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final, Protocol, runtime_checkable
@@ -136,7 +136,7 @@ class JournalEvent:
     seq: int
     """Its position in the run's journal: 1, 2, 3, ... with no gap; the SSE `id:` it is sent with."""
     json: str
-    """The event as wire JSON text, exactly as it was streamed."""
+    """The event as wire JSON text, exactly as it was streamed: compact, one line (no raw newline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +180,8 @@ def check_append(
         ended: Whether the journal is already ended.
 
     Raises:
-        ValueError: The journal ended, or the seqs are not consecutive from `last_seq + 1` (from 1 at least).
+        ValueError: The journal ended, the seqs are not consecutive from `last_seq + 1` (from 1 at least), or an
+            event's JSON holds a raw newline (the SQL stores keep an append's events in one row, one line each).
     """
     journal = f"the journal of run {run_id!r} of thread {thread_id!r}"
     if ended:
@@ -191,6 +192,35 @@ def check_append(
     for offset, event in enumerate(events):
         if event.seq != first + offset:
             raise ValueError(f"{journal} takes seq {first + offset} next, not {event.seq}: no gap, no repeat")
+        if "\n" in event.json:
+            raise ValueError(f"{journal} keeps compact JSON, one line an event: event {event.seq} holds a newline")
+
+
+# The SQL stores keep a journal one row per append, not per event: (first seq, last seq, body), the body its events'
+# JSON joined by newlines, which compact JSON never holds raw (`check_append` refuses an event that does). A store
+# then writes one row and one value an append, whatever its size, and a read splits the few rows it needs.
+
+
+def pack_events(events: Sequence[JournalEvent]) -> str:
+    """The body of the row that keeps `events` (consecutive, checked by `check_append`): their JSON, one line each."""
+    return "\n".join([event.json for event in events])
+
+
+def unpack_rows(rows: Iterable[tuple[int, str]], *, after: int, limit: int) -> list[JournalEvent]:
+    """The events with seq > `after`, at most `limit`, of a journal's rows `(first_seq, body)` in seq order.
+
+    The rows are those whose last seq is past `after` (the first may start at or before it): each is split
+    only as far as the events asked for.
+    """
+    events: list[JournalEvent] = []
+    for first, body in rows:
+        wanted = limit - len(events)
+        if wanted <= 0:
+            break
+        skip = max(after + 1 - first, 0)
+        lines = body.split("\n", skip + wanted)[skip : skip + wanted]  # past its maxsplit, the rest in one piece
+        events.extend(JournalEvent(first + skip + offset, line) for offset, line in enumerate(lines))
+    return events
 
 
 class StoreConflict(Exception):
@@ -241,9 +271,9 @@ class TurnStore(Protocol):
       change names one (`KEEP` leaves it).
     - A run's journal holds its events in seq order, 1, 2, 3, ... with no gap and no seq twice: an
       append that does not continue it (`events[0].seq` is not the last seq + 1, or the seqs are not
-      consecutive), or an append to an ended journal, raises `ValueError` and writes nothing. An
-      append is atomic: all its events and its `ended` are written, or none. Events come back as the
-      exact text appended.
+      consecutive), an append to an ended journal, or one with an event whose JSON holds a raw newline
+      (compact JSON never does), raises `ValueError` and writes nothing. An append is atomic: all its
+      events and its `ended` are written, or none. Events come back as the exact text appended.
     - A stop request is kept until the journal goes: every later append and read reports it. It is
       refused (False) for a journal that does not exist or has ended.
     - `list_threads` pages are disjoint and, concatenated, give every thread of the owner that was not
@@ -308,14 +338,15 @@ class TurnStore(Protocol):
     ) -> bool:
         """Append to the run's journal (created by the first append); return whether a stop was requested.
 
-        `events[0].seq` must be the journal's last seq + 1 and the seqs consecutive, else ValueError and nothing
-        is written. `ended=True` marks the journal ended (its last event is terminal); appending to an ended
-        journal is a ValueError. A journal of a thread that does not exist is allowed (a run's first events
-        come before its first save). No events is allowed: it creates the journal, or ends it, or only asks
-        whether a stop was requested.
+        `events[0].seq` must be the journal's last seq + 1, the seqs consecutive and each event's JSON one line,
+        else ValueError and nothing is written. `ended=True` marks the journal ended (its last event is terminal);
+        appending to an ended journal is a ValueError. A journal of a thread that does not exist is allowed (a
+        run's first events come before its first save). No events is allowed: it creates the journal, or ends
+        it, or only asks whether a stop was requested.
 
         Raises:
-            ValueError: The seqs do not continue the journal, or it has ended; nothing was written.
+            ValueError: The seqs do not continue the journal, it has ended, or an event's JSON holds a newline;
+                nothing was written.
             StoreUnavailable: The store could not be reached; the append may or may not have been applied.
         """
         ...

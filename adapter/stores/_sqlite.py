@@ -28,6 +28,8 @@ from adapter.stores._protocol import (
     ThreadHead,
     ThreadSummary,
     check_append,
+    pack_events,
+    unpack_rows,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 from adapter.stores._sqlite_open import open_file
@@ -54,6 +56,19 @@ _UNUSABLE: Final = {
 }
 
 
+# The rows that hold the seqs `after + 1 .. through` (`through` is `after + limit`): from the one holding `after + 1`
+# to the one holding `through` (or the last), two bounds of one range of the key; no row when `limit` is 0. The rows
+# are disjoint and consecutive, so the key's order (their last seq) is their first seq's.
+_READ_ROWS: Final = """
+    SELECT first_seq, body FROM agui_journal_events
+    WHERE thread_id = :thread AND run_id = :run AND :limit > 0 AND last_seq > :after AND last_seq <= coalesce(
+        (SELECT last_seq FROM agui_journal_events
+         WHERE thread_id = :thread AND run_id = :run AND last_seq >= :through ORDER BY last_seq LIMIT 1),
+        :through)
+    ORDER BY last_seq
+"""
+
+
 class SQLiteStore:
     """A turn store in one SQLite file, shared safely by several processes or replicas on one host.
 
@@ -63,9 +78,9 @@ class SQLiteStore:
       on disk or on a lock. Calls from one store instance are serialised in order.
     - The file is opened, switched to WAL journal mode and given its tables on first use: a thread's
       head in `agui_threads`, its messages one row each in `agui_messages`, the runs' journals in
-      `agui_journals` (one row per run: its status) and `agui_journal_events` (one row per event). A file
-      from before this layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one
-      transaction.
+      `agui_journals` (one row per run: its status) and `agui_journal_events` (one row per append: its
+      events' seqs from `first_seq` to `last_seq`, their JSON one line each). A file from before this
+      layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one transaction.
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
       version and claim number are read, so two instances (or processes) racing on one thread
       serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
@@ -162,14 +177,18 @@ class SQLiteStore:
     ) -> bool:
         """Append to the run's journal (created by the first append); return whether a stop was requested.
 
-        One transaction: the journal's last seq is read under the write lock, the events and the status
-        written, or nothing (`ValueError` for seqs that do not continue it, or an ended journal).
+        One transaction: the journal's last seq is read under the write lock, the events (one row) and the status
+        written, or nothing (`ValueError` for seqs that do not continue it, an ended journal, or a newline in an
+        event's JSON).
         """
         batch = tuple(events)  # the caller's sequence may change once the call returns to the loop
         return await self._call("an append", self._append, thread_id, run_id, batch, ended)
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
-        """The run's events with seq > `after`, at most `limit`, or None for no journal: a range of one index."""
+        """The run's events with seq > `after`, at most `limit`, or None for no journal.
+
+        A range of the rows' key: the rows that hold those events, and no other.
+        """
         if limit < 0:
             raise ValueError(f"limit must not be negative, not {limit}")
         after, limit = min(max(after, 0), _LAST), min(limit, _LAST)
@@ -280,10 +299,12 @@ class SQLiteStore:
             ).fetchone()
             last, was_ended, stop = row if row is not None else (0, 0, 0)
             check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
-            connection.executemany(
-                "INSERT INTO agui_journal_events (thread_id, run_id, seq, body) VALUES (?, ?, ?, ?)",
-                [(thread_id, run_id, event.seq, event.json) for event in events],
-            )
+            if events:  # one row, whatever the batch's size
+                connection.execute(
+                    "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (thread_id, run_id, last + 1, last + len(events), pack_events(events)),
+                )
             connection.execute(
                 "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
@@ -308,15 +329,13 @@ class SQLiteStore:
             ).fetchone()
             if status is None:
                 return None
-            rows = connection.execute(
-                "SELECT seq, body FROM agui_journal_events "
-                "WHERE thread_id = ? AND run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-                (thread_id, run_id, after, limit),
-            ).fetchall()
+            through = min(after + limit, _LAST)
+            keys = {"thread": thread_id, "run": run_id, "after": after, "through": through, "limit": limit}
+            rows = connection.execute(_READ_ROWS, keys).fetchall()
         finally:
             connection.execute("COMMIT")
         last, ended, stop = status
-        return RunJournal([JournalEvent(seq, body) for seq, body in rows], bool(ended), bool(stop), last)
+        return RunJournal(unpack_rows(rows, after=after, limit=limit), bool(ended), bool(stop), last)
 
     def _request_stop(self, thread_id: str, run_id: str) -> bool:
         updated = self._connect().execute(

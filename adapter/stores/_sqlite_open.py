@@ -52,15 +52,20 @@ _SCHEMA: Final = (
         PRIMARY KEY (thread_id, run_id)
     ) WITHOUT ROWID
     """,
-    # ... and its events, one row each: a replay from `after` is a range of the primary key.
+    # ... and its events, one row per append (`_protocol.pack_events`): the seqs `first_seq..last_seq`, their JSON
+    # one line each. Keyed by the last seq, so a read from `after` is a range of the key that starts at the row
+    # holding `after + 1`. A rowid table: rows of many events are large, which WITHOUT ROWID suits badly.
+    # Unreleased, like PostgresStore's schema 4, so changed in place (issue 31): a file made on main while the table
+    # had one row per event (a `seq` column) is not upgraded; drop its two journal tables.
     """
     CREATE TABLE IF NOT EXISTS agui_journal_events (
         thread_id TEXT NOT NULL,
         run_id    TEXT NOT NULL,
-        seq       INTEGER NOT NULL,
+        first_seq INTEGER NOT NULL,
+        last_seq  INTEGER NOT NULL,
         body      TEXT NOT NULL,
-        PRIMARY KEY (thread_id, run_id, seq)
-    ) WITHOUT ROWID
+        PRIMARY KEY (thread_id, run_id, last_seq)
+    )
     """,
     # `purge`: the journals last appended to before the cutoff.
     "CREATE INDEX IF NOT EXISTS agui_journals_appended ON agui_journals (appended_at)",

@@ -208,7 +208,7 @@ async def test_an_append_racing_a_delete_leaves_no_event_of_the_deleted_journal(
         await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
         async with await psycopg.AsyncConnection.connect(dsn) as holder:
             # An append in flight: it holds the journal's row, and its event is not committed yet.
-            await holder.execute("SELECT agui_append('t1', 'r1', 2, ARRAY['{}'], false)")
+            await holder.execute("SELECT agui_append('t1', 'r1', 2, 1, '{}', false)")
             racer = asyncio.ensure_future(store.delete_thread("t1"))
             await blocked_behind(holder, racer, dsn)
             await holder.commit()
