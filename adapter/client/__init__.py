@@ -12,7 +12,7 @@ See docs/client.md.
 from adapter._ids import new_id
 from adapter.client._calls import CallReader, StreamedCall
 from adapter.client._client import AGUIClient, Target, Thread
-from adapter.client._errors import ClientError, ProtocolError, RequestRefused, StreamLimitExceeded
+from adapter.client._errors import ClientError, ProtocolError, RequestRefused, StreamDropped, StreamLimitExceeded
 from adapter.client._gates import GatedCall, gated_call
 from adapter.client._lifecycle import Lifecycle
 from adapter.client._limits import StreamLimitError, StreamLimits
@@ -34,6 +34,7 @@ __all__ = [
     "RequestRefused",
     "Run",
     "SSEDecoder",
+    "StreamDropped",
     "StreamLimitError",
     "StreamLimitExceeded",
     "StreamLimits",

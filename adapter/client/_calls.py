@@ -27,9 +27,14 @@ class StreamedCall:
 
 
 class CallReader:
-    """Feeds on wire events; `calls` holds every call in the order it started, `problems` what did not add up."""
+    """Feeds on wire events; `calls` holds every call in the order it started, `problems` what did not add up.
 
-    def __init__(self) -> None:
+    `joined`: the events start after the run's first ones (a reattach after an event id), so arguments may come
+    for a call that started before them; they are not assembled, and not a problem.
+    """
+
+    def __init__(self, *, joined: bool = False) -> None:
+        self.joined = joined
         self.calls: list[StreamedCall] = []
         self.problems: list[str] = []
         self._open: dict[str, StreamedCall] = {}
@@ -44,9 +49,9 @@ class CallReader:
             return self._start(str(event.get("toolCallId")), str(event.get("toolCallName")), event, chunked=False)
         if kind == "TOOL_CALL_ARGS":
             call = self._open.get(str(event.get("toolCallId")))
-            if call is None:
+            if call is None and not self.joined:
                 self.problems.append(f"TOOL_CALL_ARGS for a call that is not open: {event.get('toolCallId')} (TOOL-1)")
-            else:
+            elif call is not None:
                 call.arguments += str(event.get("delta") or "")
         elif kind == "TOOL_CALL_END":
             self._end(str(event.get("toolCallId")))
@@ -66,7 +71,8 @@ class CallReader:
     def _chunk(self, event: Mapping[str, Any]) -> StreamedCall | None:
         call_id = event.get("toolCallId") or self._chunked
         if call_id is None:
-            self.problems.append("a TOOL_CALL_CHUNK that names no call and continues none (TOOL-1)")
+            if not self.joined:
+                self.problems.append("a TOOL_CALL_CHUNK that names no call and continues none (TOOL-1)")
             return None
         if self._chunked is not None and call_id != self._chunked:
             self._end(self._chunked)
@@ -74,7 +80,8 @@ class CallReader:
         if call_id not in self._open:
             name = event.get("toolCallName")
             if not name:
-                self.problems.append(f"a TOOL_CALL_CHUNK starts {call_id} without a toolCallName (TOOL-1)")
+                if not self.joined:  # joined: the rest of a call that started before
+                    self.problems.append(f"a TOOL_CALL_CHUNK starts {call_id} without a toolCallName (TOOL-1)")
                 return None
             started = self._start(str(call_id), str(name), event, chunked=True)
         self._chunked = str(call_id)

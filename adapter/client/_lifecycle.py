@@ -30,10 +30,15 @@ _CLOSERS: Final = {
 
 
 class Lifecycle:
-    """Feeds on one run's wire events and says what breaks the lifecycle rules (LIFE-1..4), each with its rule id."""
+    """Feeds on one run's wire events and says what breaks the lifecycle rules (LIFE-1..4), each with its rule id.
 
-    def __init__(self, thread_id: str | None = None, run_id: str | None = None) -> None:
+    `joined`: the events start after the run's first ones (a reattach after an event id), so RUN_STARTED is not
+    expected first, and an item may end that started before them.
+    """
+
+    def __init__(self, thread_id: str | None = None, run_id: str | None = None, *, joined: bool = False) -> None:
         self.expected = (thread_id, run_id)
+        self.joined = joined
         self.seen = 0
         self.started = 0
         self.terminal: str | None = None
@@ -43,7 +48,7 @@ class Lifecycle:
         """The problems this event shows."""
         kind = str(event.get("type"))
         problems: list[str] = []
-        if self.seen == 0 and kind not in ("RUN_STARTED", "RUN_ERROR"):
+        if self.seen == 0 and not self.joined and kind not in ("RUN_STARTED", "RUN_ERROR"):
             problems.append(f"the first event is {kind}, not RUN_STARTED (LIFE-1)")
         self.seen += 1
         if self.terminal is not None:
@@ -60,7 +65,7 @@ class Lifecycle:
             self.opened[(item, str(event.get(key)))] = None
         elif kind in _CLOSERS:
             item, key = _CLOSERS[kind]
-            if self.opened.pop((item, str(event.get(key))), "gone") == "gone":
+            if self.opened.pop((item, str(event.get(key))), "gone") == "gone" and not self.joined:
                 problems.append(f"{kind} for a {item} that is not open: {event.get(key)} (LIFE-4)")
         return problems
 

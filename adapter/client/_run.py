@@ -1,7 +1,7 @@
 """One run as the client read it.
 
-The HTTP answer, the events (wire JSON and `ag_ui.core` models), the calls, the outcome, and every problem
-found on the way.
+The HTTP answer, the events (wire JSON and `ag_ui.core` models), the calls, the outcome, every problem found on
+the way, and the last event id read (where a reattach goes on from).
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ _INTERRUPT = TypeAdapter(Interrupt)
 
 @dataclass
 class Run:
-    """One POST and what came back.
+    """One request and what came back: a POST of an input, or a reattach (`input` then holds the ids it names).
 
     For a stream, `wire` holds each event object as sent, `events` the ones that match the protocol's
-    models, and `problems` what broke framing, lifecycle or call assembly.
+    models, and `problems` what broke framing, lifecycle or call assembly. A stream read across dropped
+    connections is one `Run`: `chunks` holds the bytes of each as they arrived, `drops` what dropped each.
     """
 
     input: dict[str, Any]
@@ -46,6 +47,11 @@ class Run:
     stopped: str = ""
     """Why the client stopped reading: the limit (`max_bytes`, `event_timeout` ...), or `content_encoding` for a body
     that does not decompress; "" when it read the whole answer."""
+    last_event_id: str | None = None
+    """The `id:` of the last whole frame read (for a reattach after an id, that id until one comes); None without."""
+    drops: list[str] = field(default_factory=list)
+    """Each time the stream dropped before the run's end, why (a reset, a silence, an early end), and each reattach
+    that failed; a reattach followed each, unless reading gave up there (`StreamDropped`)."""
 
     @property
     def body(self) -> bytes:
@@ -144,12 +150,25 @@ class Run:
 
 
 class RunReader:
-    """Fills a `Run` from the bytes of its body as they arrive, checking as it goes."""
+    """Fills a `Run` from the bytes of its body as they arrive, checking as it goes.
 
-    def __init__(self, run: Run, limits: StreamLimits | None = None) -> None:
+    `joined`: the body starts after the run's first events (a reattach after an id; `Lifecycle`). `numbered`: the
+    events' ids are the run's event numbers, 1, 2, 3, ..., which reattaching relies on: each id must be the one
+    after the last read, an event at or before it is not taken again, and either is a problem.
+    """
+
+    def __init__(
+        self, run: Run, limits: StreamLimits | None = None, *, joined: bool = False, numbered: bool = False
+    ) -> None:
         self.run = run
         self.decoder = SSEDecoder(limits=limits)
-        self.lifecycle = Lifecycle(_str(run.input.get("threadId")), _str(run.input.get("runId")))
+        self.lifecycle = Lifecycle(_str(run.input.get("threadId")), _str(run.input.get("runId")), joined=joined)
+        self.numbered = numbered
+
+    @property
+    def ended(self) -> bool:
+        """The run's terminal event was read."""
+        return self.lifecycle.terminal is not None
 
     def feed(self, chunk: bytes) -> list[BaseEvent]:
         """The protocol events `chunk` completes; problems go to the run."""
@@ -165,10 +184,30 @@ class RunReader:
 
     def _frame(self, frame: Frame) -> list[BaseEvent]:
         self.run.frames.append(frame)
+        if frame.id is not None and not self._numbered(frame.id):
+            return []
         event, problem = event_of(frame)
         if problem is not None:
             self.run.problems.append(problem)
         return self._event(event) if event is not None else []
+
+    def _numbered(self, given: str) -> bool:
+        """Take a frame's id as the last read; False for a frame to leave out (with `numbered`, one read already)."""
+        run = self.run
+        if self.numbered:
+            last, number = _number(run.last_event_id or "0"), _number(given)
+            if number is None:
+                run.problems.append(f"event id {given[:20]!r} is not one of the run's event numbers, 1, 2, 3, ...")
+            elif last is not None and number != last + 1:
+                twice = number <= last
+                run.problems.append(
+                    f"event id {number} after {last}: the run's events come once each, numbered with no gap"
+                    + (" (left out: it was read already)" if twice else "")
+                )
+                if twice:
+                    return False
+        run.last_event_id = given
+        return True
 
     def close(self) -> list[BaseEvent]:
         """The body ended: the protocol events its end completes; problems go to the run."""
@@ -196,6 +235,11 @@ class RunReader:
 
 def _str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+def _number(text: str) -> int | None:
+    """An event id as the run's event number; None for one that is not a whole number."""
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 18 else None
 
 
 def wire_input(run_input: Mapping[str, Any] | BaseEvent | Any) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Server-sent events, read incrementally within `StreamLimits`: frames, their data, and what broke the framing.
 
-    SSEDecoder    bytes -> frames, linear in the bytes; the line, frame, byte and frame-count limits
+    SSEDecoder    bytes -> frames (data, comments, `id:`), linear in the bytes; the line, frame, byte and
+                  frame-count limits; `drop` forgets a frame a dropped connection cut
     paced         the chunks of a body, within the time limits (no event for `event_timeout`, `run_timeout`)
     read_sse      both: the data of each event as it arrives (the backends' reading)
     parse_sse     a body held whole, framed at once
@@ -35,6 +36,8 @@ class Frame:
     comments: list[str] = field(default_factory=list)
     strange: list[str] = field(default_factory=list)
     """Lines that are neither a comment nor an SSE field (`data`, `event`, `id`, `retry`)."""
+    id: str | None = None
+    """The frame's `id:` field (the last, if it has several), or None without one: where a reattach goes on from."""
 
     @property
     def text(self) -> str | None:
@@ -103,6 +106,15 @@ class SSEDecoder:
             self.problems.append(f"the body ends in a partial frame: {shown[:60]!r} (TRANS-4)")
         return done
 
+    def drop(self) -> None:
+        """The connection dropped mid-body: forget the unfinished line and frame; the next body starts afresh.
+
+        What was counted stays counted: the limits hold for the whole read, over every connection (a reattach's).
+        """
+        self._line.clear()
+        self._after_cr = False
+        self._frame, self._frame_bytes = None, 0
+
     def _grow(self, chunk: bytes, start: int, end: int) -> None:
         if len(self._line) + end - start > self.limits.max_event_bytes:
             raise StreamLimitError(f"sent a line longer than {self.limits.max_event_bytes} bytes (max_event_bytes)")
@@ -134,6 +146,8 @@ class SSEDecoder:
         name, colon, value = line.partition(":")
         if name == "data" and colon:
             self._frame.data.append(value.removeprefix(" "))
+        elif name == "id" and "\0" not in value:  # SSE ignores an id with a NUL in it
+            self._frame.id = value.removeprefix(" ")
         elif name not in _FIELDS:
             self._frame.strange.append(line)
             if self.on_other_line is not None:

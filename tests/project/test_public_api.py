@@ -82,6 +82,7 @@ DOORS = {
         "RequestRefused",
         "Run",
         "SSEDecoder",
+        "StreamDropped",
         "StreamLimitError",
         "StreamLimitExceeded",
         "StreamLimits",
