@@ -3,8 +3,9 @@
 //   node server.mjs --agent http://127.0.0.1:8000/agui/ --port 4000
 //
 // The runtime answers the page at /api/copilotkit and forwards each run to the adapter over AG-UI (HttpAgent,
-// the connection CopilotKit documents for an external AG-UI agent). Port 0 picks a free port; the first line
-// printed says which: "CopilotKit runtime: http://HOST:PORT/api/copilotkit".
+// the connection CopilotKit documents for an external AG-UI agent). Its runner (adapter-runner.mjs) reads a thread
+// back from the adapter when the page reloads into it. Port 0 picks a free port; the first line printed says
+// which: "CopilotKit runtime: http://HOST:PORT/api/copilotkit".
 
 import { readFile } from "node:fs/promises";
 import { createServer } from "node:http";
@@ -15,6 +16,8 @@ import { parseArgs } from "node:util";
 import { HttpAgent } from "@ag-ui/client";
 import { CopilotRuntime } from "@copilotkit/runtime/v2";
 import { createCopilotNodeListener } from "@copilotkit/runtime/v2/node";
+
+import { AdapterRunner } from "./adapter-runner.mjs";
 
 const { values: args } = parseArgs({
   options: {
@@ -29,7 +32,10 @@ const DIST = fileURLToPath(new URL("./dist/", import.meta.url));
 const TYPES = { ".html": "text/html; charset=utf-8", ".js": "text/javascript", ".css": "text/css", ".svg": "image/svg+xml" };
 
 // "default" is the agent id the page's <CopilotKitProvider> uses when it names none.
-const runtime = new CopilotRuntime({ agents: { default: new HttpAgent({ url: args.agent }) } });
+const runtime = new CopilotRuntime({
+  agents: { default: new HttpAgent({ url: args.agent }) },
+  runner: new AdapterRunner({ url: args.agent }),
+});
 const copilot = createCopilotNodeListener({ runtime, basePath: BASE_PATH });
 
 /** The built page: dist/index.html for / and any unknown path, the files Vite wrote under dist/assets/. */

@@ -1,8 +1,8 @@
 """The CopilotKit example (examples/copilotkit) in front of the demo, for the tests and the docs' screenshot.
 
 The stack, each part on a free port: the demo with no option set (the adapter's default, `frontend_outcome="pending"`,
-which CopilotKit's @ag-ui/client 0.0.x needs),
-then `node server.mjs`: the CopilotKit runtime with the demo as its AG-UI agent, serving the Vite build of the page.
+which CopilotKit's @ag-ui/client 0.0.x needs), or another app with the adapter mounted at /agui,
+then `node server.mjs`: the CopilotKit runtime with that adapter as its AG-UI agent, serving the Vite build of the page.
 `python tests/browser/copilotkitstack.py` writes docs/screenshots/copilotkit.png.
 """
 
@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -23,11 +24,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import uvicorn
+from starlette.types import ASGIApp
+
 ROOT = Path(__file__).parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "tests")) if p not in sys.path]  # run as a script, too
 
 from browserkit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - needs the paths above first
 from served_demo import serve_demo  # noqa: E402
+
+from examples.serving import KEEP_ALIVE_SECONDS  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "copilotkit"
 BUILD_INPUTS = ["index.html", "vite.config.js", "package-lock.json", "src"]
@@ -109,15 +115,136 @@ class Runtime:
 
 
 @contextlib.contextmanager
-def copilotkit_stack(db_path: Path) -> Iterator[tuple[str, Runtime]]:
-    """Yield (the demo's base URL, the runtime serving the page); both stop afterwards."""
+def serve_app(app: ASGIApp) -> Iterator[str]:
+    """Serve `app` on a free port of 127.0.0.1, as `serve_demo` serves the demo; yields its base URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", timeout_keep_alive=KEEP_ALIVE_SECONDS)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="copilotkit-agent")
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if time.monotonic() > deadline or not thread.is_alive():
+                raise StackError("the agent server did not start")
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+@contextlib.contextmanager
+def copilotkit_stack(db_path: Path, app: ASGIApp | None = None) -> Iterator[tuple[str, Runtime]]:
+    """Yield (the agent server's base URL, the runtime serving the page); both stop afterwards.
+
+    The agent server is the demo on `db_path`, or `app`, which mounts its adapter at /agui.
+    """
     ensure_build()
-    with serve_demo(db_path) as demo:
+    with serve_demo(db_path) if app is None else serve_app(app) as demo:
         runtime = Runtime(f"{demo}/agui/")
         try:
             yield demo, runtime
         finally:
             runtime.stop()
+
+
+RUNNER_DRIVER = """
+import { createInterface } from "node:readline";
+import { HttpAgent } from "@ag-ui/client";
+import { AdapterRunner } from "./adapter-runner.mjs";
+
+const url = process.argv[1];
+const runner = new AdapterRunner({ url });
+const template = new HttpAgent({ url });
+const say = (line) => process.stdout.write(JSON.stringify(line) + "\\n");
+
+// As the runtime's run handler does: a clone of the agent per request, holding the input's thread.
+function run({ threadId, runId, text, take }) {
+  const input = { threadId, runId, messages: [{ id: `user-${runId}`, role: "user", content: text }], tools: [],
+                  context: [], state: {}, forwardedProps: {} };
+  const agent = template.clone();
+  agent.setMessages(input.messages);
+  agent.threadId = threadId;
+  const seen = [];
+  const subscription = runner.run({ threadId, agent, input }).subscribe({
+    next: (event) => {
+      seen.push(event);
+      if (seen.length === take) {
+        subscription?.unsubscribe();
+        say({ events: seen });
+      }
+    },
+    complete: () => take === null && say({ events: seen }),
+  });
+}
+
+function connect({ threadId }) {
+  runner.connect({ threadId, agentId: "default", headers: {} }).subscribe({
+    next: (event) => say({ event }),
+    error: (error) => say({ error: String(error) }),
+    complete: () => say({ done: true }),
+  });
+}
+
+for await (const line of createInterface({ input: process.stdin })) {
+  const command = JSON.parse(line);
+  (command.op === "run" ? run : connect)(command);
+}
+"""
+"""A node process that drives examples/copilotkit/adapter-runner.mjs as the runtime does, one JSON command a line:
+`{"op": "run", "threadId", "runId", "text", "take"}` answers `{"events": [...]}` once it saw `take` events (then
+leaves, as a page that goes away; `take` null: the whole run); `{"op": "connect", "threadId"}` answers each event
+as `{"event": ...}`, then `{"done": true}` (or `{"error": ...}`)."""
+
+
+class RunnerDriver:
+    """`RUNNER_DRIVER` in node, in front of the adapter at `agent_url`; `send` a command, `receive` its answers."""
+
+    def __init__(self, agent_url: str) -> None:
+        self.process = subprocess.Popen(
+            ["node", "--input-type=module", "-e", RUNNER_DRIVER, agent_url],
+            cwd=EXAMPLE,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._drain, daemon=True, name="copilotkit-runner-driver")
+        self._reader.start()
+
+    def _drain(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def send(self, command: dict[str, Any]) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+
+    def receive(self, bound: float) -> dict[str, Any]:
+        """The next answer, within `bound` seconds; the driver's own output (a stack trace) fails the test."""
+        line = self.lines.get(timeout=bound)
+        assert line is not None, "the runner driver exited"
+        try:
+            answer: dict[str, Any] = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"the runner driver said: {line}") from None
+        return answer
+
+    def stop(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.terminate()
+        self.process.wait(10)
+        self._reader.join(10)
+        assert self.process.stdout is not None
+        self.process.stdout.close()
 
 
 def thread_record(demo_url: str, thread_id: str) -> dict[str, Any]:
@@ -145,6 +272,10 @@ def screenshot() -> None:
             page.get_by_test_id("copilot-chat-textarea").fill("refund order A100")
             page.get_by_test_id("copilot-send-button").click()
             expect(page.get_by_role("button", name="Approve")).to_be_visible()
+            # The chat may stop scrolling before the card's buttons clear the input box that overlays its end.
+            page.get_by_test_id("copilot-scroll-content").evaluate(
+                "content => { for (let e = content; e; e = e.parentElement) e.scrollTop = e.scrollHeight; }"
+            )
             page.screenshot(path=out)
             browser.close()
     print(out)

@@ -3,6 +3,8 @@
 //   - navigate and show_toast run here in the browser and return their result (useFrontendTool);
 //   - confirm_action shows a card and waits for the person (useHumanInTheLoop);
 //   - the server's refund_order approval arrives as an AG-UI interrupt, answered with a resume (useInterrupt).
+// The thread id is in the URL (?thread=...): a reload opens the chat on the same thread, and CopilotKit asks the
+// runtime for it (its runner reads it from the adapter: the messages, an open approval, a run still going).
 
 import {
   CopilotChat,
@@ -21,14 +23,25 @@ import "./app.css";
 const PAGES = ["form", "orders", "settings"];
 
 export function App() {
+  const [threadId] = useState(threadInUrl);
   return (
     <CopilotKitProvider runtimeUrl="/api/copilotkit" enableInspector={false}>
-      <Workspace />
+      <Workspace threadId={threadId} />
     </CopilotKitProvider>
   );
 }
 
-function Workspace() {
+/** The URL's ?thread=, or a new thread id written into the URL (replacing the entry, so Back still leaves). */
+function threadInUrl() {
+  const url = new URL(window.location.href);
+  if (!url.searchParams.get("thread")) {
+    url.searchParams.set("thread", crypto.randomUUID());
+    window.history.replaceState(null, "", url);
+  }
+  return url.searchParams.get("thread");
+}
+
+function Workspace({ threadId }) {
   const [page, setPage] = useState("orders");
   const [toasts, setToasts] = useState([]);
 
@@ -75,7 +88,8 @@ function Workspace() {
         </nav>
         <h1 data-testid="current-page">{page}</h1>
         <p className="hint">
-          Try: “go to settings”, “toast: hello”, “confirm delete report.pdf”, “refund order A100”.
+          Try: “go to settings”, “toast: hello”, “confirm delete report.pdf”, “refund order A100”. Reload the page
+          at any time: the conversation comes back. <a href="/">New conversation</a>
         </p>
         <ul className="toasts" aria-label="Notifications" data-testid="toasts">
           {toasts.map((text, index) => (
@@ -85,7 +99,7 @@ function Workspace() {
           ))}
         </ul>
       </section>
-      <CopilotChat className="chat-pane" labels={{ chatInputPlaceholder: "Ask the agent…" }} />
+      <CopilotChat className="chat-pane" threadId={threadId} labels={{ chatInputPlaceholder: "Ask the agent…" }} />
     </main>
   );
 }
