@@ -20,6 +20,7 @@ import httpx
 import pytest
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, new_id, run_input, user
+from replica_process import BOUND
 from starlette.types import ASGIApp
 
 from adapter import Adapter
@@ -127,7 +128,8 @@ class Wrapped:
 
 def wrap(framework: Framework, store: SQLiteStore | None = None, link: Link | None = None) -> Wrapped:
     link = link or Link(framework.transport())
-    backend = AGUIUpstream(framework.url, client=httpx.AsyncClient(transport=link))
+    # A framework's server may take seconds to answer on a loaded machine: httpx's 5 s default is not a bound here.
+    backend = AGUIUpstream(framework.url, client=httpx.AsyncClient(transport=link, timeout=BOUND))
     return Wrapped(framework, link, Adapter(backend, store=store, frontend_outcome="interrupt"))  # clients that resume
 
 
