@@ -34,8 +34,10 @@ from __future__ import annotations
 import inspect
 import json
 import logging
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeAlias
+from urllib.parse import unquote
 
 from ag_ui.core import AgentCapabilities, BaseEvent
 from starlette.applications import Starlette
@@ -125,7 +127,8 @@ def create_app(
     """Build the AG-UI sub-app, to mount anywhere: `mount("/agui", app)` in the parent app's routes.
 
     Routes, relative to the mount point; each answers with or without a trailing slash (no redirect),
-    and `mount` serves the mount point itself (`POST /agui` as `POST /agui/`):
+    and `mount` serves the mount point itself (`POST /agui` as `POST /agui/`). An id in a path is
+    percent-escaped as a URL component: any id `POST /` accepts reaches its routes, `/` (`%2F`) included:
 
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
@@ -262,7 +265,7 @@ async def _thread(request: Request, handler: RunHandler, principal_of: Principal
     except InputRejected as rejected:
         return _refuse(rejected)
     who = await _principal(request, principal_of)
-    thread_id = request.path_params["thread_id"]
+    thread_id = path_id(request, "thread_id")
     try:
         found = await _read_thread(handler, thread_id, who, page)
     except StoreUnavailable:
@@ -304,7 +307,7 @@ async def _threads(request: Request, handler: RunHandler, principal_of: Principa
 async def _rename(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
     """`PATCH /threads/{thread_id}`: `{"title": ...}` renames the thread."""
     rename = getattr(handler, _RENAME, None)
-    thread_id = request.path_params["thread_id"]
+    thread_id = path_id(request, "thread_id")
     if rename is None or id_problem(thread_id) is not None:
         return _not_found(codes.THREAD_NOT_FOUND)
     if not is_json(request.headers.get("content-type", "")):
@@ -332,7 +335,7 @@ async def _rename(request: Request, handler: RunHandler, principal_of: Principal
 async def _delete(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
     """`DELETE /threads/{thread_id}`: 204, and the thread is gone."""
     delete = getattr(handler, _DELETE, None)
-    thread_id = request.path_params["thread_id"]
+    thread_id = path_id(request, "thread_id")
     if delete is None or id_problem(thread_id) is not None:
         return _not_found(codes.THREAD_NOT_FOUND)
 
@@ -354,7 +357,7 @@ async def _events(
     except InputRejected as rejected:
         return _refuse(rejected)
     who = await _principal(request, principal_of)
-    ids = request.path_params["thread_id"], request.path_params["run_id"]
+    ids = path_id(request, "thread_id"), path_id(request, "run_id")
     try:
         listener: Listener | None = await listen(*ids, after=after, **({} if who is None else {"principal": who}))
     except StoreUnavailable:
@@ -373,7 +376,7 @@ async def _stop(request: Request, handler: RunHandler, principal_of: PrincipalOf
     stop = getattr(handler, _STOP, None)
     if stop is None:
         return _not_found(codes.RUN_NOT_FOUND)
-    thread_id, run_id = request.path_params["thread_id"], request.path_params["run_id"]
+    thread_id, run_id = path_id(request, "thread_id"), path_id(request, "run_id")
 
     async def stopping(who: dict[str, str]) -> JSON:
         asked = await stop(thread_id, run_id, **who)
@@ -504,6 +507,8 @@ class OneSlashForm:
         self.routes = routes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            scope = {**scope, "path": _escaped_path(scope)}
         if scope["type"] == "http" and not self._matched(scope):
             other = _other_form(scope)
             if self._matched(other):
@@ -512,6 +517,35 @@ class OneSlashForm:
 
     def _matched(self, scope: Scope) -> bool:
         return any(route.matches(scope)[0] is not Match.NONE for route in self.routes)
+
+
+def path_id(request: Request, name: str) -> str:
+    """An id from the path, whole: a `/` or `%` it holds was sent escaped, and kept so until now (`_escaped_path`)."""
+    return unquote(request.path_params[name])
+
+
+def _escaped_path(scope: Scope) -> str:
+    """The path with `%2F` and `%25` kept escaped, so that an id holding `/` stays one path segment.
+
+    Servers decode `%2F` before routing, so the thread `a/b` (`/threads/a%2Fb`) would otherwise match no route
+    and `a/runs/b` the wrong one. The routes match this form; `path_id` decodes what they captured. Without a
+    `raw_path` (it is optional in ASGI) every `%` of the decoded path is escaped instead, so `path_id` still
+    gives back exactly what the path held.
+    """
+    path: str = scope["path"]
+    raw: bytes | None = scope.get("raw_path")
+    if raw is None:
+        return path.replace("%", "%25")
+    root: str = scope.get("root_path", "")
+    segments = raw.decode("latin-1").split("/")
+    below = "/".join(segments[root.count("/") + 1 :]) if root and path.startswith(root) else "/".join(segments[1:])
+    kept = "".join(piece.upper() if _KEPT.fullmatch(piece) else unquote(piece) for piece in _KEPT_SPLIT.split(below))
+    escaped = f"{root}/{kept}" if root and path.startswith(root) else f"/{kept}"
+    return escaped if unquote(escaped) == path else path.replace("%", "%25")  # a server that decodes otherwise
+
+
+_KEPT = re.compile(r"%2[fF]|%25")
+_KEPT_SPLIT = re.compile(r"(%2[fF]|%25)")
 
 
 def get_route_path(scope: Scope) -> str:
