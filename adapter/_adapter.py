@@ -427,7 +427,7 @@ class Adapter:
         """
         return await _reattach.stop_run(self.config, thread_id, run_id, principal)
 
-    def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
+    def tool_schemas(self) -> Mapping[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
         return self.config.tool_schemas()
 

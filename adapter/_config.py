@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from types import MappingProxyType
 from typing import Any, Literal, get_args
 
 from adapter._access import Access
@@ -95,6 +96,7 @@ class EngineConfig:
     journal_limits: JournalLimits = field(default_factory=JournalLimits)
     journals: Journals = field(init=False)
     """The runs this adapter drives, and their journals (`adapter._journal`)."""
+    _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         journals = Journals(
@@ -104,14 +106,16 @@ class EngineConfig:
             keep=self.background.keep,
         )
         object.__setattr__(self, "journals", journals)
+        schemas = MappingProxyType({tool.name: tool.parameters for tool in self.tools})
+        object.__setattr__(self, "_tool_schemas", schemas)
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""
         return self.clock()
 
-    def tool_schemas(self) -> dict[str, Mapping[str, Any]]:
-        """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
-        return {tool.name: tool.parameters for tool in self.tools}
+    def tool_schemas(self) -> Mapping[str, Mapping[str, Any]]:
+        """Each server tool's parameter schema, by name: what `editedArgs` must fit. Built once: the tools are fixed."""
+        return self._tool_schemas
 
 
 def check_options(

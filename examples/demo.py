@@ -25,7 +25,7 @@ from adapter.stores import PostgresStore, SQLiteStore, TurnStore
 
 from . import form_assist, serving
 from .backend_choice import choose_backend
-from .demo_agent import HELP, RULES, forms, tools
+from .demo_agent import HELP, RULES, LongAnswers, forms, tools
 
 WEB = Path(__file__).parent / "web"
 """The demo page: plain HTML, CSS and ES modules, served as they are."""
@@ -50,7 +50,7 @@ def build_app(
     `inspector=True` serves the agui-inspector page at /agui/inspector/;
     `environ` may put a real agent behind it (`examples/backend_choice.py`).
     """
-    scripted = ScriptedBackend([*form_assist.RULES, *RULES], fallback=f"{HELP} {form_assist.HELP}")
+    scripted = LongAnswers(ScriptedBackend([*form_assist.RULES, *RULES], fallback=f"{HELP} {form_assist.HELP}"))
     backend = choose_backend(environ or {}, scripted=scripted)
     adapter = Adapter(
         backend,
@@ -71,7 +71,7 @@ def build_app(
         yield
         await adapter.aclose()  # closes the backend's HTTP client too
 
-    return Starlette(
+    app = Starlette(
         routes=[
             Route("/", index),
             Mount("/static", app=StaticFiles(directory=WEB), name="static"),
@@ -79,6 +79,8 @@ def build_app(
         ],
         lifespan=lifespan,
     )
+    app.state.adapter = adapter  # for `main`: SIGTERM drains it (examples/serving.py)
+    return app
 
 
 def open_store(db: str) -> TurnStore:
@@ -117,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
         inspector=args.inspector,
         environ=os.environ,
     )
-    serving.run(app, args)
+    serving.run(app, args, drain=app.state.adapter.drain)
 
 
 if __name__ == "__main__":

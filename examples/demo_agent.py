@@ -2,17 +2,31 @@
 
 No model and no key: each rule matches the latest user message and makes the tool calls a model
 would make, then answers from the tool results it was given, in sentences (never raw JSON).
+`LongAnswers` adds one answer streamed slowly, long enough that a reload of the page lands in its middle.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from typing import Annotated
+from collections.abc import AsyncIterator
+from typing import Annotated, Final
 
+from ag_ui.core import UserMessage
 from pydantic import Field
 
 from adapter import InputRequired, ToolContext, tool
-from adapter.backends import Call, Progress, Rule, ScriptedBackend
+from adapter.backends import (
+    Backend,
+    BackendItem,
+    Call,
+    ModelRequest,
+    Progress,
+    Rule,
+    ScriptedBackend,
+    TextDelta,
+    split_deltas,
+)
 
 from .meeting_room import MEETING_FORM, reserve_meeting_room
 from .meeting_room import RULES as MEETING_RULES
@@ -145,8 +159,58 @@ HELP = (
     "Try: 'look up order A100' (a backend tool), 'go to settings' or 'toast: hello' (client tools), "
     "'confirm delete report.pdf' (a confirmation), 'refund order A100' (lookup, then an approval), "
     "'book a meeting room' (a form, then the booking), 'create a high priority login incident ticket' "
-    "(a tool asks for a form) or 'track my parcel' (a tool asks for one line of text)."
+    "(a tool asks for a form), 'track my parcel' (a tool asks for one line of text) or 'tell me a long story' "
+    "(a long answer, streamed slowly: reload the page while it streams)."
 )
+
+LONG_PROMPT: Final = r"long story|长故事"
+"""What asks `LongAnswers` for its long answer (anywhere in the latest user message, any case)."""
+LONG_ANSWER: Final = " ".join(
+    f"({n}) The parcel {what}."
+    for n, what in enumerate(
+        [
+            "leaves the warehouse in Shenzhen at dawn",
+            "crosses the river on a slow ferry",
+            "waits at the border while a form is stamped",
+            "rides a night train north",
+            "is sorted by a robot that hums",
+            "gets a new label in Lisbon",
+            "flies over the sea in a cargo plane",
+            "is scanned twice, for luck",
+            "sits in a van behind a bakery",
+            "is carried up four flights of stairs",
+        ]
+        * 6,
+        start=1,
+    )
+)
+"""The long answer: 60 numbered sentences, so a piece shown twice (or missing) is easy to spot."""
+PAUSE: Final = 0.02
+"""Seconds `LongAnswers` waits before each word of the long answer (588 words: about twelve seconds in all)."""
+
+
+class LongAnswers:
+    """The scripted agent, except for `LONG_PROMPT`: `LONG_ANSWER`, one word at a time, `pause` seconds apart.
+
+    The pauses are the model being slow: a reload, a stop or a switch of replica lands in the middle of the answer.
+    """
+
+    def __init__(self, backend: Backend, *, pause: float = PAUSE) -> None:
+        self.backend = backend
+        self.pause = pause
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        """The long answer when the latest message (a user's) asks for it, else what `backend` streams."""
+        last = request.messages[-1] if request.messages else None
+        text = last.content if isinstance(last, UserMessage) else None
+        if not (isinstance(text, str) and re.search(LONG_PROMPT, text, re.IGNORECASE)):
+            async for item in self.backend.stream(request):
+                yield item
+            return
+        for delta in split_deltas(LONG_ANSWER):
+            await asyncio.sleep(self.pause)
+            yield TextDelta(delta)
+
 
 backend = ScriptedBackend(RULES, fallback=HELP)
 tools = [lookup_order, refund_order, reserve_meeting_room, create_support_ticket, track_parcel]

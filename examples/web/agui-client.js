@@ -1,4 +1,5 @@
-// A small AG-UI client: POST a RunAgentInput, read the text/event-stream answer as events.
+// A small AG-UI client: POST a RunAgentInput, read the text/event-stream answer as events; come back to a run
+// (its events after the last id read), stop it, and list, rename and delete threads.
 // No dependencies: fetch, a ReadableStream reader and an SSE frame parser.
 
 /** A refusal before any stream opened: the server's `{"error": {code, message, details?}}` body. */
@@ -21,30 +22,90 @@ export class AguiUnreachable extends Error {
   }
 }
 
-/** Run the agent once and yield each AG-UI event as it arrives. */
+/** Run the agent once and yield each frame `{id, event}` as it arrives (`id`: the SSE `id:`, a number, or null). */
 export async function* runAgent(endpoint, input, { signal } = {}) {
-  let response;
-  try {
-    response = await fetch(endpoint, {
-      method: "POST",
-      headers: { "content-type": "application/json", accept: "text/event-stream" },
-      body: JSON.stringify(input),
-      signal,
-    });
-  } catch (error) {
-    throw new AguiUnreachable(error);
-  }
+  const response = await reach(endpoint, {
+    method: "POST",
+    headers: { "content-type": "application/json", accept: "text/event-stream" },
+    body: JSON.stringify(input),
+    signal,
+  });
   if (!response.ok) throw await httpError(response);
-  if (!response.body) throw new AguiHttpError(response.status, "NO_BODY", "The server sent no event stream.");
-  yield* readEvents(response.body);
+  yield* readFrames(stream(response));
 }
 
 /**
- * Parse an SSE byte stream: frames end with a blank line, `data:` lines carry JSON, `:` lines are comments.
- * Linear in the bytes, as the adapter's own reader is: the unfinished frame is kept in pieces, joined once
- * when it ends, and only the text that just arrived is searched for an end.
+ * Come back to a run: its frames after the one whose id is `lastId` (0: all of them), then the live ones until its
+ * end, from whichever replica answers. Null when nothing is left to read: the run ended after `lastId` (204), or the
+ * server has no such run (404).
  */
+export async function reattach(base, threadId, runId, lastId, { signal } = {}) {
+  const url = `${threadUrl(base, threadId)}/runs/${encodeURIComponent(runId)}/events`;
+  const headers = { accept: "text/event-stream", "last-event-id": String(lastId) };
+  const response = await reach(url, { headers, signal });
+  if (response.status === 204 || response.status === 404) return null;
+  if (!response.ok) throw await httpError(response);
+  return readFrames(stream(response));
+}
+
+/** Ask a run to stop, wherever it runs; it ends with RUN_FINISHED, outcome "cancelled". */
+export async function stopRun(base, threadId, runId) {
+  const url = `${threadUrl(base, threadId)}/runs/${encodeURIComponent(runId)}/stop`;
+  const response = await reach(url, { method: "POST" });
+  if (!response.ok) throw await httpError(response);
+  return response.json();
+}
+
+/** The caller's threads, newest first: `{threads: [{threadId, title, updatedAt, interrupts}], next}`. */
+export async function listThreads(base) {
+  const response = await reach(`${base}/threads?limit=20`, {});
+  if (!response.ok) throw await httpError(response);
+  return response.json();
+}
+
+/** Set a thread's title (null clears it). */
+export async function renameThread(base, threadId, title) {
+  const init = { method: "PATCH", headers: { "content-type": "application/json" }, body: JSON.stringify({ title }) };
+  const response = await reach(threadUrl(base, threadId), init);
+  if (!response.ok) throw await httpError(response);
+  return response.json();
+}
+
+/** Delete a thread, its messages, its open turn and its runs. */
+export async function deleteThread(base, threadId) {
+  const response = await reach(threadUrl(base, threadId), { method: "DELETE" });
+  if (!response.ok && response.status !== 404) throw await httpError(response);
+}
+
+async function reach(url, init) {
+  try {
+    return await fetch(url, init);
+  } catch (error) {
+    throw new AguiUnreachable(error);
+  }
+}
+
+function stream(response) {
+  if (!response.body) throw new AguiHttpError(response.status, "NO_BODY", "The server sent no event stream.");
+  return response.body;
+}
+
+function threadUrl(base, threadId) {
+  return `${base}/threads/${encodeURIComponent(threadId)}`;
+}
+
+/** The AG-UI events of an SSE byte stream, without their ids. */
 export async function* readEvents(body) {
+  for await (const frame of readFrames(body)) yield frame.event;
+}
+
+/**
+ * Parse an SSE byte stream into frames `{id, event}`: frames end with a blank line, `data:` lines carry JSON, `id:`
+ * the event's number in the run's journal, `:` lines are comments. Linear in the bytes, as the adapter's own reader
+ * is: the unfinished frame is kept in pieces, joined once when it ends, and only the text that just arrived is
+ * searched for an end.
+ */
+export async function* readFrames(body) {
   const reader = body.pipeThrough(new TextDecoderStream()).getReader();
   let pieces = []; // the unfinished frame
   let endsInLF = false; // whether it ends with the first LF of a blank line to come
@@ -58,17 +119,17 @@ export async function* readEvents(body) {
       const text = raw.replace(/\r\n?/g, "\n");
       let start = 0;
       if (endsInLF && text.startsWith("\n")) {
-        const event = parseFrame(pieces.join("").slice(0, -1));
+        const frame = parseFrame(pieces.join("").slice(0, -1));
         pieces = [];
         start = 1;
-        if (event !== null) yield event;
+        if (frame !== null) yield frame;
       }
       let end;
       while ((end = text.indexOf("\n\n", start)) >= 0) {
-        const event = parseFrame(pieces.join("") + text.slice(start, end));
+        const frame = parseFrame(pieces.join("") + text.slice(start, end));
         pieces = [];
         start = end + 2;
-        if (event !== null) yield event;
+        if (frame !== null) yield frame;
       }
       const rest = text.slice(start);
       if (rest) pieces.push(rest);
@@ -81,22 +142,27 @@ export async function* readEvents(body) {
   }
 }
 
-/** One SSE frame to its event, or null for a frame without data (a keep-alive comment). */
+/**
+ * One SSE frame to `{id, event}`, or null for a frame without data (a keep-alive comment). `id` is null for a frame
+ * without one: an event outside the run's journal (a dead replica's RUN_INTERRUPTED), or a server without journals.
+ */
 export function parseFrame(frame) {
   const data = [];
+  let id = null;
   for (const line of frame.split("\n")) {
     if (line === "" || line.startsWith(":")) continue;
     const colon = line.indexOf(":");
     const field = colon < 0 ? line : line.slice(0, colon);
     const value = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
     if (field === "data") data.push(value);
+    else if (field === "id" && /^\d+$/.test(value)) id = Number(value);
   }
-  return data.length ? JSON.parse(data.join("\n")) : null;
+  return data.length ? { id, event: JSON.parse(data.join("\n")) } : null;
 }
 
 /** The stored thread `{threadId, messages, interrupts}`, or null when the server does not know it. */
 export async function getThread(base, threadId) {
-  const response = await fetch(`${base}/threads/${encodeURIComponent(threadId)}`);
+  const response = await reach(threadUrl(base, threadId), {});
   if (response.status === 404) return null;
   if (!response.ok) throw await httpError(response);
   return response.json();

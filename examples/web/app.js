@@ -5,14 +5,28 @@
 //     answers the rest; once every interrupt has an answer, ONE resume run carries them all.
 //     success with pendingToolCallIds (the adapter's default, AG-UI 1.0 FE-2): the same cards, one per
 //     pending call; once each has an answer, ONE run carries them as ToolMessages in its messages.
+//
+//   reload: the thread id and, while a run streams, its id, the last event id shown and what was shown are in
+//     localStorage (the origin's, so any replica behind it will do); the page reads the thread once, draws it with
+//     what waits in it, and reads the run's events after that id until the run ends (no event twice).
 
-import { AguiHttpError, AguiUnreachable, getCapabilities, getThread, newId, runAgent } from "./agui-client.js";
-import { applyEvent, callArguments, findCall, sendable, unansweredCalls } from "./messages.js";
+import {
+  AguiHttpError,
+  AguiUnreachable,
+  getCapabilities,
+  getThread,
+  newId,
+  reattach,
+  runAgent,
+  stopRun,
+} from "./agui-client.js";
+import { applyEvent, callArguments, findCall, resumed, sendable, unansweredCalls } from "./messages.js";
 import { ChatView } from "./chat-view.js";
 import { InterruptCard, isExpired, kindOf } from "./interrupts.js";
 import { CLIENT_TOOLS, toolbox } from "./tools.js";
 import { Draft } from "./form-draft.js";
 import { draftPanel, setUpTabs, showPage, toast } from "./panel.js";
+import { threadList } from "./thread-list.js";
 
 const API = new URL("agui", document.baseURI).pathname;
 const KEY = "agui-demo";
@@ -26,16 +40,19 @@ const state = {
   pending: [], // the open interrupts of the last run: {interrupt, toolName, args, kind, card, entry}
   answerWith: "resume", // how `pending` is answered: "resume" entries, or "messages" (ToolMessages, for pending calls)
   running: false,
+  run: null, // the run in flight: {runId, lastId (its last event id shown; 0: none yet), numbered, kept}
   serverTools: new Map(),
   ranWith: loadRanWith(), // by tool call id: the arguments a person approved with edits (the server keeps the proposal)
 };
 localStorage.setItem(`${KEY}:thread`, state.threadId);
 // The server knows a thread once its first run started: until then there is nothing to restore (and no 404 to log).
 const STARTED = `${KEY}:started:${state.threadId}`;
+const RUN = `${KEY}:run:${state.threadId}`; // the run in flight, as last drawn: what a reload comes back to
 
 const draft = new Draft(`${KEY}:draft:${state.threadId}`);
 const tools = toolbox({ showPage, toast, draft });
 const view = new ChatView($("#log"));
+let refreshThreads = () => {}; // the conversations tab, once set up
 
 // ---- rendering ----------------------------------------------------------------------------------
 
@@ -59,6 +76,32 @@ function renderNow() {
   for (const chip of document.querySelectorAll(".suggestions button")) chip.disabled = busy;
   $("#status").textContent = state.running ? "running" : waiting ? "waiting for you" : "idle";
   $("#status").dataset.state = state.running ? "running" : waiting ? "waiting" : "idle";
+  $("#stop").hidden = !(state.running && state.run);
+  keepRun();
+}
+
+/** Keep the run in flight as drawn: its last event id with the messages then, never one without the other. */
+function keepRun() {
+  const run = state.run;
+  if (!run || run.kept === run.lastId) return;
+  run.kept = run.lastId;
+  const { runId, lastId, numbered } = run;
+  localStorage.setItem(RUN, JSON.stringify({ runId, lastId, numbered, messages: state.messages }));
+}
+
+function loadRun() {
+  try {
+    const run = JSON.parse(localStorage.getItem(RUN) ?? "null");
+    return run && typeof run.runId === "string" && Number.isInteger(run.lastId) ? run : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The run is over (or never started): nothing to come back to. */
+function forgetRun() {
+  state.run = null;
+  localStorage.removeItem(RUN);
 }
 
 function note(kind, text, code) {
@@ -75,11 +118,13 @@ async function send(text) {
   render();
   const outcome = await run({});
   await settle(outcome, { resuming: false });
+  if (!$('[data-page="threads"]').hidden) refreshThreads(); // its title and time just changed
 }
 
 /**
- * One run: stream its events into the conversation. Returns `{terminal, failure}`: the terminal event
- * (or null), and why there is none: "unreachable" (nothing was sent), "refused" or "broken".
+ * One run: stream its events into the conversation; if the stream breaks, read the rest from wherever the run
+ * goes on. Returns `{terminal, failure}`: the terminal event (or null), and why there is none: "unreachable"
+ * (nothing was sent), "refused", or "broken".
  */
 async function run(extra) {
   const input = {
@@ -93,40 +138,80 @@ async function run(extra) {
     forwardedProps: {},
     ...extra,
   };
+  state.run = { runId: input.runId, lastId: 0, numbered: true, kept: null };
+  let outcome = await follow(() => runAgent(`${API}/`, input));
+  if (outcome.failure === "refused" && !outcome.terminal) forgetRun(); // refused before it started
+  if (outcome.failure === "broken" && state.run?.numbered) {
+    const rest = await follow(() => reattach(API, state.threadId, state.run.runId, state.run.lastId)); // it goes on
+    if (rest.terminal || rest.failure === "broken") outcome = rest;
+  }
+  report(outcome, { sending: true });
+  return outcome;
+}
+
+/**
+ * Read a run's frames into the conversation until its terminal event, keeping its last event id (`whole`: see
+ * `applyEvent`). Returns `{terminal, failure, error}`: the terminal event (or null), and why there is none:
+ * "unreachable", "refused" (an HTTP refusal, or RUN_ERROR), "broken", or "gone" (nothing is left to read of it).
+ */
+async function follow(open, whole) {
   state.running = true;
   render();
   let terminal = null;
   let failure = null;
+  let error = null;
   try {
-    for await (const event of runAgent(`${API}/`, input)) {
-      if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") terminal = event;
-      else applyEvent(state.messages, event);
+    const frames = await open();
+    for await (const { id, event } of frames ?? []) {
+      if (state.run && id === null) state.run.numbered = false;
+      if (state.run && id !== null) state.run.lastId = id;
+      if (event.type === "RUN_FINISHED" || event.type === "RUN_ERROR") {
+        terminal = event;
+        forgetRun();
+      } else applyEvent(state.messages, event, whole);
       render();
     }
-    if (terminal?.type === "RUN_ERROR") {
-      failure = "refused";
-      note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
-    }
-    if (!terminal) {
-      failure = "broken";
-      note("error", "The stream ended before the run finished.", "STREAM_ENDED");
-    }
-  } catch (error) {
-    if (error instanceof AguiUnreachable) {
-      failure = "unreachable";
-      note("error", `The server could not be reached (${error.message}). Nothing was sent.`, error.code);
-    } else if (error instanceof AguiHttpError) {
-      failure = "refused";
-      note("error", `${error.message} (HTTP ${error.status})`, error.code);
-    } else {
-      failure = "broken";
-      note("error", `The connection broke during the run: ${error.message}`, "NETWORK_ERROR");
-    }
+    if (frames === null) failure = "gone";
+    else if (terminal?.type === "RUN_ERROR") failure = "refused";
+    else if (!terminal) failure = "broken";
+  } catch (caught) {
+    error = caught;
+    failure = caught instanceof AguiUnreachable ? "unreachable" : "broken";
+    if (caught instanceof AguiHttpError) failure = "refused";
   } finally {
     state.running = false;
     render();
   }
-  return { terminal, failure };
+  return { terminal, failure, error };
+}
+
+/** A note saying why a run has no end the page saw (`sending`: the page had just sent its input). */
+function report({ terminal, failure, error }, { sending = false } = {}) {
+  if (terminal?.type === "RUN_ERROR") {
+    note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
+  } else if (failure === "unreachable") {
+    const unsent = sending && !state.run?.lastId ? " Nothing was sent." : "";
+    note("error", `The server could not be reached (${error.message}).${unsent}`, error.code);
+  } else if (failure === "refused") {
+    note("error", `${error.message} (HTTP ${error.status})`, error.code);
+  } else if (failure === "broken" && error) {
+    note("error", `The connection broke during the run: ${error.message}`, "NETWORK_ERROR");
+  } else if (failure === "broken" || failure === "gone") {
+    note("error", "The stream ended before the run finished.", "STREAM_ENDED");
+  }
+}
+
+async function stop() {
+  const run = state.run;
+  if (!run) return;
+  $("#stop").disabled = true;
+  try {
+    await stopRun(API, state.threadId, run.runId);
+  } catch (error) {
+    note("error", `Could not stop the run: ${error.message}`, error.code);
+  } finally {
+    $("#stop").disabled = false;
+  }
 }
 
 async function settle({ terminal, failure }, { resuming }) {
@@ -294,6 +379,7 @@ function loadRanWith() {
 
 // ---- start-up -----------------------------------------------------------------------------------
 
+/** Draw the thread again after a reload, from one read; then come back to the run that was streaming, if any. */
 async function restore() {
   try {
     const capabilities = await getCapabilities(API);
@@ -301,20 +387,44 @@ async function restore() {
   } catch {
     // editing falls back to a JSON textarea
   }
-  let thread = null;
+  const thread = localStorage.getItem(STARTED) ? await readThread() : null;
+  const run = loadRun();
+  state.messages = resumed(thread?.messages ?? [], run?.messages ?? []);
+  if (!run) return reopen(thread);
+  state.run = { ...run, kept: run.lastId };
+  if (run.numbered === false) return catchUp(); // its events had no ids: none to start again after
+  const whole = new Set((thread?.messages ?? []).map((m) => m.id)); // the store holds these complete
+  const outcome = await follow(() => reattach(API, state.threadId, run.runId, run.lastId), whole);
+  if (outcome.terminal?.type === "RUN_FINISHED") return settle(outcome, { resuming: false });
+  if (outcome.failure === "gone" || outcome.terminal) return catchUp(outcome);
+  report(outcome);
+}
+
+/** The run ended without this page seeing all of it: the stored thread says what it left, and what waits. */
+async function catchUp(outcome) {
+  forgetRun();
+  if (outcome?.terminal) report(outcome);
+  const thread = await readThread();
+  if (thread) state.messages = resumed(thread.messages ?? [], state.messages);
+  reopen(thread);
+}
+
+async function readThread() {
   try {
-    if (localStorage.getItem(STARTED)) thread = await getThread(API, state.threadId);
+    return await getThread(API, state.threadId);
   } catch (error) {
     note("error", `Could not load the conversation: ${error.message}`, error.code ?? "NETWORK_ERROR");
+    return null;
   }
-  if (thread) {
-    state.messages = thread.messages ?? [];
-    if (thread.interrupts?.length) openBatch(thread.interrupts);
-    else {
-      const clientTools = new Set(CLIENT_TOOLS.map((t) => t.name));
-      const open = unansweredCalls(state.messages).filter((call) => clientTools.has(call.function?.name));
-      if (open.length) openBatch(open.map((call) => asInterrupt(call.id)), "messages"); // calls left pending
-    }
+}
+
+/** Open the cards of what waits in the stored thread: its interrupts, or the page's calls it left unanswered. */
+function reopen(thread) {
+  if (thread?.interrupts?.length) openBatch(thread.interrupts);
+  else if (thread) {
+    const clientTools = new Set(CLIENT_TOOLS.map((t) => t.name));
+    const open = unansweredCalls(state.messages).filter((call) => clientTools.has(call.function?.name));
+    if (open.length) openBatch(open.map((call) => asInterrupt(call.id)), "messages"); // calls left pending
   }
   render();
 }
@@ -344,12 +454,26 @@ function setUp() {
   for (const chip of document.querySelectorAll(".suggestions button")) {
     chip.addEventListener("click", () => !state.running && !state.pending.length && send(chip.textContent.trim()));
   }
-  $("#new-thread").addEventListener("click", () => {
-    localStorage.removeItem(`${KEY}:thread`);
-    location.reload();
+  $("#new-thread").addEventListener("click", newThread);
+  $("#stop").addEventListener("click", stop);
+  refreshThreads = threadList($("#threads"), {
+    base: API,
+    current: state.threadId,
+    open: (threadId) => {
+      localStorage.setItem(`${KEY}:thread`, threadId);
+      localStorage.setItem(`${KEY}:started:${threadId}`, "1");
+      location.reload();
+    },
+    forgotten: newThread,
   });
+  document.querySelector('.tabs [data-tab="threads"]').addEventListener("click", () => refreshThreads());
   showPage("form");
   restore();
+}
+
+function newThread() {
+  localStorage.removeItem(`${KEY}:thread`);
+  location.reload();
 }
 
 setUp();

@@ -1,25 +1,47 @@
-// The conversation as AG-UI messages, kept up to date from a run's events.
+// The conversation as AG-UI messages, kept up to date from a run's events, and put together again after a reload.
+//
+// A reload in the middle of a run: the page had shown the run's events up to some id, and kept what it showed
+// (`seen`); the stored thread holds what the server saved (`stored`); the run's events after that id come again.
+// `resumed(stored, seen)` then those events applied with `whole` = the stored ids give the conversation the page
+// would have shown without the reload, whether the run was still going or had ended and been saved meanwhile.
 
-/** Apply one event to the message list (in place) and return the list. Unknown events change nothing. */
-export function applyEvent(messages, event) {
+/**
+ * Apply one event to the message list (in place) and return the list. Unknown events change nothing.
+ *
+ * `whole`: ids of messages the server had stored when the page read the thread. A stored message is complete, so
+ * deltas (text, call arguments) are not added to it again; they only build messages the store did not hold. Events
+ * that replace (snapshots) or add by id (results, calls) are applied as always: applying them again changes nothing.
+ * A messages snapshot that leaves a stored message out makes it one to build again from the events after it.
+ */
+export function applyEvent(messages, event, whole = NOTHING) {
   const handler = HANDLERS[event.type];
-  if (handler) handler(messages, event);
+  if (handler) handler(messages, event, whole);
   return messages;
 }
 
+/** The conversation after a reload: the stored thread, then what the page had shown that the store lacks, in order. */
+export function resumed(stored, seen) {
+  const ids = new Set(stored.map((m) => m.id));
+  return [...structuredClone(stored), ...structuredClone(seen.filter((m) => !ids.has(m.id)))];
+}
+
+const NOTHING = new Set();
+
 const HANDLERS = {
-  MESSAGES_SNAPSHOT(messages, event) {
+  MESSAGES_SNAPSHOT(messages, event, whole) {
     messages.splice(0, messages.length, ...structuredClone(event.messages ?? []));
+    if (whole.size) for (const id of [...whole]) if (!messages.some((m) => m.id === id)) whole.delete(id);
   },
   TEXT_MESSAGE_START(messages, event) {
     ensure(messages, event.messageId, event.role ?? "assistant");
   },
-  TEXT_MESSAGE_CONTENT(messages, event) {
+  TEXT_MESSAGE_CONTENT(messages, event, whole) {
+    if (whole.has(event.messageId)) return;
     const message = ensure(messages, event.messageId, "assistant");
     message.content = (message.content ?? "") + (event.delta ?? "");
   },
-  TEXT_MESSAGE_CHUNK(messages, event) {
-    if (!event.messageId) return;
+  TEXT_MESSAGE_CHUNK(messages, event, whole) {
+    if (!event.messageId || whole.has(event.messageId)) return;
     const message = ensure(messages, event.messageId, event.role ?? "assistant");
     message.content = (message.content ?? "") + (event.delta ?? "");
   },
@@ -31,13 +53,14 @@ const HANDLERS = {
       parent.toolCalls.push({ id: event.toolCallId, type: "function", function: { name: event.toolCallName, arguments: "" } });
     }
   },
-  TOOL_CALL_ARGS(messages, event) {
-    const call = findCall(messages, event.toolCallId);
-    if (call) call.function.arguments += event.delta ?? "";
+  TOOL_CALL_ARGS(messages, event, whole) {
+    const parent = messages.find((m) => m.toolCalls?.some((c) => c.id === event.toolCallId));
+    if (!parent || whole.has(parent.id)) return;
+    parent.toolCalls.find((c) => c.id === event.toolCallId).function.arguments += event.delta ?? "";
   },
-  TOOL_CALL_CHUNK(messages, event) {
+  TOOL_CALL_CHUNK(messages, event, whole) {
     if (event.toolCallName && !findCall(messages, event.toolCallId)) HANDLERS.TOOL_CALL_START(messages, event);
-    HANDLERS.TOOL_CALL_ARGS(messages, event);
+    HANDLERS.TOOL_CALL_ARGS(messages, event, whole);
   },
   TOOL_CALL_RESULT(messages, event) {
     if (messages.some((m) => m.id === event.messageId)) return;
