@@ -56,7 +56,7 @@ from adapter._limits import id_problem
 from adapter._sse import EventStreamResponse, unjournaled
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable, TurnStore
-from adapter.stores._health import StoreHealth, health
+from adapter.stores._health import Probe
 
 logger = logging.getLogger(__name__)
 
@@ -137,7 +137,8 @@ def create_app(
       a graceful stop; `POST /` then answers 503 `DRAINING` with `Retry-After`); 503
       `{"status": "unavailable", "store": "read-only"}` when the
       handler's store answers but cannot be written, `"unreachable"` when its `ping()` fails or takes more
-      than 5 s (a database that is down). Trivial queries: cheap enough to poll.
+      than 5 s (a database that is down). Trivial queries, asked once for all the checks that come together
+      and answered from the last ask for a second: cheap enough to poll under load.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
       current status) and its open interrupts, so a page can restore itself after a reload; 404
       for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
@@ -187,12 +188,15 @@ def create_app(
         body = handler.capabilities().model_dump_json(by_alias=True, exclude_none=True)
         return Response(body, media_type="application/json")
 
+    store: TurnStore | None = getattr(handler, "store", None)
+    probe = None if store is None else Probe(store, _PING_TIMEOUT)  # a handler without a store is healthy
+
     async def health(request: Request) -> Response:
         if getattr(handler, "draining", False):  # first: a balancer must move away even while the store is fine
             return _json_response(503, {"status": "draining"})
-        store = await _store_health(handler)
-        if store != "ok":
-            return _json_response(503, {"status": "unavailable", "store": store})
+        said = "ok" if probe is None else await probe()
+        if said != "ok":
+            return _json_response(503, {"status": "unavailable", "store": said})
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
@@ -472,12 +476,6 @@ def _store_down() -> Response:
 def _json_response(status_code: int, content: JSON) -> Response:
     # ASCII-escaped: error details echo client input, which may hold lone surrogates.
     return Response(json.dumps(content, separators=(",", ":")), status_code=status_code, media_type="application/json")
-
-
-async def _store_health(handler: RunHandler) -> StoreHealth:
-    """Whether the handler's store answers its `ping` and can be written; a handler without a store is healthy."""
-    store: TurnStore | None = getattr(handler, "store", None)
-    return "ok" if store is None else await health(store, _PING_TIMEOUT)
 
 
 def mount(path: str, app: ASGIApp, *, name: str | None = None) -> Mount:

@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 from pg import every_store, fresh_schema_dsn
 
 from adapter.stores import JournalEvent, PostgresStore, RunJournal, SQLiteStore, TurnStore, _postgres, _sqlite
+
+# Private on purpose: the rows' packing and unpacking, and the tables the stores write, are what is checked.
 from adapter.stores._protocol import pack_events, unpack_rows
 
 Rows = list[tuple[int, int]]
