@@ -8,7 +8,7 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
-from ag_ui.core import ResumeEntry, RunAgentInput
+from ag_ui.core import PROTOCOL_VERSION, ResumeEntry, RunAgentInput
 
 from adapter import _errors as codes
 from adapter._access import ANSWERS
@@ -128,7 +128,11 @@ async def resume_input(
     record = await RecordHandle(config.store, thread_id).load(messages=False)
     await config.access.admit(principal, record, ANSWERS)
     resolved = _queued(record) if entries is None else resume_entries(record, entries, metadata)
-    return RunAgentInput(thread_id=thread_id, run_id=run_id or new_id("run"), messages=[], resume=resolved)
+    # A 1.0 input: without `protocolVersion` the run would downgrade its events for a pre-1.0 peer (`_compat`).
+    run_id = run_id or new_id("run")
+    return RunAgentInput(
+        thread_id=thread_id, run_id=run_id, messages=[], resume=resolved, protocol_version=PROTOCOL_VERSION
+    )
 
 
 def _queued(record: ThreadRecord | None) -> list[ResumeEntry]:
