@@ -269,7 +269,7 @@ async def _approved(
     arguments = answer.edits if answer.edits is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
-    return await execute(call, tool, context, arguments, parent)
+    return await execute(call, tool, context, arguments, parent, checked=answer.edits is not None)
 
 
 def resumed_provisional(turn: OpenTurn, answers: Sequence[Answer]) -> dict[str, ToolMessage]:

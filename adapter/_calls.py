@@ -112,10 +112,14 @@ async def execute(
     arguments: Mapping[str, Any] | None = None,
     parent: telemetry.Span = telemetry.NULL_SPAN,
     held: Callable[[], ToolResult | None] | None = None,
+    *,
+    checked: bool = False,
 ) -> ToolResult | InputRequired:
     """Run a server tool (its span a child of the run's, `parent`); an `InputRequired` it raises is returned.
 
     `held` may answer instead of the tool, right before its function would be called (`FunctionTool.invoke`).
+    `checked`: `arguments` were validated against the tool's schema already (an approval's `editedArgs`, by the
+    resume gate, against the same schema object: `EngineConfig.tool_schemas`).
     """
     parsed = parse_arguments(call.arguments) if arguments is None else dict(arguments)
     if isinstance(parsed, ToolResult):
@@ -123,7 +127,7 @@ async def execute(
     span = telemetry.start("agui.tool", context.thread_id, context.run_id, parent, **{"agui.tool": tool.name})
     outcome, code = "error", None
     try:
-        result = await tool.invoke(parsed, context, held)
+        result = await tool.invoke(parsed, context, held, checked=checked)
         outcome, code = ("success", None) if result.error is None else ("error", result.error)
         return result
     except InputRequired as signal:

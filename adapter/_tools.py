@@ -218,16 +218,23 @@ class FunctionTool(BaseTool):
         arguments: Mapping[str, Any],
         context: ToolContext,
         held: Callable[[], ToolResult | None] | None = None,
+        *,
+        checked: bool = False,
     ) -> ToolResult:
         """Validate `arguments`, call the function and turn what it returns or raises into a result.
 
         `InputRequired` propagates: it is a signal for the runner, not a failure. `held()`, asked right before
         the function is called, may give the result instead (a stopped run's: the function is never called).
+        `checked` says that `arguments` were already validated against this tool's `parameters` (an approval's
+        `editedArgs`, by the resume gate against `EngineConfig.tool_schemas()`): the schema is not applied again.
+        An empty schema accepts everything, and is not applied either.
         """
         assert self.signature is not None and self.fn is not None, "external tools are never invoked"
-        issues = await avalidate(dict(arguments), dict(self.parameters))
-        if issues:
-            return ToolResult(f"Invalid arguments for {self.name}: {issues_text(issues)}", error="invalid_arguments")
+        if self.parameters and not checked:
+            issues = await avalidate(dict(arguments), dict(self.parameters))
+            if issues:
+                text = issues_text(issues)
+                return ToolResult(f"Invalid arguments for {self.name}: {text}", error="invalid_arguments")
         try:
             kwargs = self.signature.bind(dict(arguments))
         except SchemaValidationError as exc:

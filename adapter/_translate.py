@@ -134,7 +134,8 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
     """
     try:
         async for item in aiter(backend.stream(request)):
-            await _look_up_named(item, step)
+            if step.elsewhere is not None:  # only a run that read the thread's tail alone has ids to look up
+                await _look_up_named(item, step)
             for event in _item_events(item, step):
                 yield event
     except (AdapterError, StoreUnavailable):
