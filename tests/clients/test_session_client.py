@@ -456,4 +456,4 @@ async def test_the_docs_session_example_drives_the_demo(tmp_path: Path, capsys: 
         await namespace["session"](base + "/agui/")
 
     printed = capsys.readouterr().out.splitlines()
-    assert printed == ["stopping: True", "{'type': 'cancelled'} True", "204", "[('Order A100', [])]"]
+    assert printed == ["stopping: True", "True", "{'type': 'cancelled'} True", "204", "[('Order A100', [])]"]
