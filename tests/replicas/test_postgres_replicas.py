@@ -29,6 +29,7 @@ import httpx
 import pytest
 from agui import Client, Reply, resolved, run_input
 from pg import fresh_schema_dsn
+from replica_process import until
 
 from adapter.stores._postgres_schema import SCHEMA_VERSION  # private on purpose: the migrations to expect
 
@@ -76,16 +77,6 @@ def wait_for(condition: Callable[[], bool], what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.05)
-
-
-async def until(condition: Callable[[], Awaitable[T | None]], what: str, bound: float = _BOUND) -> T:
-    deadline = time.monotonic() + bound
-    while time.monotonic() < deadline:
-        found = await condition()
-        if found is not None:
-            return found
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 async def every(requests: Iterable[Awaitable[T]]) -> list[T]:
@@ -250,7 +241,7 @@ async def test_a_replica_killed_mid_tool_is_finished_by_another_after_the_lease_
         async def tool_started() -> bool | None:
             return len(executions(journal, thread.id)) == 1 or None
 
-        await until(tool_started, "the tool to start on the first replica")
+        await until(tool_started, "the tool to start on the first replica", _BOUND)
         first.kill()
         with contextlib.suppress(httpx.TransportError):
             await applying
