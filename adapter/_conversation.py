@@ -10,6 +10,7 @@ the backend decides whether its model takes them back (`ModelRequest.messages`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import cast
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
@@ -62,19 +63,40 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
 
     `unanswered` names calls a backend deferred: they stay without an answer until it gives one.
     """
-    visible = [m for m in messages if not isinstance(m, ActivityMessage)]
+    # Called at every model step with the whole history: one dispatch by class per message and pass.
     answers: dict[str, ToolMessage] = {}
-    for message in visible:
-        if isinstance(message, ToolMessage):
-            answers.setdefault(message.tool_call_id, message)
+    said: list[Message] = []
+    for message in messages:
+        kind = KIND_BY_CLASS.get(message.__class__) or message_kind(message)
+        if kind is ToolMessage:
+            answer = cast(ToolMessage, message)
+            answers.setdefault(answer.tool_call_id, answer)
+        elif kind is not ActivityMessage:
+            said.append(message)
     view: list[Message] = []
-    for message in visible:
-        if isinstance(message, ToolMessage):
-            continue  # placed after the call it answers, below
-        view.append(message)
-        if isinstance(message, AssistantMessage):
-            view.extend(_answers_for(message, answers, unanswered))
+    for message in said:
+        view.append(message)  # an answer is placed after the call it answers
+        if KIND_BY_CLASS[message.__class__] is AssistantMessage and cast(AssistantMessage, message).tool_calls:
+            view.extend(_answers_for(cast(AssistantMessage, message), answers, unanswered))
     return view
+
+
+KIND_BY_CLASS: dict[type, type] = {}
+"""`message_kind` by class, read first in a hot loop (`KIND_BY_CLASS.get(cls) or message_kind(m)`)."""
+
+
+def message_kind(message: object) -> type:
+    """Which of ToolMessage, AssistantMessage or ActivityMessage `message` is an instance of; `object` for none.
+
+    Memoised by class: a walk over a long history asks it per message, where `isinstance` against a pydantic
+    model class goes through the metaclass's check each time.
+    """
+    cls = message.__class__
+    kind = KIND_BY_CLASS.get(cls)
+    if kind is None:
+        kind = next((k for k in (ToolMessage, AssistantMessage, ActivityMessage) if issubclass(cls, k)), object)
+        KIND_BY_CLASS[cls] = kind
+    return kind
 
 
 def refuse_second_answers(

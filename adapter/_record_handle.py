@@ -11,13 +11,20 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import Any
+from operator import attrgetter
+from typing import Any, cast
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
 
 from adapter import _errors as codes
 from adapter._access import Access
-from adapter._conversation import keep_server_activity, refuse_second_answers, server_said
+from adapter._conversation import (
+    KIND_BY_CLASS,
+    keep_server_activity,
+    message_kind,
+    refuse_second_answers,
+    server_said,
+)
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Replay, Resume
 from adapter._parsed import KnownThread, ParsedThreads
@@ -45,6 +52,10 @@ from adapter.stores import (
 
 log = logging.getLogger("adapter.record")
 
+_ID = attrgetter("id")
+"""A message's id (a protocol or a stored message): mapped over whole threads, in C."""
+_TEXT = attrgetter("json")
+"""A stored message's text, likewise."""
 _READ_RETRIES = (0.1, 0.5)
 """Seconds to wait before each new attempt at a read the store could not answer: a read is safe to repeat."""
 _FAST_FAILURE = 2.0
@@ -107,10 +118,10 @@ class RecordHandle:
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
         if messages:
-            self._known = [message.id for message in stored.messages]
+            self._known = list(map(_ID, stored.messages))
         self._parsed_thread = None
         if messages and self.parsed is not None and self.base == 0:
-            texts = tuple(m.json for m in stored.messages)
+            texts = tuple(map(_TEXT, stored.messages))
             known = self.parsed.prefix(self.thread_id, texts)
             if len(known) == len(texts):  # this adapter holds the whole thread as messages already
                 self._conversation = known
@@ -214,7 +225,7 @@ class RecordHandle:
         differs never replaces the stored message.
         """
         if self._conversation is None:
-            texts = tuple(m.json for m in self.stored)
+            texts = tuple(map(_TEXT, self.stored))
             parsed = self.parsed if self.base == 0 else None  # it keeps whole threads only
             known = parsed.prefix(self.thread_id, texts) if parsed else []
             offered: dict[str, Message] = {}
@@ -271,9 +282,12 @@ class RecordHandle:
         if self._held is not None and self._held[0] is self._conversation:
             return self._held[1]  # asked at every model step: the loaded record is the same until the next load
         messages = self._conversation or []
-        answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
-        calls = {c.id for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls or []}
-        held = {m.id for m in messages}, calls | answered, answered
+        kinds = KIND_BY_CLASS  # by class, not `isinstance`: see `message_kind`
+        tools = [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is ToolMessage]
+        said = [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is AssistantMessage]
+        answered = {m.tool_call_id for m in cast(list[ToolMessage], tools)}
+        calls = {c.id for m in cast(list[AssistantMessage], said) for c in m.tool_calls or ()}
+        held = set(map(_ID, messages)), calls | answered, answered
         self._held = (self._conversation, held)
         return held
 
@@ -297,11 +311,9 @@ class RecordHandle:
         The history is the stored conversation: the truth about the open turn, whatever the client sent.
         The client holds it when its messages have the stored ids in order, form cards aside.
         """
-        merged = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
-        count = len(self.stored)
-        held = len(merged) >= count and all(
-            ours.id == theirs.id for ours, theirs in zip(merged[:count], self.stored, strict=True)
-        )
+        ids = list(map(_ID, self.stored))
+        merged = keep_server_activity(client, ids, stored_cards(self.stored))
+        held = len(merged) >= len(ids) and list(map(_ID, merged[: len(ids)])) == ids
         return self.conversation(client), held
 
     # Writes: each builds on what this handle last read or wrote.
