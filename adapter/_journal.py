@@ -35,6 +35,7 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
 from adapter._stop import StopSignal
+from adapter._wire import event_json
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
 
 log = logging.getLogger("adapter.journal")
@@ -243,7 +244,7 @@ class LiveRun:
         try:
             async for event in events:
                 # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
-                text = event.model_dump_json(by_alias=True)
+                text = event_json(event)
                 last = event.type in TERMINAL
                 if not last and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
                     log.warning("run %s passed its journal's limit; stopping it", self.run_id)
@@ -264,7 +265,7 @@ class LiveRun:
     def _append(self, event: BaseEvent, text: str | None = None) -> None:
         if self.complete:
             return
-        text = event.model_dump_json(by_alias=True) if text is None else text
+        text = event_json(event) if text is None else text
         self.entries.append(JournalEvent(len(self.entries) + 1, text))
         self.chars += len(text)
         if event.type in TERMINAL:
@@ -582,7 +583,7 @@ class Journals:
         journaled = False
         if first is not None and self.store is not None and key not in self._live:
             try:
-                await self.store.append_events(thread_id, run_id, [JournalEvent(1, _wire(first))])
+                await self.store.append_events(thread_id, run_id, [JournalEvent(1, event_json(first))])
                 journaled = True
             except ValueError:
                 log.info("run %s of thread %s: its id names another run's journal; not journaled", run_id, thread_id)
@@ -654,10 +655,6 @@ class Journals:
         if self._live.get((live.thread_id, live.run_id)) is live:
             del self._live[(live.thread_id, live.run_id)]
         self._over.set()
-
-
-def _wire(event: BaseEvent) -> str:
-    return event.model_dump_json(by_alias=True)
 
 
 def _expire(waiter: asyncio.Future[bool]) -> None:

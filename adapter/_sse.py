@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from adapter._journal import Listener, LiveRun, RunEvents
 from adapter._stop import StopSignal
+from adapter._wire import event_json
 from adapter.stores import JournalEvent
 
 KEEPALIVE: Final = ": keep-alive\n\n"
@@ -33,7 +34,7 @@ def encode_event(event: BaseEvent) -> str:
     Optional fields without a value are left out by the ag_ui models themselves. `exclude_none` is
     deliberately not passed: it would also drop required nulls such as `CUSTOM.value`.
     """
-    return f"data: {event.model_dump_json(by_alias=True)}\n\n"
+    return f"data: {event_json(event)}\n\n"
 
 
 def frames(events: Sequence[JournalEvent], *, ids: bool) -> str:

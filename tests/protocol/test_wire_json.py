@@ -1,0 +1,78 @@
+"""Every event goes on the wire as exactly the text pydantic gives it, whichever path encodes it.
+
+`adapter._wire.event_json` builds the JSON of events whose fields hold strings directly, and hands the rest to
+`model_dump_json(by_alias=True)`. The property: for any event of any class the SDK exports, with any values its
+models accept (strings with control characters, non-ASCII and lone surrogates, extra fields, nulls where a
+field takes one), the two give the same text, or raise the same error.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import ag_ui.core
+import pytest
+from ag_ui.core import BaseEvent, TextMessageContentEvent, ToolCallStartEvent
+from hypothesis import given
+from hypothesis import strategies as st
+from protocol_models import instances
+from pydantic import field_serializer
+
+# Private on purpose: the fast path is an internal of the journal's encoding, checked against pydantic here.
+from adapter._wire import event_json
+
+EVENT_CLASSES = sorted(
+    (
+        cls
+        for cls in vars(ag_ui.core).values()
+        if inspect.isclass(cls) and issubclass(cls, BaseEvent) and cls is not BaseEvent
+    ),
+    key=lambda cls: cls.__name__,
+)
+ANY_TEXT = st.text(max_size=12)
+"""Any `str`, lone surrogates included: pydantic accepts them in a model and refuses them in UTF-8."""
+
+
+def same_text_or_same_error(event: BaseEvent) -> None:
+    try:
+        expected = event.model_dump_json(by_alias=True)
+    except Exception as error:
+        with pytest.raises(type(error)):
+            event_json(event)
+        return
+    assert event_json(event) == expected
+
+
+def test_the_sdk_exports_the_event_classes_this_checks() -> None:
+    assert len(EVENT_CLASSES) >= 30
+    assert TextMessageContentEvent in EVENT_CLASSES
+
+
+@given(st.sampled_from(EVENT_CLASSES).flatmap(instances))
+def test_any_event_of_the_sdk_is_the_text_pydantic_gives(event: BaseEvent) -> None:
+    same_text_or_same_error(event)
+
+
+@given(st.sampled_from(EVENT_CLASSES).flatmap(instances), st.dictionaries(st.sampled_from(["x", "zeta"]), ANY_TEXT))
+def test_an_event_with_extra_fields_is_the_text_pydantic_gives(event: BaseEvent, extra: dict[str, str]) -> None:
+    same_text_or_same_error(event.model_copy(update=extra))
+
+
+@given(ANY_TEXT.filter(bool), ANY_TEXT.filter(bool), st.one_of(st.none(), ANY_TEXT))
+def test_any_string_is_the_text_pydantic_gives_or_its_error(first: str, second: str, third: str | None) -> None:
+    same_text_or_same_error(TextMessageContentEvent(message_id=first, delta=second))
+    same_text_or_same_error(ToolCallStartEvent(tool_call_id=first, tool_call_name=second, parent_message_id=third))
+
+
+class Shouted(TextMessageContentEvent):
+    """A subclass from outside the SDK with a serializer of its own."""
+
+    @field_serializer("delta")
+    def _shout(self, delta: str) -> str:
+        return delta.upper()
+
+
+def test_a_subclass_with_its_own_serializer_keeps_it() -> None:
+    event: Any = Shouted(message_id="m", delta="quiet")
+    assert event_json(event) == '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"QUIET"}'
