@@ -27,6 +27,7 @@ from adapter._conversation import (
 )
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Replay, Resume
+from adapter._ids import new_id
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
     LAPSED_AT,
@@ -109,24 +110,42 @@ class RecordHandle:
         """Ids of the client's messages the store holds before `base` (found by `load_tail`)."""
 
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
-        """Read the thread's records (and its messages, unless told not to); None for a new thread."""
-        stored = await self._read(since=self.base if messages else None)
+        """Read the thread's records (and its messages, unless told not to); None for a new thread.
+
+        A long thread this adapter holds as messages is read by its head first: when the head names the
+        incarnation and version they are of, they are the stored messages, and only a changed thread is read
+        again whole.
+        """
+        kept = self.parsed.checkable(self.thread_id) if messages and self.parsed and not self.base else None
+        stored = await self._read(since=self.base if messages and kept is None else None)
+        if kept is not None and stored is not None and not kept.names(stored.head):
+            kept, stored = None, await self._read(since=self.base)  # changed since: its messages after all
         if stored is None:
             self._parsed_thread = KnownThread()
             return None
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
-        self.stored, self.synced, self._conversation = stored.messages, len(stored.messages), None
+        listed = stored.messages if kept is None else kept.stored
+        self.stored, self.synced, self._conversation = listed, len(listed), None
         if messages:
-            self._known = list(map(_ID, stored.messages))
+            self._known = list(map(_ID, listed))
         self._parsed_thread = None
-        if messages and self.parsed is not None and self.base == 0:
-            texts = tuple(map(_TEXT, stored.messages))
+        if kept is not None:
+            self._conversation, self._parsed_thread = list(kept.messages), kept
+        elif messages and self.parsed is not None and self.base == 0:
+            texts = tuple(map(_TEXT, listed))
             known = self.parsed.prefix(self.thread_id, texts)
             if len(known) == len(texts):  # this adapter holds the whole thread as messages already
                 self._conversation = known
-                self._parsed_thread = KnownThread(texts, tuple(known))
+                self._parsed_thread = self._known_as_read(texts, known)
+                self.parsed.keep(self.thread_id, self._parsed_thread)  # now of this version
         return self.record
+
+    def _known_as_read(self, texts: tuple[str, ...], messages: Sequence[Message]) -> KnownThread:
+        """The whole thread as this handle read it (`stored`, of the head it read) and as protocol `messages`."""
+        head = self._head
+        incarnation, version = (head.incarnation, head.version) if head is not None else (None, 0)
+        return KnownThread(texts, tuple(messages), -1, tuple(self.stored), incarnation, version)
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
         """Read the thread's records and its messages at positions `[start, stop)` alone into `stored`.
@@ -234,7 +253,7 @@ class RecordHandle:
                     offered.setdefault(message.id, message)
             self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
             if parsed is not None:
-                self._parsed_thread = KnownThread(texts, tuple(self._conversation))
+                self._parsed_thread = self._known_as_read(texts, self._conversation)
                 parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)
 
@@ -582,9 +601,10 @@ class RecordHandle:
         return ThreadChange(append=append, replace=replace, **records)
 
     async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
-        if self.version == 0 and self.record.owner is not None:
-            # The save that creates the thread names its owner.
-            change = dataclasses.replace(change, owner=self.record.owner)
+        if self.version == 0:
+            # The save that creates the thread names its owner, and this creation of it.
+            change = dataclasses.replace(change, owner=self.record.owner, incarnation=new_id("thread"))
+        read = self.version
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
                 version = await self.store.save(
@@ -597,10 +617,13 @@ class RecordHandle:
                 if attempt == _RENAMES_TOLERATED or not await self._only_renamed():
                     raise
         self._expected = _after(self._expected, change, version)
-        self.version = version
         known = self._parsed_thread
-        self._parsed_thread = known.changed(change, history, self.synced) if known is not None else None
-        if self._parsed_thread is not None and self._parsed_thread is not known and self.parsed is not None:
+        if known is not None and known.version == read == self.version:  # no save came between them (a rename)
+            self._parsed_thread = known.changed(change, history, self.synced, version)
+        else:
+            self._parsed_thread = None
+        self.version = version
+        if self._parsed_thread is not None and self.parsed is not None:
             self.parsed.keep(self.thread_id, self._parsed_thread)
         if history is not None:
             self.synced = len(history)
@@ -645,6 +668,7 @@ def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> Threa
         queued=records.get("queued", head.queued if head is not None else None),
         owner=head.owner if head is not None else change.owner,
         title=None if head is None else head.title,
+        incarnation=head.incarnation if head is not None else change.incarnation,
     )
 
 

@@ -36,6 +36,7 @@ class _Thread:
     saved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     expires_at: datetime | None = None
     owner: str | None = None
+    incarnation: str | None = None
     title: str | None = None
 
 
@@ -72,6 +73,7 @@ class MemoryStore:
             owner=thread.owner,
             title=thread.title,
             updated_at=thread.saved_at,
+            incarnation=thread.incarnation,
             **{name: json.loads(text) for name, text in thread.records.items()},
         )
         start = len(thread.messages) if since is None else min(max(since, 0), len(thread.messages))
@@ -92,7 +94,7 @@ class MemoryStore:
     ) -> int:
         """Write `change` if the thread is at `expected_version` (and, with `fence`, at that claim)."""
         async with self._lock:
-            current = self._threads.get(thread_id) or _Thread(owner=change.owner)
+            current = self._threads.get(thread_id) or _Thread(owner=change.owner, incarnation=change.incarnation)
             if fence is not None and current.claim != fence:
                 raise StaleClaim(thread_id, expected_version, fence)
             if current.version != expected_version:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -184,6 +184,11 @@ MIGRATIONS: Final[dict[int, str]] = {
         DELETE FROM agui_threads WHERE thread_id = p_thread;
         RETURN true;
     END $$;
+    """,
+    # Version 5 (issue 32): a name for each creation of a thread, set once by the save that creates it, so that a
+    # thread deleted and created again under the same id is told apart (`ThreadHead.incarnation`).
+    5: """
+    ALTER TABLE agui_threads ADD COLUMN incarnation text;
     """,
 }
 

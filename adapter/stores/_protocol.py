@@ -71,6 +71,13 @@ class ThreadHead:
     """The thread's title, as the latest save that named one set it; None for none."""
     updated_at: datetime | None = None
     """When the thread was last saved (tz-aware UTC, the store's clock); set by every save."""
+    incarnation: str | None = None
+    """Names this creation of the thread: set by the save that creates it (`ThreadChange.incarnation`), never changed.
+
+    A thread deleted and created again under the same id has another, so (incarnation, version) names one state of
+    one thread for good: what lets an adapter trust the messages it keeps without reading them again. None when the
+    creating save named none, or the store keeps none.
+    """
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,8 @@ class ThreadChange:
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
     owner: str | None = None
     """The owner of a thread this save creates; ignored when the thread exists (an owner is set once)."""
+    incarnation: str | None = None
+    """A unique name for the creation of the thread this save creates (`ThreadHead.incarnation`); else ignored."""
     title: JSONValue = KEEP
     """The thread's title: a str, None to clear it, or KEEP. Not an engine record: `records()` leaves it out."""
 

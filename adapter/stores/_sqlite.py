@@ -404,15 +404,24 @@ class SQLiteStore:
         connection.execute("BEGIN")
         try:
             row = connection.execute(
-                "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at "
-                "FROM agui_threads WHERE thread_id = ?",
+                "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at, "
+                "incarnation FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
                 return None
             open_turn, applied, queued = (json.loads(text) for text in row[3:6])
             head = ThreadHead(
-                row[0], row[1], row[2], open_turn, applied, queued, row[6], title=row[7], updated_at=from_micros(row[8])
+                row[0],
+                row[1],
+                row[2],
+                open_turn,
+                applied,
+                queued,
+                row[6],
+                title=row[7],
+                updated_at=from_micros(row[8]),
+                incarnation=row[9],
             )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until
@@ -447,8 +456,8 @@ class SQLiteStore:
                 raise StoreConflict(thread_id, expected_version)
             change.check(count)
             count = _write_messages(connection, thread_id, change, count)
-            if row is None and change.owner is not None:
-                records = {**records, "owner": change.owner}  # set once, by the save that creates the thread
+            if row is None:  # set once, by the save that creates the thread
+                records = {**records, "owner": change.owner, "incarnation": change.incarnation}
             _write_head(
                 connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None
             )

@@ -1,7 +1,7 @@
 """Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
 
 A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention,
-ownership or the threads' listing gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so
+ownership, the threads' listing or incarnations gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so
 processes opening the same file together upgrade it once. The journals' tables are new tables: a file
 from before them gains them empty.
 """
@@ -92,6 +92,7 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         _add_retention_columns(connection)
         _add_owner_column(connection)
         _add_listing_columns(connection)
+        _add_incarnation_column(connection)
     except sqlite3.Error as error:
         connection.close()
         raise naming(error, path) from error
@@ -182,6 +183,21 @@ def _add_listing_columns(connection: sqlite3.Connection) -> None:
                 "CREATE INDEX IF NOT EXISTS agui_threads_listing "
                 "ON agui_threads (owner, updated_at DESC, thread_id DESC)"
             )
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _add_incarnation_column(connection: sqlite3.Connection) -> None:
+    """Add the nullable `incarnation` to a file from before it, once: its threads have none (`ThreadHead`)."""
+    if "incarnation" in _columns(connection):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        if "incarnation" not in _columns(connection):  # another process may have added it meanwhile
+            connection.execute("ALTER TABLE agui_threads ADD COLUMN incarnation TEXT")
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

@@ -1,8 +1,9 @@
 """The parsed-thread cache never serves a thread that is no longer stored: a purged and recreated one least of all.
 
-The property: over any sequence of saves through the adapter, deletes and recreations by another replica (the
-adapter is not told), and reads, every read through the cache gives back exactly the messages the store holds,
-even where the recreated thread has the same id, version and number of messages as the one the cache kept.
+The property: over any sequence of saves through two adapters (replicas, each with its own cache, each reading a
+thread by its head first from the first message on), deletes and recreations by another process (the adapters
+are not told), and reads, every read through a cache gives back exactly the messages the store holds, even where
+the recreated thread has the same id, version and number of messages as the one a cache kept.
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ import tempfile
 from pathlib import Path
 
 from ag_ui.core import UserMessage
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# private on purpose: the handle and the cache it reads through are what this checks
+# Private on purpose: the handle and the cache it reads through are what this checks.
 from adapter._parsed import ParsedThreads
 from adapter._record import message_text, stored_message
 from adapter._record_handle import RecordHandle
@@ -24,8 +25,13 @@ from adapter.stores import SQLiteStore, ThreadChange
 THREAD = "t"
 
 STEPS = st.lists(
-    st.tuples(st.sampled_from(["save", "delete", "recreate", "resume"]), st.integers(1, 3), st.text(max_size=3)),
-    max_size=12,
+    st.tuples(
+        st.sampled_from(["save", "delete", "recreate", "resume"]),
+        st.integers(0, 1),  # which adapter
+        st.integers(1, 3),
+        st.text(max_size=3),
+    ),
+    max_size=10,
 )
 
 
@@ -34,37 +40,41 @@ def said(marker: str, count: int, at: int) -> list[UserMessage]:
     return [UserMessage(id=f"m{at + k}", content=f"{marker}:{at + k}") for k in range(count)]
 
 
-async def _run(steps: list[tuple[str, int, str]], directory: str) -> None:
+async def _run(steps: list[tuple[str, int, int, str]], directory: str) -> None:
     store = SQLiteStore(Path(directory) / "t.db")
-    parsed = ParsedThreads()
+    caches = [ParsedThreads(head_first=0), ParsedThreads(head_first=0)]
     try:
-        for kind, count, marker in steps:
+        for kind, which, count, marker in steps:
             head = await store.load(THREAD, since=None)
-            if kind == "save":  # through the adapter: the cache keeps what it wrote
-                handle = RecordHandle(store, THREAD, parsed=parsed)
+            if kind == "save":  # through an adapter: its cache keeps what it wrote
+                handle = RecordHandle(store, THREAD, parsed=caches[which])
                 await handle.load()
                 history = handle.conversation()
-                await handle.finish([*history, *said(marker, count, len(history))], "run", None)
-            elif kind == "delete":  # another replica: this adapter is not told
+                await handle.finish([*history, *said(f"{which}{marker}", count, len(history))], "run", None)
+            elif kind == "delete":  # another process: no adapter is told
                 await store.delete_thread(THREAD)
             elif kind == "recreate" and head is None:
-                # Another replica makes a thread of the same id, reaching the version and size an earlier one had.
+                # Another process makes a thread of the same id, reaching the version and size an earlier one had.
                 size = 0
                 for version in range(count):
                     added = [stored_message(m) for m in said(f"new-{marker}", 1 + version, size)]
                     await store.save(THREAD, ThreadChange(append=added), expected_version=version)
                     size += len(added)
             elif kind == "resume":
-                handle = RecordHandle(store, THREAD, parsed=parsed)
+                handle = RecordHandle(store, THREAD, parsed=caches[which])
                 await handle.load()
                 stored = await store.load(THREAD)
                 texts = [m.json for m in stored.messages] if stored is not None else []
                 assert [message_text(m) for m in handle.conversation()] == texts
+                assert [m.json for m in handle.stored] == texts
     finally:
         await store.close()
 
 
+@settings(max_examples=400, deadline=None)
 @given(STEPS)
-def test_a_purged_and_recreated_thread_never_reuses_the_old_parsed_messages(steps: list[tuple[str, int, str]]) -> None:
+def test_a_changed_purged_or_recreated_thread_never_reuses_the_old_parsed_messages(
+    steps: list[tuple[str, int, int, str]],
+) -> None:
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(_run(steps, directory))

@@ -302,7 +302,9 @@ async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path)
     store = SQLiteStore(path)
     try:
         listed, after = await store.list_threads(None)
+        heads = [await store.load(thread_id, since=None) for thread_id in threads]
     finally:
         await store.close()
 
     assert sorted(s.thread_id for s in listed) == threads and after is None
+    assert [loaded.head.incarnation for loaded in heads if loaded is not None] == [None] * len(threads)

@@ -79,6 +79,23 @@ async def test_the_save_that_creates_a_thread_sets_its_owner_once(store: TurnSto
     assert unowned is not None and unowned.head.owner is None
 
 
+async def test_the_save_that_creates_a_thread_names_its_incarnation_and_a_recreation_has_its_own(
+    store: TurnStore,
+) -> None:
+    await store.save("t1", ThreadChange(append=[msg("m0")], incarnation="first"), expected_version=0)
+    await store.save("t1", ThreadChange(append=[msg("m1")], incarnation="later"), expected_version=1)
+    kept = await store.load("t1", since=None)
+    await store.delete_thread("t1")
+    await store.save("t1", ThreadChange(append=[msg("m0")], incarnation="again"), expected_version=0)
+    await store.save("t2", ThreadChange(append=[msg("m0")]), expected_version=0)
+
+    again, unnamed = await store.load("t1"), await store.load("t2")
+
+    assert kept is not None and (kept.head.incarnation, kept.head.version) == ("first", 2)
+    assert again is not None and (again.head.incarnation, again.head.version) == ("again", 1)
+    assert unnamed is not None and unnamed.head.incarnation is None
+
+
 async def test_creating_a_thread_that_exists_conflicts_and_changes_neither_messages_nor_owner(
     store: TurnStore,
 ) -> None:
