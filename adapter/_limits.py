@@ -20,12 +20,14 @@ import itertools
 import json
 import re
 from collections.abc import Iterator
-from typing import Any, Final
+from operator import attrgetter
+from typing import Any, Final, cast
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
 from pydantic import BaseModel
 
 from adapter import _errors as codes
+from adapter._conversation import KIND_BY_CLASS, message_kind
 from adapter._errors import LimitExceeded
 
 MAX_DEPTH: Final = 100
@@ -37,6 +39,7 @@ STATE_DEPTH: Final = MAX_DEPTH - 1
 MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
+_ID = attrgetter("id")
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
 _NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
@@ -128,7 +131,7 @@ def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
     them joined (joining adds no character and merges none); only an input that fails is walked again,
     for the pointer.
     """
-    values = [value for _, value in _id_sites(run_input)]
+    values = input_id_values(run_input)
     if max(map(len, values)) <= MAX_ID_CHARS and _UNKEEPABLE.search("".join(values)) is None:
         return None
     for pointer, value in input_ids(run_input):
@@ -143,12 +146,35 @@ def repeated_message_id(run_input: RunAgentInput) -> tuple[str, str] | None:
 
     Message ids are unique in a thread: two messages under one id cannot both be stored, answered or paged to.
     """
+    if len(set(map(_ID, run_input.messages))) == len(run_input.messages):
+        return None  # the common case, in one pass of C; the walk below finds the pointer
     seen: dict[str, int] = {}
     for index, message in enumerate(run_input.messages):
         first = seen.setdefault(message.id, index)
         if first != index:
             return f"/messages/{index}/id", f"repeats the id of /messages/{first}"
     return None
+
+
+def input_id_values(run_input: RunAgentInput) -> list[str]:
+    """The values `_id_sites` gives, in its order, without their pointers: built per message of a long history.
+
+    Each message's class is looked up (`message_kind`), not tested with `isinstance`, which goes through the
+    pydantic metaclass's check; tests/protocol/test_input_ids.py holds the two lists equal for any input.
+    """
+    values = [run_input.thread_id, run_input.run_id]
+    if run_input.parent_run_id is not None:
+        values.append(run_input.parent_run_id)
+    kinds = KIND_BY_CLASS
+    for message in run_input.messages:
+        values.append(message.id)
+        kind = kinds.get(message.__class__) or message_kind(message)
+        if kind is ToolMessage:
+            values.append(cast(ToolMessage, message).tool_call_id)
+        elif kind is AssistantMessage:
+            values.extend(call.id for call in cast(AssistantMessage, message).tool_calls or ())
+    values.extend(entry.interrupt_id for entry in run_input.resume or ())
+    return values
 
 
 def _id_sites(run_input: RunAgentInput) -> Iterator[tuple[tuple[str | int, ...], str]]:
