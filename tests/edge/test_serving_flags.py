@@ -91,3 +91,24 @@ def test_the_server_closes_an_idle_connection_after_the_flagged_keep_alive() -> 
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_serving_freezes_what_start_up_made_and_collects_its_garbage_first() -> None:
+    import gc
+    import weakref
+
+    class Node:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the collector frees it
+
+    garbage, kept = Node(), Node()
+    gone = weakref.ref(garbage)
+    del garbage
+    before = gc.get_freeze_count()
+    try:
+        serving.freeze_startup_objects()
+        assert gone() is None  # collected before the freeze, not kept for the process's life
+        assert gc.get_freeze_count() > before
+    finally:
+        gc.unfreeze()
+    assert kept.me is kept
