@@ -252,7 +252,7 @@ class RecordHandle:
                 for message in client:
                     offered.setdefault(message.id, message)
             self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
-            if parsed is not None:
+            if parsed is not None and self._parsed_thread is None:  # else it follows this handle's saves already
                 self._parsed_thread = self._known_as_read(texts, self._conversation)
                 parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)

@@ -17,10 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # Private on purpose: the handle and the cache it reads through are what this checks.
-from adapter._parsed import ParsedThreads
+from adapter._parsed import HEAD_FIRST, ParsedThreads
 from adapter._record import message_text, stored_message
 from adapter._record_handle import RecordHandle
-from adapter.stores import SQLiteStore, ThreadChange
+from adapter.stores import SQLiteStore, StoredThread, ThreadChange
 
 THREAD = "t"
 
@@ -78,3 +78,33 @@ def test_a_changed_purged_or_recreated_thread_never_reuses_the_old_parsed_messag
 ) -> None:
     with tempfile.TemporaryDirectory() as directory:
         asyncio.run(_run(steps, directory))
+
+
+class ReadsRecorded(SQLiteStore):
+    """A SQLiteStore that notes, for each load, whether it read messages (`since` not None) or the head alone."""
+
+    reads: list[bool]
+
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        self.reads.append(since is not None)
+        return await super().load(thread_id, since=since, until=until)
+
+
+async def test_a_long_thread_this_adapter_wrote_is_read_again_by_its_head_alone(tmp_path: Path) -> None:
+    store = ReadsRecorded(tmp_path / "t.db")
+    store.reads = []
+    parsed = ParsedThreads()
+    try:
+        first = RecordHandle(store, THREAD, parsed=parsed)
+        await first.load()
+        await first.create("a thread")
+        history = [*first.conversation(), *said("x", HEAD_FIRST, 0)]  # as a new run: the conversation after the create
+        await first.finish(history, "run", None)
+        store.reads.clear()
+        second = RecordHandle(store, THREAD, parsed=parsed)
+        await second.load()
+
+        assert store.reads == [False]
+        assert [message_text(m) for m in second.conversation()] == [message_text(m) for m in history]
+    finally:
+        await store.close()
