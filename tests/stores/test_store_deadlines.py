@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import math
 import sqlite3
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -310,6 +312,37 @@ async def test_a_cancelled_caller_cancels_its_work() -> None:
     with pytest.raises(asyncio.CancelledError):
         await caller
     await asyncio.wait_for(stopped.wait(), BOUND)
+
+
+async def test_an_executors_work_past_its_deadline_is_left_and_the_caller_told_at_the_deadline() -> None:
+    """A store's call on its worker thread (a future, not a task): awaited as it is, given up at the deadline."""
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(1) as worker:
+        assert await Deadline(BOUND, "the test store").run(loop.run_in_executor(worker, lambda: 7), "a quick call") == 7
+        frozen = loop.run_in_executor(worker, release.wait)
+        try:
+            with pytest.raises(StoreUnavailable, match="the test store did not answer a frozen call within 0.01 s"):
+                await Deadline(0.01, "the test store").run(frozen, "a frozen call")
+            assert frozen.cancelled()
+        finally:
+            release.set()
+
+
+async def test_a_cancelled_caller_cancels_its_executors_work() -> None:
+    release = threading.Event()
+    loop = asyncio.get_running_loop()
+    with ThreadPoolExecutor(1) as worker:
+        frozen = loop.run_in_executor(worker, release.wait)
+        caller = asyncio.ensure_future(Deadline(BOUND, "the test store").run(frozen, "a frozen call"))
+        try:
+            await asyncio.sleep(0)
+            caller.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await caller
+            assert frozen.cancelled()
+        finally:
+            release.set()
 
 
 async def healthy(server: Served) -> bool | None:
