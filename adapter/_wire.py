@@ -18,8 +18,9 @@ from typing import Final
 
 from ag_ui.core import BaseEvent
 
-_Plan = tuple[tuple[str, str, bool], ...]
-"""Per field, in pydantic's order: its name, its quoted alias with the colon, whether a None leaves it out."""
+_Plan = tuple[tuple[str, str, bool, Enum | None, str], ...]
+"""Per field, in pydantic's order: its name, its quoted alias with the colon, whether a None leaves it out, and
+the enum member it defaults to (the event's `type`) with its text, field and value, or None and ""."""
 
 _PLANS: dict[type, _Plan | None] = {}
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
@@ -35,15 +36,15 @@ def event_json(event: BaseEvent) -> str:
     if plan is None or event.__pydantic_extra__:
         return event.model_dump_json(by_alias=True)
     values, parts = event.__dict__, []  # a pydantic model keeps its fields' values in its __dict__
-    for name, key, omittable in plan:
+    for name, key, omittable, constant, constant_text in plan:
         value = values[name]
         if value is None:
             if not omittable:
                 parts.append(key + "null")
         elif type(value) is str:
             parts.append(key + encode_basestring(value))
-        elif isinstance(value, Enum) and type(value.value) is str:  # the event's `type`
-            parts.append(key + encode_basestring(value.value))
+        elif value is constant:  # the event's `type`, its class's one value
+            parts.append(constant_text)
         else:
             return event.model_dump_json(by_alias=True)
     text = "{" + ",".join(parts) + "}"
@@ -64,7 +65,9 @@ def _plan(cls: type[BaseEvent]) -> _Plan | None:
     for name, field in cls.model_fields.items():
         if field.exclude:
             return None
-        alias = field.serialization_alias or field.alias or name
+        key = encode_basestring(field.serialization_alias or field.alias or name) + ":"
         omittable = not field.is_required() and field.default is None
-        plan.append((name, encode_basestring(alias) + ":", omittable))
+        constant = field.default if isinstance(field.default, Enum) and type(field.default.value) is str else None
+        constant_text = key + encode_basestring(constant.value) if constant is not None else ""
+        plan.append((name, key, omittable, constant, constant_text))
     return tuple(plan)
