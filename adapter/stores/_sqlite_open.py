@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from typing import Final
 
 from adapter.stores._sqlite_migrate import migrate_documents
@@ -130,35 +131,19 @@ def _add_retention_columns(connection: sqlite3.Connection) -> None:
 
     Threads already there count as saved now, so a first purge never deletes them for their age.
     """
-    if "saved_at" in _columns(connection):
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if "saved_at" not in _columns(connection):  # another process may have added them meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
-            connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
-            connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
+
+    def upgrade() -> None:
+        connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
+        connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
+        connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
+        connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
+
+    _once(connection, "saved_at", upgrade)
 
 
 def _add_owner_column(connection: sqlite3.Connection) -> None:
     """Add the nullable `owner` to a file from before thread ownership, once: its threads stay unowned."""
-    if "owner" in _columns(connection):
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if "owner" not in _columns(connection):  # another process may have added it meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT")
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
+    _once(connection, "owner", lambda: connection.execute("ALTER TABLE agui_threads ADD COLUMN owner TEXT"))
 
 
 def _add_listing_columns(connection: sqlite3.Connection) -> None:
@@ -167,37 +152,38 @@ def _add_listing_columns(connection: sqlite3.Connection) -> None:
     Threads already there count as updated when they were last saved (`saved_at`). Microseconds in an
     integer, not seconds in a float as `saved_at` is: a page's cursor names a thread's `updated_at` exactly.
     """
-    if "updated_at" in _columns(connection):
-        return
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        if "updated_at" not in _columns(connection):  # another process may have added them meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN title TEXT")
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0")
-            connection.execute(
-                "UPDATE agui_threads SET updated_at = CAST(round(coalesce(saved_at, ?) * 1000000) AS INTEGER)",
-                (time.time(),),
-            )
-            # `list_threads`: an owner's threads in the listing's order, from the index: nothing to sort.
-            connection.execute(
-                "CREATE INDEX IF NOT EXISTS agui_threads_listing "
-                "ON agui_threads (owner, updated_at DESC, thread_id DESC)"
-            )
-        connection.execute("COMMIT")
-    except BaseException:
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
+
+    def upgrade() -> None:
+        connection.execute("ALTER TABLE agui_threads ADD COLUMN title TEXT")
+        connection.execute("ALTER TABLE agui_threads ADD COLUMN updated_at INTEGER NOT NULL DEFAULT 0")
+        connection.execute(
+            "UPDATE agui_threads SET updated_at = CAST(round(coalesce(saved_at, ?) * 1000000) AS INTEGER)",
+            (time.time(),),
+        )
+        # `list_threads`: an owner's threads in the listing's order, from the index: nothing to sort.
+        connection.execute(
+            "CREATE INDEX IF NOT EXISTS agui_threads_listing ON agui_threads (owner, updated_at DESC, thread_id DESC)"
+        )
+
+    _once(connection, "updated_at", upgrade)
 
 
 def _add_incarnation_column(connection: sqlite3.Connection) -> None:
     """Add the nullable `incarnation` to a file from before it, once: its threads have none (`ThreadHead`)."""
-    if "incarnation" in _columns(connection):
+    _once(connection, "incarnation", lambda: connection.execute("ALTER TABLE agui_threads ADD COLUMN incarnation TEXT"))
+
+
+def _once(connection: sqlite3.Connection, column: str, upgrade: Callable[[], object]) -> None:
+    """Run `upgrade` in one `BEGIN IMMEDIATE` if `agui_threads` lacks `column`, which it adds.
+
+    Checked again inside the transaction: another process opening the same file may have upgraded it meanwhile.
+    """
+    if column in _columns(connection):
         return
     connection.execute("BEGIN IMMEDIATE")
     try:
-        if "incarnation" not in _columns(connection):  # another process may have added it meanwhile
-            connection.execute("ALTER TABLE agui_threads ADD COLUMN incarnation TEXT")
+        if column not in _columns(connection):
+            upgrade()
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:
