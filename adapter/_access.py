@@ -11,9 +11,9 @@ stays unowned and open to all. Every request names one action per thing it does:
     resume    an answer to an interrupt that is not an approval (client tool, form, input); cancel_turn
     approve   an answer to an approval interrupt, approved or not
 
-`Access.check_input` is called twice for an HTTP run: at the edge, so that a refusal is a 403 before
-any stream opens, and again by the run on the record it loaded, so that the Python API and a request
-that raced a thread's creation get the same policy. A refusal changes nothing in the store.
+`Access.check_input` is called once, by the run on the record it loaded (`Run.start`), before any event:
+an HTTP run's refusal is still a 403 before the stream opens, and the Python API gets the same policy. A
+refusal changes nothing in the store.
 """
 
 from __future__ import annotations
