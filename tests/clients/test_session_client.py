@@ -166,6 +166,15 @@ async def whole(served: Served, thread_id: str, run_id: str) -> Run:
         return await client.reattach(thread_id, run_id)
 
 
+async def a_finished_run(one: tuple[Served, Held]) -> tuple[str, str]:
+    """The thread and run ids of a held run let go at once and posted to its end: a journal to reattach to."""
+    served, held = one
+    thread_id, run_id = new_id("thread"), new_id("run")
+    held.release(thread_id)
+    await served.http.post(served.url + "/", json=body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"))
+    return thread_id, run_id
+
+
 def ids(run: Run) -> list[str | None]:
     return [frame.id for frame in run.frames if frame.text is not None]
 
@@ -219,10 +228,8 @@ async def test_a_reattach_reads_each_event_after_the_id_once_whatever_drops(
     one: tuple[Served, Held], cuts: list[int], after: int, streamed: bool
 ) -> None:
     """`reattach` (the whole `Run`) and `follow` (each event as it comes) alike."""
-    served, held = one
-    thread_id, run_id = new_id("thread"), new_id("run")
-    held.release(thread_id)
-    await served.http.post(served.url + "/", json=body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"))
+    served, _ = one
+    thread_id, run_id = await a_finished_run(one)
     reference = await whole(served, thread_id, run_id)
     cutting = Cutting(cuts)
 
@@ -284,10 +291,8 @@ async def test_a_silence_past_event_timeout_is_a_drop_that_a_reattach_takes_up(o
 
 
 async def test_reattaching_gives_up_after_max_reattaches_that_bring_nothing(one: tuple[Served, Held]) -> None:
-    served, held = one
-    thread_id, run_id = new_id("thread"), new_id("run")
-    held.release(thread_id)
-    await served.http.post(served.url + "/", json=body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"))
+    served, _ = one
+    thread_id, run_id = await a_finished_run(one)
     cutting = Cutting([150, 1, 1, 1, 1, 1])
 
     async with (
@@ -306,10 +311,8 @@ async def test_reattaching_gives_up_after_max_reattaches_that_bring_nothing(one:
 async def test_a_reattach_after_the_end_is_an_empty_204_and_an_unknown_run_is_refused_with_its_code(
     one: tuple[Served, Held],
 ) -> None:
-    served, held = one
-    thread_id, run_id = new_id("thread"), new_id("run")
-    held.release(thread_id)
-    await served.http.post(served.url + "/", json=body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"))
+    served, _ = one
+    thread_id, run_id = await a_finished_run(one)
     reference = await whole(served, thread_id, run_id)
 
     async with AGUIClient(served.url + "/", http=served.http) as client:
