@@ -11,7 +11,9 @@
  * `whole`: ids of messages the server had stored when the page read the thread. A stored message is complete, so
  * deltas (text, call arguments) are not added to it again; they only build messages the store did not hold. Events
  * that replace (snapshots) or add by id (results, calls) are applied as always: applying them again changes nothing.
- * A messages snapshot that leaves a stored message out makes it one to build again from the events after it.
+ * A messages snapshot is the conversation as of its event, perhaps older than what was stored (a resume restates
+ * a message before its calls come): every message after it is built from the events that follow, as the page built
+ * it without the reload, so no stored message counts as complete any more.
  */
 export function applyEvent(messages, event, whole = NOTHING) {
   const handler = HANDLERS[event.type];
@@ -30,7 +32,7 @@ const NOTHING = new Set();
 const HANDLERS = {
   MESSAGES_SNAPSHOT(messages, event, whole) {
     messages.splice(0, messages.length, ...structuredClone(event.messages ?? []));
-    if (whole.size) for (const id of [...whole]) if (!messages.some((m) => m.id === id)) whole.delete(id);
+    whole.clear();
   },
   TEXT_MESSAGE_START(messages, event) {
     ensure(messages, event.messageId, event.role ?? "assistant");
