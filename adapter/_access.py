@@ -22,7 +22,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias, cast
+from typing import Literal, TypeAlias
 
 from ag_ui.core import (
     BaseEvent,
@@ -36,7 +36,7 @@ from ag_ui.core import (
 )
 
 from adapter import _errors as codes
-from adapter._conversation import KIND_BY_CLASS, message_kind
+from adapter._conversation import of_kind
 from adapter._errors import AdapterError, Forbidden
 from adapter._gate import answers_missing, answers_required
 from adapter._record import OpenTurn, PendingCall, ThreadRecord
@@ -150,9 +150,7 @@ def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iter
             yield "approve" if entry.interrupt_id in replayable else "resume"
     if turn is None:
         return
-    kinds = KIND_BY_CLASS  # by class, not `isinstance`: see `message_kind`
-    tools = [m for m in run_input.messages if (kinds.get(m.__class__) or message_kind(m)) is ToolMessage]
-    answered = {m.tool_call_id for m in cast(list[ToolMessage], tools)}
+    answered = {m.tool_call_id for m in of_kind(run_input.messages, ToolMessage)}
     if any(call.tool_call_id in answered and call.kind != "approval" for call in turn.pending):
         yield "resume"
 

@@ -9,8 +9,8 @@ the backend decides whether its model takes them back (`ModelRequest.messages`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import cast
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TypeVar, cast
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
 
@@ -97,6 +97,18 @@ def message_kind(message: object) -> type:
         kind = next((k for k in (ToolMessage, AssistantMessage, ActivityMessage) if issubclass(cls, k)), object)
         KIND_BY_CLASS[cls] = kind
     return kind
+
+
+_Kind = TypeVar("_Kind", ToolMessage, AssistantMessage, ActivityMessage)
+
+
+def of_kind(messages: Iterable[object], kind: type[_Kind]) -> list[_Kind]:
+    """The `messages` that are instances of `kind` (ToolMessage, AssistantMessage or ActivityMessage), in order.
+
+    One pass, each message's kind looked up by its class (`message_kind`), never `isinstance`.
+    """
+    kinds = KIND_BY_CLASS
+    return cast(list[_Kind], [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is kind])
 
 
 def refuse_second_answers(

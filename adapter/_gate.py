@@ -10,12 +10,12 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
-from adapter._conversation import KIND_BY_CLASS, message_kind
+from adapter._conversation import of_kind
 from adapter._errors import ResumeError
 from adapter._limits import loads
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
@@ -257,9 +257,7 @@ def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunA
     by_call: dict[str | None, PendingCall] = {}
     for pending in turn.pending:
         by_call.setdefault(pending.tool_call_id, pending)  # the first call of an id, as a search would find
-    kinds = KIND_BY_CLASS  # by class, not `isinstance`: see `message_kind`
-    tools = [m for m in run_input.messages if (kinds.get(m.__class__) or message_kind(m)) is ToolMessage]
-    for tool in cast(list[ToolMessage], tools):
+    for tool in of_kind(run_input.messages, ToolMessage):
         call = by_call.get(tool.tool_call_id)
         if call is not None and call.interrupt_id not in by_interrupt:
             _refuse_tool_message_approval(call)

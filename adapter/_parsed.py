@@ -17,6 +17,7 @@ import dataclasses
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Final
 
 from ag_ui.core import Message
@@ -29,6 +30,8 @@ DEFAULT_CHARS: Final = 4_000_000
 The parsed messages cost about 11 bytes of memory per character of text (measured by tests/bench/soak.py),
 so this default holds some 45 MiB at most.
 """
+
+_TEXT = attrgetter("json")
 
 HEAD_FIRST: Final = 32
 """Messages from which a kept thread is read by its head first.
@@ -53,10 +56,11 @@ class ParsedThreads:
         if entry is None:
             return []
         self._entries.move_to_end(thread_id)
-        if entry.texts == texts[: len(entry.texts)]:  # the usual case, compared in one pass of C
+        known = entry.texts
+        if known == texts[: len(known)]:  # the usual case, compared in one pass of C
             return list(entry.messages)
-        pairs = enumerate(zip(entry.texts, texts, strict=False))
-        same = next((i for i, (kept, now) in pairs if kept != now), min(len(entry.texts), len(texts)))
+        pairs = enumerate(zip(known, texts, strict=False))
+        same = next((i for i, (kept, now) in pairs if kept != now), min(len(known), len(texts)))
         return list(entry.messages[:same])
 
     def checkable(self, thread_id: str) -> KnownThread | None:
@@ -65,13 +69,13 @@ class ParsedThreads:
         It can when what is kept names an incarnation and a version; long enough is `head_first` messages.
         """
         entry = self._entries.get(thread_id)
-        if entry is None or entry.incarnation is None or entry.version == 0 or len(entry.texts) < self.head_first:
+        if entry is None or entry.incarnation is None or entry.version == 0 or len(entry.stored) < self.head_first:
             return None
         self._entries.move_to_end(thread_id)
         return entry
 
     def keep(self, thread_id: str, known: KnownThread) -> None:
-        """Remember that the store holds `known.texts` for `thread_id`, and that they are `known.messages`."""
+        """Remember that the store holds `known.stored` for `thread_id`, and that they are `known.messages`."""
         self.forget(thread_id)
         if known.chars > self.max_chars:
             return
@@ -92,12 +96,12 @@ class ParsedThreads:
 class KnownThread:
     """A whole stored thread as protocol messages, position for position with the text the store holds."""
 
-    texts: tuple[str, ...] = ()
+    stored: tuple[StoredMessage, ...] = ()
+    """The stored messages themselves: what a read of the head alone takes from here."""
     messages: tuple[Message, ...] = ()
+    """The protocol message of each, position for position."""
     chars: int = -1
     """The length of all the texts (computed when not given)."""
-    stored: tuple[StoredMessage, ...] = ()
-    """The stored messages themselves, whose texts are `texts`: what a read of the head alone takes from here."""
     incarnation: str | None = None
     version: int = 0
     """The thread's incarnation and version these are the messages of (`ThreadHead`); version 0: none stored."""
@@ -105,6 +109,11 @@ class KnownThread:
     def __post_init__(self) -> None:
         if self.chars < 0:
             object.__setattr__(self, "chars", sum(map(len, self.texts)))
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """The text the store holds for each message."""
+        return tuple(map(_TEXT, self.stored))
 
     def names(self, head: ThreadHead) -> bool:
         """Whether `head` is of the very state these messages are: the same incarnation, at the same version."""
@@ -122,19 +131,18 @@ class KnownThread:
         incarnation = self.incarnation if self.version else change.incarnation
         if not (change.append or change.replace or change.keep is not None):
             return dataclasses.replace(self, incarnation=incarnation, version=version)
-        kept = len(self.texts) if change.keep is None else change.keep
+        kept = len(self.stored) if change.keep is None else change.keep
         if history is None or kept != first_new or len(history) - first_new != len(change.append):
             return None
-        texts, messages, stored = list(self.texts[:kept]), list(self.messages[:kept]), list(self.stored[:kept])
+        messages, stored = list(self.messages[:kept]), list(self.stored[:kept])
         for position, replaced in change.replace.items():
-            texts[position], messages[position], stored[position] = replaced.json, history[position], replaced
-        added = [appended.json for appended in change.append]
-        chars = self.chars + sum(map(len, added)) if kept == len(self.texts) and not change.replace else -1
+            messages[position], stored[position] = history[position], replaced
+        added = sum(len(appended.json) for appended in change.append)
+        chars = self.chars + added if kept == len(self.stored) and not change.replace else -1
         return KnownThread(
-            (*texts, *added),
+            (*stored, *change.append),
             (*messages, *history[first_new:]),
             chars,
-            (*stored, *change.append),
             incarnation,
             version,
         )

@@ -12,19 +12,13 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, cast
+from typing import Any
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
 
 from adapter import _errors as codes
 from adapter._access import Access
-from adapter._conversation import (
-    KIND_BY_CLASS,
-    keep_server_activity,
-    message_kind,
-    refuse_second_answers,
-    server_said,
-)
+from adapter._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
 from adapter._errors import AdapterError, ResumeError
 from adapter._gate import Replay, Resume
 from adapter._ids import new_id
@@ -137,15 +131,15 @@ class RecordHandle:
             known = self.parsed.prefix(self.thread_id, texts)
             if len(known) == len(texts):  # this adapter holds the whole thread as messages already
                 self._conversation = known
-                self._parsed_thread = self._known_as_read(texts, known)
+                self._parsed_thread = self._known_as_read(known)
                 self.parsed.keep(self.thread_id, self._parsed_thread)  # now of this version
         return self.record
 
-    def _known_as_read(self, texts: tuple[str, ...], messages: Sequence[Message]) -> KnownThread:
+    def _known_as_read(self, messages: Sequence[Message]) -> KnownThread:
         """The whole thread as this handle read it (`stored`, of the head it read) and as protocol `messages`."""
         head = self._head
         incarnation, version = (head.incarnation, head.version) if head is not None else (None, 0)
-        return KnownThread(texts, tuple(messages), -1, tuple(self.stored), incarnation, version)
+        return KnownThread(tuple(self.stored), tuple(messages), -1, incarnation, version)
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
         """Read the thread's records and its messages at positions `[start, stop)` alone into `stored`.
@@ -253,7 +247,7 @@ class RecordHandle:
                     offered.setdefault(message.id, message)
             self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
             if parsed is not None and self._parsed_thread is None:  # else it follows this handle's saves already
-                self._parsed_thread = self._known_as_read(texts, self._conversation)
+                self._parsed_thread = self._known_as_read(self._conversation)
                 parsed.keep(self.thread_id, self._parsed_thread)
         return list(self._conversation)
 
@@ -301,11 +295,8 @@ class RecordHandle:
         if self._held is not None and self._held[0] is self._conversation:
             return self._held[1]  # asked at every model step: the loaded record is the same until the next load
         messages = self._conversation or []
-        kinds = KIND_BY_CLASS  # by class, not `isinstance`: see `message_kind`
-        tools = [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is ToolMessage]
-        said = [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is AssistantMessage]
-        answered = {m.tool_call_id for m in cast(list[ToolMessage], tools)}
-        calls = {c.id for m in cast(list[AssistantMessage], said) for c in m.tool_calls or ()}
+        answered = {m.tool_call_id for m in of_kind(messages, ToolMessage)}
+        calls = {c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ()}
         held = set(map(_ID, messages)), calls | answered, answered
         self._held = (self._conversation, held)
         return held

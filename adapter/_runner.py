@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, cast
+from typing import Any
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -48,7 +48,7 @@ from adapter._access import View
 from adapter._answers import Settled, decided_answers, resumed_provisional, runs_nothing, settle_answers
 from adapter._calls import CallBudget, StepCalls, run_calls, tool_message
 from adapter._config import EngineConfig
-from adapter._conversation import KIND_BY_CLASS, declared_tail, message_kind
+from adapter._conversation import declared_tail, of_kind
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._forms import pending_form
@@ -452,11 +452,8 @@ class Run:
 
         A deferred call the history answers (the client answered a call the backend left open) waits no more.
         """
-        kinds = KIND_BY_CLASS  # by class, not `isinstance`, at every step over the whole history: see `message_kind`
-        said = [m for m in history if (kinds.get(m.__class__) or message_kind(m)) is AssistantMessage]
-        tools = [m for m in history if (kinds.get(m.__class__) or message_kind(m)) is ToolMessage]
-        called = {call.id for m in cast(list[AssistantMessage], said) for call in m.tool_calls or ()}
-        answered = {m.tool_call_id for m in cast(list[ToolMessage], tools)}
+        called = {call.id for m in of_kind(history, AssistantMessage) for call in m.tool_calls or ()}
+        answered = {m.tool_call_id for m in of_kind(history, ToolMessage)}
         held_messages, held_calls, held_answers = self.handle.held_ids()
         turn = self.turn
         sent = {m.id for m in [*turn.provisional.values(), *turn.decided.values()]}  # named in what the backend gets

@@ -244,9 +244,9 @@ async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> N
 
 def test_parsed_threads_keep_only_the_prefix_whose_text_is_unchanged_and_stay_in_budget() -> None:
     messages = tuple(_messages.validate_python(prior_turns(2)))
-    texts = tuple(message_text(m) for m in messages)
-    parsed = ParsedThreads(max_chars=sum(map(len, texts)))
-    parsed.keep("t", KnownThread(texts, messages))
+    stored = tuple(stored_message(m) for m in messages)
+    parsed = ParsedThreads(max_chars=sum(len(m.json) for m in stored))
+    parsed.keep("t", KnownThread(stored, messages))
 
     now = [stored_message(m) for m in messages]
     assert parsed.prefix("t", texts_of(now)) == list(messages)
@@ -254,7 +254,7 @@ def test_parsed_threads_keep_only_the_prefix_whose_text_is_unchanged_and_stay_in
     assert parsed.prefix("t", texts_of(now)) == list(messages[:3])
     assert parsed.prefix("other", texts_of(now)) == []
 
-    parsed.keep("u", KnownThread(texts[:1], messages[:1]))  # over budget together: the older thread goes
+    parsed.keep("u", KnownThread(stored[:1], messages[:1]))  # over budget together: the older thread goes
     assert parsed.prefix("t", texts_of(now)) == [] and parsed.prefix("u", texts_of(now)) == [messages[0]]
 
 
@@ -265,6 +265,6 @@ def texts_of(stored: list[Any]) -> tuple[str, ...]:
 def test_a_thread_cut_back_keeps_the_prefix_it_still_has() -> None:
     messages = tuple(_messages.validate_python(prior_turns(2)))
     parsed = ParsedThreads()
-    parsed.keep("t", KnownThread(tuple(message_text(m) for m in messages), messages))
+    parsed.keep("t", KnownThread(tuple(stored_message(m) for m in messages), messages))
     now = tuple(message_text(m) for m in messages[:5])
     assert parsed.prefix("t", now) == list(messages[:5])
