@@ -43,6 +43,15 @@ async def until(condition: Callable[[], Awaitable[T | None]], what: str, bound: 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_until(condition: Callable[[], bool], what: str, bound: float = BOUND) -> None:
+    """`until` for a caller outside an event loop: poll `condition` until it holds; fail after `bound` seconds."""
+    deadline = time.monotonic() + bound
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
 class Replica:
     """`script` (a path under the checkout) run with `port` and `args`, its adapter served on 127.0.0.1:port."""
 

@@ -24,25 +24,35 @@ _BOUND = 10.0  # seconds a start or a stop may take
 @contextlib.contextmanager
 def serve_demo(db_path: Path, **options: Any) -> Iterator[str]:
     """Serve `build_app(db_path, **options)` on a free port; yields the base URL, e.g. http://127.0.0.1:PORT."""
+    with serve_app(build_app(str(db_path), **options)) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def serve_app(app: Any, name: str = "demo") -> Iterator[str]:
+    """Serve the ASGI `app` by uvicorn on a free port of 127.0.0.1, in a thread; yields its base URL.
+
+    Raises:
+        RuntimeError: The server did not start within the bound.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    app = build_app(str(db_path), **options)
     # As `python -m examples.demo` serves it: a Node client (the CopilotKit runtime) reuses idle connections.
     config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", timeout_keep_alive=KEEP_ALIVE_SECONDS)
     server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"demo-{port}")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"{name}-{port}")
     thread.start()
     try:
         deadline = time.monotonic() + _BOUND
         while not server.started:
             if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError("the demo server did not start")
+                raise RuntimeError(f"the {name} server did not start")
             time.sleep(0.01)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.should_exit = True
         thread.join(_BOUND)
         sock.close()
-        assert not thread.is_alive(), "the demo server did not stop"
+        assert not thread.is_alive(), f"the {name} server did not stop"

@@ -4,6 +4,7 @@ answer waits where the test says; reading a run's stream partly, then leaving, a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections.abc import AsyncIterator, Mapping
@@ -106,6 +107,15 @@ async def read_some(http: httpx.AsyncClient, url: str, body: Mapping[str, Any], 
             if len(seen) >= count:
                 break
     return seen[:count]
+
+
+async def read_until_cut(http: httpx.AsyncClient, url: str, body: Mapping[str, Any], sent: list[Sent]) -> None:
+    """POST `body` and keep what arrives in `sent`, until the stream ends or the server goes away."""
+    reader = FrameReader()
+    with contextlib.suppress(httpx.TransportError):
+        async with http.stream("POST", url, json=body) as response:
+            async for chunk in response.aiter_bytes():
+                sent += reader.feed(chunk)
 
 
 async def reattach(

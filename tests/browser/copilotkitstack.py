@@ -13,7 +13,6 @@ import json
 import os
 import queue
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,16 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.types import ASGIApp
 
 ROOT = Path(__file__).parents[2]
 sys.path[:0] = [p for p in (str(ROOT), str(ROOT / "tests")) if p not in sys.path]  # run as a script, too
 
 from browserkit import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - needs the paths above first
-from served_demo import serve_demo  # noqa: E402
-
-from examples.serving import KEEP_ALIVE_SECONDS  # noqa: E402
+from served_demo import serve_app, serve_demo  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "copilotkit"
 BUILD_INPUTS = ["index.html", "vite.config.js", "package-lock.json", "src"]
@@ -115,35 +111,13 @@ class Runtime:
 
 
 @contextlib.contextmanager
-def serve_app(app: ASGIApp) -> Iterator[str]:
-    """Serve `app` on a free port of 127.0.0.1, as `serve_demo` serves the demo; yields its base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.bind(("127.0.0.1", 0))
-    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", timeout_keep_alive=KEEP_ALIVE_SECONDS)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name="copilotkit-agent")
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise StackError("the agent server did not start")
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
-
-
-@contextlib.contextmanager
 def copilotkit_stack(db_path: Path, app: ASGIApp | None = None) -> Iterator[tuple[str, Runtime]]:
     """Yield (the agent server's base URL, the runtime serving the page); both stop afterwards.
 
     The agent server is the demo on `db_path`, or `app`, which mounts its adapter at /agui.
     """
     ensure_build()
-    with serve_demo(db_path) if app is None else serve_app(app) as demo:
+    with serve_demo(db_path) if app is None else serve_app(app, "copilotkit-agent") as demo:
         runtime = Runtime(f"{demo}/agui/")
         try:
             yield demo, runtime

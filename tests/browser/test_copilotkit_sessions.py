@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 from agui import new_id
 from browserkit import MISSING_PLAYWRIGHT
-from copilotkitstack import RunnerDriver, Runtime, StackError, copilotkit_stack, serve_app, thread_record
+from copilotkitstack import RunnerDriver, Runtime, StackError, copilotkit_stack, thread_record
 from hypothesis import given
 from hypothesis import strategies as st
+from served_demo import serve_app
 from sessions_kit import BOUND, Held, answer
 from starlette.applications import Starlette
 

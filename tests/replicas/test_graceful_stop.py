@@ -8,7 +8,6 @@ would outlast every bound of the test, so a takeover that succeeds proves that n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from pathlib import Path
 from typing import Any
 
@@ -16,22 +15,13 @@ import httpx
 import pytest
 from agui import Client, new_id, resolved, run_input
 from replica_process import BOUND, Replica, journaled, until
-from sessions_kit import FrameReader, Sent
+from sessions_kit import Sent, read_until_cut
 
 LEASE = 300.0  # seconds: longer than any test may wait
 
 
 def replica(db: Path, journal: Path, grace: float) -> Replica:
     return Replica("tests/crash_server.py", db, journal, LEASE, grace)
-
-
-async def read_all(http: httpx.AsyncClient, url: str, body: dict[str, Any], sent: list[Sent]) -> None:
-    """POST `body` and keep what arrives in `sent`, until the stream ends (or the server goes away)."""
-    reader = FrameReader()
-    with contextlib.suppress(httpx.TransportError):
-        async with http.stream("POST", url, json=body) as response:
-            async for chunk in response.aiter_bytes():
-                sent += reader.feed(chunk)
 
 
 async def draining(http: httpx.AsyncClient, server: Replica) -> None:
@@ -53,7 +43,7 @@ async def approved_and_started(
     body = run_input(thread.id, thread.messages, resume=[answer], runId=new_id("run"))
     journal.with_name(journal.name + ".hold").touch()
     sent: list[Sent] = []
-    resuming = asyncio.ensure_future(read_all(http, server.url + "/", body, sent))
+    resuming = asyncio.ensure_future(read_until_cut(http, server.url + "/", body, sent))
 
     async def tool_started() -> bool | None:
         return len(journaled(journal)) == 1 or None

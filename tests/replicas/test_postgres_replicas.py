@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Iterable, Iterator
 from http.client import HTTPConnection
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,7 +29,7 @@ import httpx
 import pytest
 from agui import Client, Reply, resolved, run_input
 from pg import fresh_schema_dsn
-from replica_process import until
+from replica_process import until, wait_until
 
 from adapter.stores._postgres_schema import SCHEMA_VERSION  # private on purpose: the migrations to expect
 
@@ -71,14 +71,6 @@ class Replica:
         self.process.wait(_BOUND)
 
 
-def wait_for(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + _BOUND
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 async def every(requests: Iterable[Awaitable[T]]) -> list[T]:
     """Await all `requests` at once; when any fails, raise every failure, after all of them have ended."""
     results = await asyncio.gather(*requests, return_exceptions=True)
@@ -94,7 +86,7 @@ def replicas(count: int, dsn: str, journal: Path, *, lease: float = _LONG_LEASE)
     started = [Replica(dsn, journal, lease) for _ in range(count)]
     try:
         for replica in started:
-            wait_for(replica.healthy, f"the replica on port {replica.port} to be healthy")
+            wait_until(replica.healthy, f"the replica on port {replica.port} to be healthy", _BOUND)
         yield started
     finally:
         for replica in started:
@@ -275,7 +267,7 @@ def test_health_is_503_while_the_database_is_unreachable(tmp_path: Path) -> None
             except httpx.TransportError:
                 return False
 
-        wait_for(answered, "GET /health to answer 503")
+        wait_until(answered, "GET /health to answer 503", _BOUND)
     finally:
         replica.kill()
 
@@ -298,7 +290,7 @@ async def test_the_demo_runs_on_postgres(http: httpx.AsyncClient) -> None:
             except httpx.TransportError:
                 return False
 
-        wait_for(healthy, "the demo to be healthy")
+        wait_until(healthy, "the demo to be healthy", _BOUND)
         reply = await Client(http, url).thread().say("hello")
     finally:
         demo.kill()

@@ -9,30 +9,19 @@ without an id; the same answer sent again then finishes the turn there, as it do
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 from agui import Client, Reply, new_id, resolved, run_input
 from replica_process import BOUND, Replica, journaled, until
-from sessions_kit import FrameReader, Sent, reattach
+from sessions_kit import Sent, read_until_cut, reattach
 
 
 def crash_replica(db: Path, journal: Path) -> Replica:
     """tests/crash_server.py: the approved `pay` tool journals, then waits while JOURNAL.hold exists; lease 0.5 s."""
     return Replica("tests/crash_server.py", db, journal, 0.5)
-
-
-async def read_until_cut(http: httpx.AsyncClient, url: str, body: dict[str, Any], sent: list[Sent]) -> None:
-    """POST `body` and keep what arrives in `sent`, until the server goes away."""
-    reader = FrameReader()
-    with contextlib.suppress(httpx.TransportError):
-        async with http.stream("POST", url, json=body) as response:
-            async for chunk in response.aiter_bytes():
-                sent += reader.feed(chunk)
 
 
 @pytest.mark.slow
