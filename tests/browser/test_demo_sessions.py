@@ -21,9 +21,8 @@ import shutil
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +34,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
 from playwright.sync_api import Browser, Locator, Page, expect
-from replica_process import free_port
+from playwright.sync_api import Error as PlaywrightError
+from replica_process import free_port, wait_until
 from tcp_proxy import Proxy
 
 from adapter.client import parse_sse
@@ -97,9 +97,17 @@ class Wire:
         if request_id in self.asked and received["response"]["status"] != 200:
             del self.asked[request_id]  # a refusal, or nothing left to read (204)
         elif request_id in self.asked:
-            start = self.cdp.send("Network.streamResourceContent", {"requestId": request_id})  # data from now on
-            self.asked[request_id].body += base64.b64decode(start["bufferedData"])  # and what came before
+            self.asked[request_id].body += self._so_far(request_id)
             self.streams.append(self.asked[request_id])
+
+    def _so_far(self, request_id: str) -> bytes:
+        """What the response brought before now; what it brings later arrives as `Network.dataReceived`."""
+        try:
+            start = self.cdp.send("Network.streamResourceContent", {"requestId": request_id})  # data from now on
+            return base64.b64decode(start["bufferedData"])  # and what came before
+        except PlaywrightError:  # a short stream may have ended already: its whole body is kept then
+            whole = self.cdp.send("Network.getResponseBody", {"requestId": request_id})
+            return base64.b64decode(whole["body"]) if whole["base64Encoded"] else whole["body"].encode()
 
     def _data(self, received: dict[str, Any]) -> None:
         stream = self.asked.get(received["requestId"])
@@ -268,14 +276,6 @@ class Origin:
         self.loop.close()
 
 
-def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + BOUND
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def demo_replicas(dsn: str, count: int) -> Iterator[list[int]]:
     """`python -m examples.demo --db <dsn>` in `count` processes, each on a free port; their ports, once healthy."""
@@ -295,7 +295,7 @@ def demo_replicas(dsn: str, count: int) -> Iterator[list[int]]:
                 except httpx.TransportError:
                     return False
 
-            until(healthy, f"the replica on port {port}")
+            wait_until(healthy, f"the replica on port {port}", BOUND)
         yield ports
     finally:
         for process in processes:
