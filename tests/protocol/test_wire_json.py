@@ -13,8 +13,8 @@ from typing import Any
 
 import ag_ui.core
 import pytest
-from ag_ui.core import BaseEvent, TextMessageContentEvent, ToolCallStartEvent
-from hypothesis import given
+from ag_ui.core import BaseEvent, CustomEvent, RunErrorEvent, TextMessageContentEvent, ToolCallStartEvent
+from hypothesis import example, given
 from hypothesis import strategies as st
 from protocol_models import instances
 from pydantic import field_serializer
@@ -50,6 +50,8 @@ def test_the_sdk_exports_the_event_classes_this_checks() -> None:
 
 
 @given(st.sampled_from(EVENT_CLASSES).flatmap(instances))
+@example(CustomEvent(name="a required null", value=None))
+@example(RunErrorEvent(message="an optional field left out"))
 def test_any_event_of_the_sdk_is_the_text_pydantic_gives(event: BaseEvent) -> None:
     same_text_or_same_error(event)
 

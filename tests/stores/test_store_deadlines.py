@@ -322,8 +322,11 @@ async def test_an_executors_work_past_its_deadline_is_left_and_the_caller_told_a
         assert await Deadline(BOUND, "the test store").run(loop.run_in_executor(worker, lambda: 7), "a quick call") == 7
         frozen = loop.run_in_executor(worker, release.wait)
         try:
+            caller = asyncio.ensure_future(Deadline(0.01, "the test store").run(frozen, "a frozen call"))
+            await asyncio.wait({caller}, timeout=BOUND)  # not cancelled from outside: the deadline alone ends it
+            assert caller.done(), "the caller was never told"
             with pytest.raises(StoreUnavailable, match="the test store did not answer a frozen call within 0.01 s"):
-                await Deadline(0.01, "the test store").run(frozen, "a frozen call")
+                caller.result()
             assert frozen.cancelled()
         finally:
             release.set()
