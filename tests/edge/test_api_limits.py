@@ -33,7 +33,7 @@ from adapter.backends import (
     ToolCall,
     ToolCallChunk,
 )
-from adapter.stores import MemoryStore, StoredThread, ThreadChange, TurnStore
+from adapter.stores import ANY_INCARNATION, MemoryStore, StoredThread, ThreadChange, TurnStore
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -58,10 +58,18 @@ class Spy(MemoryStore):
         return await super().find_message(thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         self.asked.append("save")
-        return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
+        return await super().save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
 
 
 def nested(levels: int) -> Any:

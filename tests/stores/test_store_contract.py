@@ -23,6 +23,7 @@ from adapter.stores import (
     StoreConflict,
     StoredMessage,
     ThreadChange,
+    ThreadGone,
     TurnStore,
 )
 
@@ -787,3 +788,61 @@ async def test_bounds_past_any_integer_a_database_holds_are_clipped(store: TurnS
     assert tail == RunJournal([], ended=False, stop_requested=False, last_seq=2)
     assert whole is not None and list(whole.events) == events(1, 2)
     assert ([s.thread_id for s in page], after) == (["t1"], None)
+
+
+async def test_a_save_meant_for_a_deleted_life_is_refused_whatever_its_version_and_claim(store: TurnStore) -> None:
+    """The HIGH of issue 40: a late save of a deleted thread's run lands in no later thread under its id."""
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice", claim=True), expected_version=0)
+    await store.delete_thread("t1")
+    await store.save("t1", ThreadChange(append=[msg("b0")], incarnation="bob", claim=True), expected_version=0)
+    bob = await store.load("t1")
+    assert bob is not None
+
+    # Alice's late save names her life, at the very version and claim number Bob's thread is at now.
+    late = ThreadChange(append=[msg("a1", "paid 5")], open_turn=None)
+    with pytest.raises(ThreadGone):
+        await store.save("t1", late, expected_version=1, fence=1, incarnation="alice")
+
+    after = await store.load("t1")
+    assert after is not None
+    assert after.head == bob.head
+    assert ids(after.messages) == ["b0"]
+
+
+async def test_a_save_meant_for_a_life_is_refused_once_the_thread_is_gone(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice"), expected_version=0)
+    await store.delete_thread("t1")
+
+    with pytest.raises(ThreadGone):
+        await store.save("t1", ThreadChange(append=[msg("a1")]), expected_version=1, incarnation="alice")
+
+    assert await store.load("t1") is None
+
+
+async def test_a_save_of_the_life_it_names_is_kept_and_a_thread_without_one_is_named_by_none(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice"), expected_version=0)
+    await store.save("t2", ThreadChange(append=[msg("x0")]), expected_version=0)
+
+    assert await store.save("t1", ThreadChange(append=[msg("a1")]), expected_version=1, incarnation="alice") == 2
+    assert await store.save("t2", ThreadChange(append=[msg("x1")]), expected_version=1, incarnation=None) == 2
+    with pytest.raises(ThreadGone):
+        await store.save("t2", ThreadChange(append=[msg("x2")]), expected_version=2, incarnation="alice")
+
+
+async def test_every_save_stamps_the_head_afresh(store: TurnStore) -> None:
+    """A stamp names one state for good: a thread created again, at the same version and count, has another."""
+    first = ThreadChange(append=[msg("m0")], incarnation="i")
+    await store.save("t1", first, expected_version=0)
+    created = await store.load("t1", since=None)
+    second = ThreadChange(title="x")
+    await store.save("t1", second, expected_version=1)
+    renamed = await store.load("t1", since=None)
+    await store.delete_thread("t1")
+    again = ThreadChange(append=[msg("m0")], incarnation="i")
+    await store.save("t1", again, expected_version=0)
+    recreated = await store.load("t1", since=None)
+
+    assert created is not None and renamed is not None and recreated is not None
+    assert [created.head.stamp, renamed.head.stamp, recreated.head.stamp] == [first.stamp, second.stamp, again.stamp]
+    assert len({first.stamp, second.stamp, again.stamp}) == 3
+    assert (created.head.version, created.head.message_count) == (recreated.head.version, 1)
