@@ -251,7 +251,9 @@ class Adapter:
         if run_input.protocol_version is None:
             events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
-        return await self.config.journals.begin(*ids, events, run.stop, interruptible=run.interruptible)
+        journals = self.config.journals
+        life = run.handle.incarnation
+        return await journals.begin(*ids, events, run.stop, incarnation=life, interruptible=run.interruptible)
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
