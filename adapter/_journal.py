@@ -23,7 +23,9 @@ numbered from 1 again: the events route serves a run id's latest attempt, so eve
 stopped. `MAX_ATTEMPTS` bounds the attempts of one run id.
 
 A journal is bounded (`JournalLimits`): an event that would take it past either limit is not kept; the run
-is closed then (as a client leaving closes it) and the journal ends with `RUN_ERROR` `JOURNAL_LIMIT`.
+is closed then (as a client leaving closes it) and the journal ends with `RUN_ERROR` `JOURNAL_LIMIT`. The limits
+bound what a backend makes, never a turn: the engine's restatement of the stored thread (`MESSAGES_SNAPSHOT`,
+before an interrupt and when a resume starts) is kept whole and not counted, however long the thread.
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ MAX_ATTEMPTS: Final = 64
 """Runs one run id may start in one life of a thread (each a journal of its own); the next is refused."""
 
 TERMINAL: Final = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
+RESTATED: Final = frozenset({EventType.MESSAGES_SNAPSHOT})
+"""Events the engine makes from what the store holds: bounded by the thread, not by the journal's limits."""
 
 
 def journal_name(run_id: str, incarnation: str | None, attempt: int = 1) -> str:
@@ -272,7 +276,8 @@ class LiveRun:
                 # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
                 text = event_json(event)
                 last = event.type in TERMINAL
-                if not last and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                counted = not last and event.type not in RESTATED
+                if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
                     log.warning("run %s passed its journal's limit; stopping it", self.run_id)
                     self._append(over_limit(limits))
                     return True
@@ -293,7 +298,8 @@ class LiveRun:
             return
         text = event_json(event) if text is None else text
         self.entries.append(JournalEvent(len(self.entries) + 1, text))
-        self.chars += len(text)
+        if event.type not in RESTATED:
+            self.chars += len(text)
         if event.type in TERMINAL:
             self.complete = True
             self._ended.set()

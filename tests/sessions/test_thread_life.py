@@ -200,3 +200,27 @@ async def test_a_run_id_used_again_is_journaled_and_can_be_stopped(store: TurnSt
     first_attempt = await store.read_events("t1", await journal_of(store, "t1", "r1"), limit=100)
     assert first_attempt is not None and first_attempt.ended
     assert len(first_attempt.events) == len(done)
+
+
+async def test_a_thread_longer_than_the_journals_limits_still_suspends_and_resumes(
+    store: TurnStore, payments: Payments
+) -> None:
+    """The journal's limits bound what a backend makes: the restated thread never stops a turn."""
+    rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
+    adapter = Adapter(ScriptedBackend(rules), tools=[payments.tool], store=store, max_journal_chars=2_000)
+    history = [UserMessage(id=f"old{i}", content="x" * 500) for i in range(8)]
+    run_input = opening("pay 7", "r0", "u0")
+    run_input = run_input.model_copy(update={"messages": [*history, *run_input.messages]})
+
+    suspended = await events_of(adapter.run(run_input))
+    (interrupt,) = suspended[-1]["outcome"]["interrupts"]
+    entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    resumed = await events_of(adapter.resume("t1", [entry], run_id="r1"))
+
+    assert resumed[-1]["type"] == "RUN_FINISHED", resumed[-1]
+    snapshots = [event for event in [*suspended, *resumed] if event["type"] == "MESSAGES_SNAPSHOT"]
+    assert snapshots and all(len(json.dumps(event)) > 2_000 for event in snapshots)
+    assert payments.paid == [("t1", "7")]
+    reattached = await adapter.run_events("t1", "r0")
+    assert reattached is not None
+    assert [json.loads(event.json) async for event in reattached] == suspended
