@@ -12,12 +12,13 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
 from pg import every_store
 from sessions_kit import journal_of
 
-from adapter import Adapter, ToolContext, tool
+from adapter import Adapter, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import TurnStore
 
@@ -224,3 +225,17 @@ async def test_a_thread_longer_than_the_journals_limits_still_suspends_and_resum
     reattached = await adapter.run_events("t1", "r0")
     assert reattached is not None
     assert [json.loads(event.json) async for event in reattached] == suspended
+
+
+@pytest.mark.parametrize("field", ["threadId", "runId"])
+@pytest.mark.parametrize("dots", [".", ".."])
+async def test_an_id_no_url_path_can_carry_is_refused_at_creation(field: str, dots: str) -> None:
+    app = create_app(Adapter(ScriptedBackend([Rule("hi", reply="hello")])))
+    body = {"threadId": "t1", "runId": "r1", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+    body |= {"tools": [], "context": [], "state": None, "forwardedProps": None, field: dots}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
+        response = await http.post("/", json=body)
+
+    assert response.status_code == 422
+    assert response.json()["error"]["code"] == "INVALID_ID"
+    assert f"/{field}" in response.json()["error"]["message"]

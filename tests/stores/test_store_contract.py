@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pg import every_store
 
 from adapter.stores import (
@@ -26,6 +28,7 @@ from adapter.stores import (
     ThreadGone,
     TurnStore,
 )
+from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
 
 # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
 # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
@@ -683,8 +686,30 @@ async def test_list_threads_gives_each_threads_open_turn(store: TurnStore) -> No
 
 @pytest.mark.parametrize(
     "cursor",
-    ["", "nope", "|t1", "2024-01-01T00:00:00|t1", "yesterday|t1", "2024-13-01T00:00:00+00:00|t1"],
-    ids=["empty", "no-bar", "no-time", "naive-time", "not-a-time", "bad-month"],
+    [
+        "",
+        "nope",
+        "|t1",
+        "2024-01-01T00:00:00|t1",
+        "yesterday|t1",
+        "2024-13-01T00:00:00+00:00|t1",
+        "0001-01-01T00:00:00+14:00|t1",
+        "9999-12-31T23:59:59-14:00|t1",
+        "2024-01-01T00:00:00+00:00|t\x00",
+        "2024-01-01T00:00:00+00:00|\ud800",
+    ],
+    ids=[
+        "empty",
+        "no-bar",
+        "no-time",
+        "naive-time",
+        "not-a-time",
+        "bad-month",
+        "before-utc",
+        "after-utc",
+        "nul",
+        "lone",
+    ],
 )
 async def test_a_cursor_list_threads_did_not_make_is_refused(store: TurnStore, cursor: str) -> None:
     with pytest.raises(ValueError, match="cursor"):
@@ -846,3 +871,14 @@ async def test_every_save_stamps_the_head_afresh(store: TurnStore) -> None:
     assert [created.head.stamp, renamed.head.stamp, recreated.head.stamp] == [first.stamp, second.stamp, again.stamp]
     assert len({first.stamp, second.stamp, again.stamp}) == 3
     assert (created.head.version, created.head.message_count) == (recreated.head.version, 1)
+
+
+@given(st.text() | st.builds("{}|{}".format, st.datetimes(timezones=st.timezones()).map(str), st.text()))
+def test_any_text_is_a_cursor_or_a_value_error(text: str) -> None:
+    """The listing's one refusal: not a cursor (a date UTC cannot hold, an id no store keeps) is a ValueError."""
+    try:
+        updated_at, thread_id = parse_cursor(text)
+    except ValueError:
+        return
+    assert updated_at.tzinfo is not None and "\x00" not in thread_id
+    assert to_micros(updated_at) == to_micros(parse_cursor(next_cursor(updated_at, thread_id))[0])
