@@ -231,7 +231,7 @@ async def test_a_thread_longer_than_the_journals_limits_still_suspends_and_resum
 @pytest.mark.parametrize("dots", [".", ".."])
 async def test_an_id_no_url_path_can_carry_is_refused_at_creation(field: str, dots: str) -> None:
     app = create_app(Adapter(ScriptedBackend([Rule("hi", reply="hello")])))
-    body = {"threadId": "t1", "runId": "r1", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
+    body: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": [{"id": "u", "role": "user", "content": "hi"}]}
     body |= {"tools": [], "context": [], "state": None, "forwardedProps": None, field: dots}
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as http:
         response = await http.post("/", json=body)
