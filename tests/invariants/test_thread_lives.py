@@ -98,10 +98,10 @@ class ThreadLives(RuleBasedStateMachine):
     def open_database(self) -> Callable[[], TurnStore]:
         raise NotImplementedError
 
-    def backup(self, store: TurnStore) -> Any:
+    async def backup(self, store: TurnStore) -> Any:
         raise NotImplementedError
 
-    def restore(self, store: TurnStore, saved: Any) -> None:
+    async def restore(self, store: TurnStore, saved: Any) -> None:
         raise NotImplementedError
 
     def __init__(self) -> None:
