@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 from agui import run_events, run_input, user
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
@@ -109,6 +109,8 @@ def test_a_404_that_names_the_model_says_the_model_is_unknown(model: str, body: 
 
 
 @given(model=MODEL_NAMES, body=st.sampled_from(A_PATH_PROBLEM) | st.binary(max_size=200), other=st.booleans())
+@example(model="do", body=b"", other=True).via("a draw that failed: 'do' in the message's prose, not as its model")
+@example(model="access", body=b"", other=True)
 def test_a_404_that_does_not_name_the_model_says_to_check_base_url(model: str, body: bytes, other: bool) -> None:
     if other:  # another model's name that starts with this one's does not name it
         body = NAMING_THE_MODEL[0](model + "-mini")
