@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from adapter import Adapter, ConfigurationError, ScriptedBackend, create_app, mount, tool
-from adapter.backends import OpenAIChatBackend
+from adapter.backends import BackendItem, ModelRequest, OpenAIChatBackend, TextDelta
 from adapter.backends._openai_errors import not_found_error  # private on purpose: the 404 rule alone
 from adapter.client import AGUIClient, RequestRefused
 from adapter.stores import SQLiteStore, StoreUnavailable
@@ -76,6 +77,84 @@ def test_a_typed_documented_tool_warns_nothing(recwarn: pytest.WarningsRecorder)
     tool(note)
 
     assert [str(w.message) for w in recwarn] == []
+
+
+# A backend that is not a backend, or that yields what is not a backend item
+
+
+class NoStream:
+    async def run(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield TextDelta("hi")
+
+
+class SyncStream:
+    def stream(self, request: ModelRequest) -> Iterator[TextDelta]:
+        yield TextDelta("hi")
+
+
+class ReturnsItems:
+    async def stream(self, request: ModelRequest) -> list[TextDelta]:
+        return [TextDelta("hi")]
+
+
+class ReturnsAnIterator:
+    """A plain `def` that returns an async iterator is a backend (examples/dojo_features.py is one)."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        return ScriptedBackend().stream(request)
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        pytest.param(NoStream(), "backend (NoStream) has no stream(request) method", id="no-stream"),
+        pytest.param(ScriptedBackend, "backend is the class ScriptedBackend, not a backend", id="a-class"),
+        pytest.param(SyncStream(), "(SyncStream).stream is a generator: write it `async def`", id="sync-generator"),
+        pytest.param(ReturnsItems(), "(ReturnsItems).stream is `async def` without `yield`", id="async-return"),
+        pytest.param("gpt-4o", "backend (str) has no stream(request) method", id="a-model-name"),
+    ],
+)
+def test_a_backend_that_is_not_a_backend_is_refused_when_the_adapter_is_built(given: Any, says: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        Adapter(given)
+
+    assert says in str(refused.value)
+
+
+async def test_a_stream_that_returns_an_async_iterator_is_a_backend() -> None:
+    events = await run_events(Adapter(ReturnsAnIterator()), run_input("t-plain-def", [user("hi")]))
+
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+
+@dataclass
+class Said:
+    text: str
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        pytest.param("Hello", "a str", id="str"),
+        pytest.param({"type": "text", "text": "Hello"}, "a dict", id="dict"),
+        pytest.param(None, "a NoneType", id="none"),
+        pytest.param(Said("Hello"), f"a {__name__}.Said", id="own-class"),
+    ],
+)
+async def test_an_item_that_is_not_a_backend_item_ends_the_run_naming_its_type(
+    item: object, named: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Yields:
+        async def stream(self, request: ModelRequest) -> AsyncIterator[object]:
+            yield TextDelta("Before it. ")
+            yield item
+
+    events = await run_events(Adapter(Yields()), run_input("t-unknown-item", [user("hi")]))  # type: ignore[arg-type]
+
+    assert [e["type"] for e in events][-3:] == ["TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert events[-1]["code"] == "UNKNOWN_BACKEND_ITEM"
+    assert f"The agent backend yielded {named}, which is not a backend item" in events[-1]["message"]
+    assert f"yielded {named}, which is not a backend item" in caplog.text
 
 
 # A 404 from the model server: an unknown model, or a `base_url` that misses the API's path
