@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 import pytest
-from served_demo import serve_demo
+from served_demo import serve_agui_demo
 
 from adapter.client import parse_sse
 
@@ -95,7 +95,7 @@ def test_the_readme_curl_example_answers_the_call_it_was_given(tmp_path: Path) -
     missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
     assert not missing, f"the README's curl example needs {missing}: apt-get install -y curl jq (bash .ci/run does it)"
     script = first_block(section("Try it with curl"), "sh")
-    with serve_demo(tmp_path / "demo.db") as url:
+    with serve_agui_demo(tmp_path / "demo.db") as url:  # `agui-demo`, as the README says to start it
         port = url.rsplit(":", 1)[1]
         run = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script.replace("localhost:8000", f"127.0.0.1:{port}")],
