@@ -456,8 +456,17 @@ class Adapter:
             await asyncio.shield(self._drained)
             return
         self._drained = asyncio.get_running_loop().create_future()
+        grace = self.drain_grace if grace is None else grace
+        running = self.config.journals.running
+        if grace > timedelta(0) or running:  # a close with nothing to wait for says nothing
+            log.info(
+                "draining: new runs are refused (503 DRAINING); waiting up to %g s for %d run%s in progress",
+                grace.total_seconds(),
+                running,
+                "" if running == 1 else "s",
+            )
         try:
-            await self._wind_down(self.drain_grace if grace is None else grace)
+            await self._wind_down(grace)
         finally:
             self._drained.set_result(None)
 
