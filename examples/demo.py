@@ -107,7 +107,12 @@ def parse_flags(argv: list[str] | None = None) -> argparse.Namespace:
         default="client",
         help="who keeps the conversation; 'server' lets a client send only its new messages",
     )
-    parser.add_argument("--inspector", action="store_true", help="serve the agui-inspector page at /agui/inspector/")
+    parser.add_argument(
+        "--inspector",
+        action="store_true",
+        help="serve the agui-inspector page at /agui/inspector/ (needs the inspector extra: "
+        "pip install 'agui-adapter[inspector]')",
+    )
     return parser.parse_args(argv)
 
 
@@ -128,7 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
     if args.inspector:
         print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
-    app = app_from_flags(args, os.environ)
+    try:
+        app = app_from_flags(args, os.environ)
+    except ImportError as exc:
+        if "pip install" not in str(exc):
+            raise
+        raise SystemExit(str(exc)) from None  # a flag whose extra is missing: its one-line hint, exit status 1
     serving.run(app, args, drain=app.state.adapter.drain)
 
 
