@@ -16,6 +16,7 @@ import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -203,6 +204,44 @@ def test_stop_ends_the_answer_where_it_is_and_the_thread_keeps_what_was_said(pag
     shown = replies(page).last.text_content() or ""
     assert LONG_ANSWER.startswith(shown) and 0 < len(shown) < len(LONG_ANSWER)
     assert demo.thread_record(thread_id(page))["messages"][-1]["content"] == shown
+
+
+def test_a_reload_after_stop_still_says_the_run_stopped(page: Page) -> None:
+    mid_answer(page)
+    page.click("#stop")
+    stopped = page.locator(".note-info")
+    expect(stopped).to_have_text(["The agent stopped before it finished (cancelled)."])
+    shown = replies(page).last.text_content()
+
+    page.reload()
+
+    expect(replies(page).last).to_have_text(shown or "")
+    expect(stopped).to_have_text(["The agent stopped before it finished (cancelled)."])  # once, and after the answer
+    assert page.locator(".msg").last.get_attribute("class") == "msg note note-info"
+
+
+CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+
+
+def test_no_label_of_the_chats_tab_is_chinese_only(page: Page) -> None:
+    """Every control of the page says what it does in Chinese and English ("停止 Stop"): a label with Chinese in it
+    has an English word too. Thread titles are what people typed, not labels."""
+    say(page, "refund order A100")
+    expect(page.locator("#status")).to_have_text("waiting for you")
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    page.click('.tabs [data-tab="threads"]')
+    row = page.locator("ul.threads li[data-thread-id]").first
+    expect(row.locator(".status")).to_be_visible()  # the approval that waits
+    row.locator(".thread-actions button").first.click()
+    row.locator(".thread-actions button").last.click()
+    expect(row).to_be_visible()  # both dismissed: nothing renamed or deleted
+
+    chats = page.locator('.tabs [data-tab="threads"], #threads h2, #threads button:not(.thread-open), #threads .status')
+    labels = [*chats.all_inner_texts(), *dialogs]
+    assert len(dialogs) == 2 and len(labels) >= 7, labels  # the tab, its heading, a badge, two buttons, two dialogs
+    assert [label for label in labels if CJK.search(label) and not re.search(r"[A-Za-z]{2,}", label)] == []
 
 
 def test_the_conversation_list_opens_renames_and_deletes_threads(page: Page, demo: DemoServer) -> None:
