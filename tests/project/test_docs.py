@@ -115,6 +115,15 @@ def test_the_readme_curl_example_answers_the_call_it_was_given(tmp_path: Path) -
     assert resumed[-1]["outcome"] == {"type": "success"}
 
 
+@pytest.mark.parametrize("doc", DOCS, ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_run_a_shell_example_posts_declares_protocol_version_1_0(doc: Path) -> None:
+    """A run input without `protocolVersion` is served as a client older than AG-UI 1.0 (no `pendingToolCallIds`):
+    an example that a reader copies must get what the text around it promises."""
+    for block in blocks(doc.read_text(encoding="utf-8"), "(?:sh|bash|console)"):
+        runs = len(re.findall(r"\brunId\b", block))
+        assert len(re.findall(r'\bprotocolVersion\b"?: "1\.0"', block)) == runs, block
+
+
 def links(path: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S)  # code is not a link
     return [target for target in LINK.findall(text) if not re.match(r"[a-z]+:|#", target)]
