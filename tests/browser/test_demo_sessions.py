@@ -33,7 +33,7 @@ from browserkit import DemoServer
 from hypothesis import given
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
-from playwright.sync_api import Browser, Locator, Page, expect
+from playwright.sync_api import Browser, Dialog, Locator, Page, expect
 from replica_process import free_port, wait_until
 from tcp_proxy import Proxy
 
@@ -229,7 +229,12 @@ def test_no_label_of_the_chats_tab_is_chinese_only(page: Page) -> None:
     say(page, "refund order A100")
     expect(page.locator("#status")).to_have_text("waiting for you")
     dialogs: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    def read_and_dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", read_and_dismiss)
 
     page.click('.tabs [data-tab="threads"]')
     row = page.locator("ul.threads li[data-thread-id]").first
