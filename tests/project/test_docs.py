@@ -1,4 +1,4 @@
-"""The README's examples run as written, and every relative link in the docs leads to a file and a section."""
+"""The docs' examples run as written (or are named fragments), and every relative link leads to a file and a section."""
 
 from __future__ import annotations
 
@@ -122,6 +122,72 @@ def test_every_run_a_shell_example_posts_declares_protocol_version_1_0(doc: Path
     for block in blocks(doc.read_text(encoding="utf-8"), "(?:sh|bash|console)"):
         runs = len(re.findall(r"\brunId\b", block))
         assert len(re.findall(r'\bprotocolVersion\b"?: "1\.0"', block)) == runs, block
+
+
+def python_examples() -> dict[str, str]:
+    """Every Python block of the docs, by `path#n` (its place among the page's Python blocks)."""
+    return {
+        f"{doc.relative_to(ROOT).as_posix()}#{n}": block
+        for doc in DOCS
+        for n, block in enumerate(blocks(doc.read_text(encoding="utf-8"), "python"))
+    }
+
+
+RUN_AS_WRITTEN_HERE = {
+    "docs/conformance.md#0",
+    "docs/conformance.md#2",
+    "docs/forms.md#1",
+    "docs/options.md#0",
+    "docs/security.md#1",
+    "docs/thread-api.md#0",
+    "docs/tools.md#0",
+    "docs/tools.md#1",
+    "schema_tools/README.md#1",
+}
+"""Whole programs: they define what they show and import what they use, and run here as written."""
+RUN_AGAINST_WHAT_THE_TEXT_STARTS = {
+    "README.md#0": "test_the_readme_mount_example_answers_a_question_and_a_resume_as_written, served as the text says",
+    "docs/client.md#0": "tests/clients/test_client.py, against what `agui-demo` serves",
+    "docs/client.md#1": "tests/clients/test_session_client.py, against what `agui-demo` serves",
+}
+FRAGMENTS = {
+    "docs/backends.md#0": "the Backend protocol's signature",
+    "docs/backends.md#1": "a sketch around the reader's own model client (MyClient)",
+    "docs/backends.md#2": "OpenAIChatBackend against a model server on the reader's machine",
+    "docs/backends.md#3": "needs pydantic-ai's OpenAI provider and a key",
+    "docs/backends.md#4": "a patch to LangGraph's agent, in a list item",
+    "docs/client.md#2": "lines of a coroutine: `client` and `body` come from the text",
+    "docs/clients.md#0": "two lines that change the reader's app",
+    "docs/conformance.md#1": "top-level await against a running server",
+    "docs/forms.md#0": "the reader's backend",
+    "docs/forms.md#2": "top-level await in the reader's API endpoint",
+    "docs/replicas.md#0": "the reader's backend and PostgreSQL server",
+    "docs/security.md#0": "the reader's backend",
+    "docs/stores.md#0": "the TurnStore protocol's signatures",
+    "docs/stores.md#1": "the reader's backend",
+    "docs/stores.md#2": "the reader's backend",
+    "docs/thread-api.md#1": "top-level await on the reader's adapter",
+    "docs/thread-api.md#2": "top-level await on the reader's adapter",
+    "docs/thread-api.md#3": "a coroutine over the reader's adapter",
+    "docs/tools.md#2": "the reader's backend",
+    "schema_tools/README.md#0": "the reader's schemas and payloads",
+}
+"""Blocks that take names from the text around them, or need what this machine lacks: each says which."""
+
+
+def test_every_python_example_is_run_or_named_a_fragment() -> None:
+    """A new example is run as written (here, or by a test against what the text tells the reader to start), or
+    listed as a fragment with what it takes from around it: no example is left untested unseen."""
+    classified = RUN_AS_WRITTEN_HERE | RUN_AGAINST_WHAT_THE_TEXT_STARTS.keys() | FRAGMENTS.keys()
+    assert sorted(python_examples()) == sorted(classified)
+
+
+@pytest.mark.parametrize("example", sorted(RUN_AS_WRITTEN_HERE))
+def test_a_whole_python_example_runs_as_written(example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # a store it opens lands here
+    code = python_examples()[example]
+
+    exec(compile(code, example, "exec"), {"__name__": "docs_example"})
 
 
 def links(path: Path) -> list[str]:
