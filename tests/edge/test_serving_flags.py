@@ -68,7 +68,9 @@ def test_the_demo_takes_the_keep_alive_flag(monkeypatch: pytest.MonkeyPatch) -> 
     ("flags", "missing", "hint"),
     [
         pytest.param(["--inspector"], "agui_inspector", "pip install 'agui-adapter[inspector]'", id="inspector"),
-        pytest.param(["--db", "postgresql://nowhere/db"], "psycopg", "pip install 'agui-adapter[postgres]'", id="pg"),
+        pytest.param(
+            ["--db", "postgresql://nowhere/db"], "psycopg_pool", "pip install 'agui-adapter[postgres]'", id="pg"
+        ),
     ],
 )
 def test_a_flag_whose_extra_is_missing_exits_with_its_one_line_hint(
