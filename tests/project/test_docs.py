@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import os
 import re
-import runpy
 import shutil
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import httpx
 import pytest
 from served_demo import serve_agui_demo
 
 from adapter.client import parse_sse
-
-if TYPE_CHECKING:
-    from conftest import Serve
 
 ROOT = Path(__file__).parents[2]
 README = ROOT / "README.md"
@@ -65,18 +61,19 @@ def run_script(script: str, url: str) -> list[dict[str, object]]:
 
 
 @pytest.mark.slow
-async def test_the_readme_mount_example_answers_a_question_and_a_resume_as_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, serve: Serve
-) -> None:
+def test_the_readme_mount_example_answers_a_question_and_a_resume_as_written(tmp_path: Path) -> None:
     missing = [tool for tool in ("curl", "jq") if shutil.which(tool) is None]
     assert not missing, f"the README's curl example needs {missing}: apt-get install -y curl jq (bash .ci/run does it)"
     (tmp_path / "app.py").write_text(first_block(section("Mount it in your app"), "python"), encoding="utf-8")
-    monkeypatch.chdir(tmp_path)  # its SQLiteStore("turns.db") lands here
-    served = await serve(runpy.run_path(str(tmp_path / "app.py"))["app"])
+    command = re.search(r"run `(uvicorn app:app --port \d+)`", section("Mount it in your app"))
+    assert command, "the README says how to serve app.py"
     ask, refund = blocks(section("Mount it in your app"), "sh")
+    port = free_port()
+    uvicorn = [str(Path(sys.executable).with_name("uvicorn")), *command[1].split()[1:-1], str(port)]
 
-    asked = await asyncio.to_thread(run_script, ask, served.url)
-    refunded = await asyncio.to_thread(run_script, refund, served.url)
+    with served(uvicorn, tmp_path, f"http://127.0.0.1:{port}/agui/health"):  # as the README says, on a free port
+        asked = run_script(ask, f"http://127.0.0.1:{port}")
+        refunded = run_script(refund, f"http://127.0.0.1:{port}")
 
     assert [e["content"] for e in asked if e["type"] == "TOOL_CALL_RESULT"] == [
         '{"orderId": "A100", "status": "delivered"}'
@@ -237,28 +234,37 @@ def free_port() -> int:
         return port
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("example", ["examples.demo", "examples.meeting_room", "examples.support_ticket"])
-def test_a_runnable_example_serves_on_the_port_it_is_given(example: str, tmp_path: Path) -> None:
-    port = free_port()
+@contextlib.contextmanager
+def served(command: list[str], cwd: Path, health: str) -> Iterator[None]:
+    """Run a server `command` in `cwd` until `health` answers 200; stop it on leaving."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", example, "--port", str(port)]
-    if example == "examples.demo":
-        command += ["--db", str(tmp_path / "demo.db")]  # not a demo.db in the checkout
-    with subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as server:
         try:
             deadline = time.monotonic() + 30
             while True:
                 assert server.poll() is None, server.stderr.read().decode() if server.stderr else "it exited"
                 try:
-                    response = httpx.get(f"http://127.0.0.1:{port}/agui/health", timeout=1)
-                    break
+                    if httpx.get(health, timeout=1).status_code == 200:
+                        break
                 except httpx.TransportError:
-                    assert time.monotonic() < deadline, f"{example} did not answer on port {port}"
-                    time.sleep(0.05)
-            assert response.json() == {"status": "ok"}
+                    pass
+                assert time.monotonic() < deadline, f"{command} did not answer at {health}"
+                time.sleep(0.05)
+            yield
         finally:
             server.terminate()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", ["examples.demo", "examples.meeting_room", "examples.support_ticket"])
+def test_a_runnable_example_serves_on_the_port_it_is_given(example: str, tmp_path: Path) -> None:
+    port = free_port()
+    command = [sys.executable, "-m", example, "--port", str(port)]
+    if example == "examples.demo":
+        command += ["--db", str(tmp_path / "demo.db")]  # not a demo.db in the checkout
+
+    with served(command, ROOT, f"http://127.0.0.1:{port}/agui/health"):
+        assert httpx.get(f"http://127.0.0.1:{port}/agui/health", timeout=10).json() == {"status": "ok"}
 
 
 INSTALL = re.compile(r"pip install (?:-e )?'[^']*\[[^']*\]'")
