@@ -130,15 +130,15 @@ def app_from_flags(args: argparse.Namespace, environ: Mapping[str, str]) -> Star
 def main(argv: list[str] | None = None) -> None:
     """Parse the flags and serve the demo with uvicorn."""
     args = parse_flags(argv)
-    print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
-    if args.inspector:
-        print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
     try:
         app = app_from_flags(args, os.environ)
     except ImportError as exc:
         if "pip install" not in str(exc):
             raise
         raise SystemExit(str(exc)) from None  # a flag whose extra is missing: its one-line hint, exit status 1
+    print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
+    if args.inspector:
+        print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
     serving.run(app, args, drain=app.state.adapter.drain)
 
 
