@@ -97,6 +97,10 @@ class ReturnsItems:
         return [TextDelta("hi")]
 
 
+class StreamIsAName:
+    stream = "gpt-4o"
+
+
 class ReturnsAnIterator:
     """A plain `def` that returns an async iterator is a backend (examples/dojo_features.py is one)."""
 
@@ -112,6 +116,7 @@ class ReturnsAnIterator:
         pytest.param(SyncStream(), "(SyncStream).stream is a generator: write it `async def`", id="sync-generator"),
         pytest.param(ReturnsItems(), "(ReturnsItems).stream is `async def` without `yield`", id="async-return"),
         pytest.param("gpt-4o", "backend (str) has no stream(request) method", id="a-model-name"),
+        pytest.param(StreamIsAName(), "backend (StreamIsAName) has a stream attribute that is not a method", id="attr"),
     ],
 )
 def test_a_backend_that_is_not_a_backend_is_refused_when_the_adapter_is_built(given: Any, says: str) -> None:
