@@ -221,6 +221,11 @@ def test_every_link_to_a_section_finds_its_heading(doc: Path) -> None:
     assert not broken, f"{doc.relative_to(ROOT)} links to sections that do not exist: {broken}"
 
 
+def test_the_readme_stays_a_front_door() -> None:
+    """What it is, how to start it, an app and its curl, the demo; the manual lives in docs/ (issue 45)."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) <= 250
+
+
 def test_the_readme_links_every_docs_page() -> None:
     linked = {(README.parent / t.split("#", 1)[0]).resolve() for t in links(README)}
     unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
