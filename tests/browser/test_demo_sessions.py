@@ -223,9 +223,10 @@ def test_a_reload_after_stop_still_says_the_run_stopped(page: Page) -> None:
 CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
 
 
-def test_no_label_of_the_chats_tab_is_chinese_only(page: Page) -> None:
+def test_no_label_on_the_page_is_chinese_only(page: Page) -> None:
     """Every control of the page says what it does in Chinese and English ("停止 Stop"): a label with Chinese in it
-    has an English word too. Thread titles are what people typed, not labels."""
+    has an English word too, the Chats tab's and its dialogs' included. Thread titles and the suggestion chips are
+    what people say, not labels."""
     say(page, "refund order A100")
     expect(page.locator("#status")).to_have_text("waiting for you")
     dialogs: list[str] = []
@@ -243,10 +244,11 @@ def test_no_label_of_the_chats_tab_is_chinese_only(page: Page) -> None:
     row.locator(".thread-actions button").last.click()
     expect(row).to_be_visible()  # both dismissed: nothing renamed or deleted
 
-    chats = page.locator('.tabs [data-tab="threads"], #threads h2, #threads button:not(.thread-open), #threads .status')
-    labels = [*chats.all_inner_texts(), *dialogs]
-    assert len(dialogs) == 2 and len(labels) >= 7, labels  # the tab, its heading, a badge, two buttons, two dialogs
+    controls = page.locator("button:not(.thread-open):not(.suggestions button), h1, h2, h3, label, .status, .hint")
+    labels = [" ".join(text.split()) for text in controls.evaluate_all("all => all.map(e => e.textContent)")]
+    labels += dialogs
     assert [label for label in labels if CJK.search(label) and not re.search(r"[A-Za-z]{2,}", label)] == []
+    assert len(dialogs) == 2 and {"重命名 Rename", "删除 Delete", "会话 Conversations"} <= set(labels), labels
 
 
 def test_the_conversation_list_opens_renames_and_deletes_threads(page: Page, demo: DemoServer) -> None:
