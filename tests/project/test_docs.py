@@ -146,6 +146,7 @@ RUN_AGAINST_WHAT_THE_TEXT_STARTS = {
     "README.md#0": "test_the_readme_mount_example_answers_a_question_and_a_resume_as_written, served as the text says",
     "docs/client.md#0": "tests/clients/test_client.py, against what `agui-demo` serves",
     "docs/client.md#1": "tests/clients/test_session_client.py, against what `agui-demo` serves",
+    "docs/replicas.md#1": "tests/sessions/test_lifespan_drain.py, its lifespan run as a server runs it",
 }
 FRAGMENTS = {
     "docs/backends.md#0": "the Backend protocol's signature",
