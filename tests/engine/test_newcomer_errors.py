@@ -207,6 +207,25 @@ def test_a_404_that_does_not_name_the_model_says_to_check_base_url(model: str, b
     assert UNKNOWN_MODEL not in message
 
 
+PROSE: list[Callable[[str], str]] = [
+    lambda m: f"you {m} not have access to it",
+    lambda m: f"Did you mean {m}? It is not served at this path.",
+    lambda m: f"{m}: no such route",
+]
+
+
+@given(model=MODEL_NAMES, prose=st.sampled_from(PROSE))
+def test_a_404_whose_message_has_the_name_only_in_its_prose_says_to_check_base_url(
+    model: str, prose: Callable[[str], str]
+) -> None:
+    """The rule: a provider names the model right after the word "model"; the same letters elsewhere are prose."""
+    body = json.dumps({"error": {"message": prose(model)}}).encode()
+
+    message = not_found_error(body, model).message
+
+    assert WRONG_PATH in message
+
+
 async def test_a_base_url_without_v1_ends_the_run_saying_the_path_was_not_found() -> None:
     seen: list[str] = []
 
