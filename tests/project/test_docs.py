@@ -180,6 +180,40 @@ def test_every_python_example_is_run_or_named_a_fragment() -> None:
     assert sorted(python_examples()) == sorted(classified)
 
 
+SHELL_RUN_AS_WRITTEN = {
+    "README.md#1": "test_the_readme_mount_example_answers_a_question_and_a_resume_as_written",
+    "README.md#2": "test_the_readme_mount_example_answers_a_question_and_a_resume_as_written",
+    "README.md#3": "test_the_readme_curl_example_answers_the_call_it_was_given, against what `agui-demo` serves",
+}
+SHELL_COMMANDS = {
+    "README.md#0": "installs; tests/project/test_wheel.py installs the wheel and runs agui-demo from another folder",
+    "docs/backends.md#0": "the environment's agent: tests/backends/test_backend_choice.py",
+    "docs/benchmarks.md#0": "a benchmark, not a test",
+    "docs/clients.md#0": "the inspector page: tests/browser/test_inspector.py",
+    "docs/clients.md#1": "the flag: tests/edge/test_serving_flags.py",
+    "docs/clients.md#2": "the CopilotKit stack: tests/browser/copilotkitstack.py",
+    "docs/conformance.md#0": "tests/conformance/test_conformance_check.py",
+    "docs/conformance.md#1": "tests/conformance/test_conformance_reference.py",
+    "docs/features.md#0": "a model server on the reader's machine; the agents: tests/clients/test_dojo_features.py",
+    "docs/replicas.md#0": "the reader's app; replicas on one SQLite file: tests/invariants/",
+    "docs/replicas.md#1": "installs",
+    "docs/replicas.md#2": "installs, then a load benchmark, not a test",
+    "docs/replicas.md#3": "tests/stores/test_purge_command.py",
+    "docs/stores.md#0": "tests/stores/test_purge_command.py",
+    "docs/testing.md#0": "CI itself",
+}
+"""Commands, not programs: each names the test that runs what it runs (with its own ports and paths), or why none."""
+
+
+def test_every_shell_example_is_run_or_named_a_command() -> None:
+    found = {
+        f"{doc.relative_to(ROOT).as_posix()}#{n}"
+        for doc in DOCS
+        for n, _ in enumerate(blocks(doc.read_text(encoding="utf-8"), "(?:sh|bash|console)"))
+    }
+    assert sorted(found) == sorted(SHELL_RUN_AS_WRITTEN.keys() | SHELL_COMMANDS.keys())
+
+
 @pytest.mark.parametrize("example", sorted(RUN_AS_WRITTEN_HERE))
 def test_a_whole_python_example_runs_as_written(example: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)  # a store it opens lands here
