@@ -28,7 +28,7 @@ from ag_ui.core.capabilities import (
 from adapter import _reattach, _thread_api, _threads
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
-from adapter._config import EngineConfig, HistoryMode, OnDisconnect, check_options, checked_predictions
+from adapter._config import EngineConfig, HistoryMode, OnDisconnect, check_backend, check_options, checked_predictions
 from adapter._conversation import HistoryView
 from adapter._errors import ConfigurationError, Draining
 from adapter._events import Listener
@@ -146,6 +146,7 @@ class Adapter:
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
         journal_limits = JournalLimits(max_journal_events, max_journal_chars)
+        check_backend(backend)
         check_options(
             (frontend_outcome, *overrides.values()),
             max_steps,
@@ -460,8 +461,17 @@ class Adapter:
             await asyncio.shield(self._drained)
             return
         self._drained = asyncio.get_running_loop().create_future()
+        grace = self.drain_grace if grace is None else grace
+        running = self.config.journals.running
+        if grace > timedelta(0) or running:  # a close with nothing to wait for says nothing
+            log.info(
+                "draining: new runs are refused (503 DRAINING); waiting up to %g s for %d run%s in progress",
+                grace.total_seconds(),
+                running,
+                "" if running == 1 else "s",
+            )
         try:
-            await self._wind_down(self.drain_grace if grace is None else grace)
+            await self._wind_down(grace)
         finally:
             self._drained.set_result(None)
 

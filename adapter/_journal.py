@@ -689,6 +689,11 @@ class Journals:
             else:
                 live.stop.request()
 
+    @property
+    def running(self) -> int:
+        """How many runs this replica drives now."""
+        return len(self._runs)
+
     async def wait_over(self, timeout: float) -> bool:
         """Wait until no run is left that this replica drives, at most `timeout` seconds; whether none is."""
         with contextlib.suppress(TimeoutError):
