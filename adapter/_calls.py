@@ -20,6 +20,7 @@ from adapter._stop import StopSignal, stopped_before, stopped_during
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import JSON
 from adapter.backends._seam import ToolCall
+from schema_tools import avalidate
 
 TOOL_LIMIT = "tool_limit"
 
@@ -168,6 +169,25 @@ async def run_calls(
         elif waits is not None:
             runnable.append((call, waits))
     limit = config.max_state_bytes
+    checked: dict[str, dict[str, Any]] = {}
+    cleared: set[str] = set()  # gated calls their rule let run without a person
+    gated = [(call, tool) for call, tool in runnable if tool.gated]
+    # Each rule sees the state as the call would, in a view of its own: nothing a rule does reaches the tool.
+    asked = await asyncio.gather(
+        *(
+            _asks(call, tool, tool_context(run_input, call.id, ToolState(state, limit), principal=principal))
+            for call, tool in gated
+        )
+    )
+    for (call, tool), (asks, arguments) in zip(gated, asked, strict=True):
+        if asks:
+            waiting = suspend(call, tool, config.policy, config.now())
+            done.suspensions.append(with_prediction(waiting, predicted.get(call.id, [])))
+            continue
+        cleared.add(call.id)
+        if arguments is not None:
+            checked[call.id] = arguments
+    runnable = [(call, tool) for call, tool in runnable if not tool.gated or call.id in cleared]
     contexts = {
         call.id: tool_context(
             run_input,
@@ -180,7 +200,9 @@ async def run_calls(
     if stop is not None and stop.requested:
         results.update({call.id: stopped_before(tool.name) for call, tool in runnable})
         runnable = []
-    outcomes = await asyncio.gather(*(_run_one(call, tool, contexts[call.id], parent, stop) for call, tool in runnable))
+    outcomes = await asyncio.gather(
+        *(_run_one(call, tool, contexts[call.id], parent, stop, checked.get(call.id)) for call, tool in runnable)
+    )
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
             waiting = suspend(call, tool, config.policy, config.now(), signal=outcome)
@@ -193,16 +215,44 @@ async def run_calls(
     return done
 
 
+async def _asks(call: ToolCall, tool: FunctionTool, context: ToolContext) -> tuple[bool, dict[str, Any] | None]:
+    """Whether a gated call waits for a person; and its arguments, when a rule was asked with them validated.
+
+    A rule is asked only about arguments the tool would accept: a call with invalid ones runs to its
+    `invalid_arguments` result, which calls nothing (`FunctionTool.invoke`).
+    """
+    if not callable(tool.requires_approval):
+        return True, None
+    arguments = parse_arguments(call.arguments)
+    if isinstance(arguments, ToolResult) or (tool.parameters and await avalidate(arguments, dict(tool.parameters))):
+        return False, None
+    return await tool.asks(context, arguments), arguments
+
+
 async def _run_one(
-    call: ToolCall, tool: FunctionTool, context: ToolContext, parent: telemetry.Span, stop: StopSignal | None
+    call: ToolCall,
+    tool: FunctionTool,
+    context: ToolContext,
+    parent: telemetry.Span,
+    stop: StopSignal | None,
+    checked: dict[str, Any] | None = None,
 ) -> ToolResult | InputRequired:
     """Execute one call; a cancellable tool races the run's stop, and a stop that wins cancels it.
 
-    The stop is read once more right before the tool's function is called: once it is in, none is.
+    The stop is read once more right before the tool's function is called: once it is in, none is. `checked`
+    are the call's arguments, validated already (for its approval rule): they are not validated again.
     """
     if stop is None:
-        return await execute(call, tool, context, None, parent)
-    running = execute(call, tool, context, None, parent, lambda: stopped_before(tool.name) if stop.requested else None)
+        return await execute(call, tool, context, checked, parent, checked=checked is not None)
+    running = execute(
+        call,
+        tool,
+        context,
+        checked,
+        parent,
+        lambda: stopped_before(tool.name) if stop.requested else None,
+        checked=checked is not None,
+    )
     if not tool.cancellable:
         return await running
     return await stop.race(running, lambda: stopped_during(tool.name))
@@ -241,10 +291,10 @@ def _triage(
         if not isinstance(picked, ToolResult):
             return suspend(call, tool, config.policy, config.now(), signal=picked)
         results[call.id] = picked
-    elif tool.external or tool.requires_approval:
+    elif tool.external or (tool.gated and not isinstance(tool, FunctionTool)):
         return suspend(call, tool, config.policy, config.now())
     elif isinstance(tool, FunctionTool):
-        return tool
+        return tool  # a gated one is asked about in `run_calls`
     return None
 
 
