@@ -17,7 +17,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._conversation import of_kind
 from adapter._errors import ResumeError
-from adapter._limits import loads
+from adapter._limits import MAX_REASON_CHARS, loads
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
@@ -70,6 +70,15 @@ class Answer:
         """
         edited = self.payload.get("editedArgs") if self.approved and isinstance(self.payload, dict) else None
         return edited if isinstance(edited, dict) and edited else None
+
+    @property
+    def reason(self) -> str | None:
+        """An approval's `reason`, the person's words for the model and the record; None without one.
+
+        The gate checks it (a string of at most `MAX_REASON_CHARS`), whatever the frozen schema says.
+        """
+        said = self.payload.get("reason") if self.call.kind == "approval" and isinstance(self.payload, dict) else None
+        return said if isinstance(said, str) and said else None
 
     @property
     def decision(self) -> JSON:
@@ -321,6 +330,8 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
         )
     if answer.message is not None and call.kind == "frontend":
         return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
+    if call.kind == "approval":
+        _check_reason(answer)
     # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
     # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
     try:
@@ -335,6 +346,30 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
     if answer.edits is not None:
         schema = edited_args_schema or {}
         await _require_valid(answer.edits, schema, call.interrupt_id, "editedArgs", at="/editedArgs")
+
+
+def _check_reason(answer: Answer) -> None:
+    """Refuse an approval's `reason` that is not a string within `MAX_REASON_CHARS`.
+
+    Checked here, not only by the schema: a turn suspended before the approval schema offered `reason` froze a
+    schema that lets any value through.
+    """
+    said = answer.payload.get("reason") if isinstance(answer.payload, dict) else None
+    interrupt_id = answer.call.interrupt_id
+    if said is None:
+        return
+    if not isinstance(said, str):
+        raise ResumeError(
+            f"the reason for interrupt {interrupt_id} must be a string",
+            code=codes.RESUME_PAYLOAD_INVALID,
+            details=[{"pointer": "/reason", "keyword": "type", "message": "reason must be a string"}],
+        )
+    if len(said) > MAX_REASON_CHARS:
+        raise ResumeError(
+            f"the reason for interrupt {interrupt_id} has {len(said)} characters; at most {MAX_REASON_CHARS}",
+            code=codes.RESUME_REASON_TOO_LONG,
+            details={"maxChars": MAX_REASON_CHARS},
+        )
 
 
 async def _require_valid(
