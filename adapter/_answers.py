@@ -27,7 +27,7 @@ from adapter._gated import confirmation_call_id, gated_call_ids
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._predict import predicted_operations
-from adapter._record import OpenTurn
+from adapter._record import Grant, OpenTurn
 from adapter._state import Kept, Operation, ToolState
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter.backends._seam import ToolCall
@@ -106,6 +106,26 @@ class Settled:
             edited = _with_arguments(history, call.call_id, ran)
             if edited is not None:
                 self.edited.append(edited)
+
+
+def granted_record(turn_id: str, call: ToolCall, grant: Grant, now: datetime) -> ActivityMessage:
+    """The `agent_approval` record of a call a grant let through: a person's decision, made earlier for the thread.
+
+    The same shape as `Settled._decided`'s, `decidedBy` the grant's maker, and `grant` names the grant.
+    """
+    content = {
+        "toolCallId": call.id,
+        "toolName": call.name,
+        "decision": "approved",
+        "decidedBy": grant.granted_by,
+        "decidedAt": now.isoformat(),
+        "proposedArguments": call.arguments,
+        "arguments": call.arguments,
+        "editedBy": None,
+        "reason": None,
+        "grant": grant.wire(),
+    }
+    return ActivityMessage(id=f"{turn_id}:approval:{call.id}", activity_type=APPROVAL_ACTIVITY, content=content)
 
 
 def _with_arguments(history: list[Message], call_id: str, arguments: str) -> AssistantMessage | None:

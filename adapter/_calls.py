@@ -15,6 +15,7 @@ from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._limits import loads
+from adapter._record import Grant
 from adapter._state import Kept, Operation, ToolState
 from adapter._stop import StopSignal, stopped_before, stopped_during
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
@@ -81,6 +82,8 @@ class StepCalls:
     """The state changes of the calls that succeeded, in call order."""
     dropped: bool = False
     """True when a call whose arguments predicted state did not succeed: the client shows a prediction to take back."""
+    granted: list[tuple[ToolCall, Grant]] = field(default_factory=list)
+    """The calls that asked for a person and ran under a grant instead, with the grant, in call order."""
 
 
 def with_prediction(suspension: Suspension, predicted: list[Operation]) -> Suspension:
@@ -150,8 +153,12 @@ async def run_calls(
     parent: telemetry.Span = telemetry.NULL_SPAN,
     *,
     stop: StopSignal | None = None,
+    grants: Mapping[str, Grant] | None = None,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
+
+    A call whose tool asks for a person (`BaseTool.asks`) runs under the thread's grant of its tool, in `grants`
+    (by tool name, each from someone the policy lets approve now), unless the tool is not `grantable`.
 
     `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
     `principal` made the request, for each tool's `ToolContext`. Each tool starts from `state` plus
@@ -170,7 +177,7 @@ async def run_calls(
             runnable.append((call, waits))
     limit = config.max_state_bytes
     checked: dict[str, dict[str, Any]] = {}
-    cleared: set[str] = set()  # gated calls their rule let run without a person
+    cleared: set[str] = set()  # gated calls that run without a person: their rule said so, or a grant covers them
     gated = [(call, tool) for call, tool in runnable if tool.gated]
     # Each rule sees the state as the call would, in a view of its own: nothing a rule does reaches the tool.
     asked = await asyncio.gather(
@@ -180,10 +187,13 @@ async def run_calls(
         )
     )
     for (call, tool), (asks, arguments) in zip(gated, asked, strict=True):
-        if asks:
+        grant = (grants or {}).get(tool.name) if asks and tool.grantable else None
+        if asks and grant is None:
             waiting = suspend(call, tool, config.policy, config.now())
             done.suspensions.append(with_prediction(waiting, predicted.get(call.id, [])))
             continue
+        if grant is not None:
+            done.granted.append((call, grant))
         cleared.add(call.id)
         if arguments is not None:
             checked[call.id] = arguments

@@ -7,7 +7,7 @@ exactly as it was (AGUI-RULES RES-13). Codes are in `adapter._errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -81,6 +81,11 @@ class Answer:
         return said if isinstance(said, str) and said else None
 
     @property
+    def remember(self) -> bool:
+        """An approval that allows its tool for the rest of the thread (`"remember": "thread"`); a denial's is void."""
+        return self.approved and isinstance(self.payload, dict) and self.payload.get("remember") == "thread"
+
+    @property
     def decision(self) -> JSON:
         """The payload as checked against the response schema.
 
@@ -121,8 +126,11 @@ async def check_resume(
     now: datetime,
     claim_lease: timedelta,
     edited_args_schemas: Mapping[str, Mapping[str, Any]],
+    grantable: Collection[str] = frozenset(),
 ) -> Replay | Resume | None:
     """Classify the input against the thread's record; None means an ordinary run.
+
+    `grantable` names the tools an approval may allow for the rest of the thread (`"remember": "thread"`).
 
     Raises:
         ResumeError: the input may not run; nothing was changed.
@@ -147,6 +155,8 @@ async def check_resume(
         refuse_contradiction(earlier, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
+        if answer.call.kind == "approval":
+            _check_remember(answer, grantable)
     return Resume(turn, answers, earlier)
 
 
@@ -346,6 +356,25 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
     if answer.edits is not None:
         schema = edited_args_schema or {}
         await _require_valid(answer.edits, schema, call.interrupt_id, "editedArgs", at="/editedArgs")
+
+
+def _check_remember(answer: Answer, grantable: Collection[str]) -> None:
+    """Refuse `remember` but as "thread", and on an approval of a tool that takes no grant; the approval stays open."""
+    said = answer.payload.get("remember") if isinstance(answer.payload, dict) and answer.status == "resolved" else None
+    call = answer.call
+    if said is None:
+        return
+    if said != "thread":
+        raise ResumeError(
+            f'remember for interrupt {call.interrupt_id} can only be "thread"',
+            code=codes.RESUME_PAYLOAD_INVALID,
+            details=[{"pointer": "/remember", "keyword": "enum", "message": 'remember must be "thread"'}],
+        )
+    if answer.remember and call.tool_name not in grantable:
+        raise ResumeError(
+            f"{call.tool_name} takes no grant: approve this call without remember, and each later call is asked",
+            code=codes.RESUME_GRANT_REFUSED,
+        )
 
 
 def _check_reason(answer: Answer) -> None:

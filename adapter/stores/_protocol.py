@@ -7,7 +7,8 @@ A thread is stored as two parts:
   on), so a turn's cost depends on the turn, not on the thread;
 - its head: the thread's version, its claim number, how many messages it holds, and the small
   records of the engine (the open turn with its pending calls, the last applied resume with its
-  fingerprints, answers queued for a worker), each an opaque JSON value to the store.
+  fingerprints, answers queued for a worker, the tools a person allowed for the thread), each an
+  opaque JSON value to the store.
 
 Every save is a compare-and-set on the version. A save may also carry a fencing token: the claim
 number the writer holds. Claiming a turn increments the thread's claim number; a save whose token
@@ -78,6 +79,8 @@ class ThreadHead:
     one thread for good: what lets an adapter trust the messages it keeps without reading them again. None when the
     creating save named none, or the store keeps none.
     """
+    grants: JSONValue = None
+    """The tools a person allowed for the rest of the thread (`"remember": "thread"`), or None for none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,7 @@ class ThreadChange:
     open_turn: JSONValue = KEEP
     applied: JSONValue = KEEP
     queued: JSONValue = KEEP
+    grants: JSONValue = KEEP
     claim: bool = False
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
     owner: str | None = None
@@ -121,7 +125,7 @@ class ThreadChange:
 
     def records(self) -> dict[str, JSONValue]:
         """The head records this change sets, by name."""
-        named = {"open_turn": self.open_turn, "applied": self.applied, "queued": self.queued}
+        named = {"open_turn": self.open_turn, "applied": self.applied, "queued": self.queued, "grants": self.grants}
         return {name: value for name, value in named.items() if value is not KEEP}
 
     def check(self, message_count: int) -> None:

@@ -405,7 +405,7 @@ class SQLiteStore:
         try:
             row = connection.execute(
                 "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at, "
-                "incarnation FROM agui_threads WHERE thread_id = ?",
+                "incarnation, grants FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
@@ -422,6 +422,7 @@ class SQLiteStore:
                 title=row[7],
                 updated_at=from_micros(row[8]),
                 incarnation=row[9],
+                grants=json.loads(row[10]),
             )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until
