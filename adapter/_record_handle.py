@@ -641,7 +641,7 @@ class RecordHandle:
             except StaleClaim:
                 raise
             except StoreConflict:
-                if attempt == _RENAMES_TOLERATED or not await self._only_renamed():
+                if attempt == _RENAMES_TOLERATED or not await self._only_renamed(change.grants is not KEEP):
                     raise
         self._expected = _after(self._expected, change, version)
         known = self._parsed_thread
@@ -656,17 +656,22 @@ class RecordHandle:
             self.synced = len(history)
             self._known = [*self._known, *(message.id for message in change.append)]
 
-    async def _only_renamed(self) -> bool:
+    async def _only_renamed(self, sets_grants: bool = False) -> bool:
         """After a conflict: whether the thread changed only in what no run builds on (a rename: its title).
 
-        Then the save may be made again on the new version: renaming a thread never fails a run in progress.
+        Then the save may be made again on the new version: renaming a thread never fails a run in progress, and
+        neither does revoking a grant, unless this save writes grants itself (`sets_grants`): it would bring a
+        revoked one back.
         """
         expected = self._expected
         stored = await self.store.load(self.thread_id, since=None) if expected is not None else None
         if expected is None or stored is None or stored.head.version <= self.version:
             return False  # no save came between: the conflict is not a rename's
-        if _built_on(stored.head) != _built_on(expected):
+        if _built_on(stored.head, sets_grants) != _built_on(expected, sets_grants):
             return False
+        # The calls a grant let through have run; from now on this run knows the thread's grants as they are.
+        grants = ThreadRecord.from_head(self.thread_id, stored.head).grants
+        self.record = self.record.model_copy(update={"grants": grants})
         self.version = stored.head.version
         self._expected = stored.head
         return True
@@ -679,9 +684,13 @@ _RENAMES_TOLERATED = 3
 """Renames in a row one save lets pass (each a conflict, read again) before it gives up as on any conflict."""
 
 
-def _built_on(head: ThreadHead) -> tuple[object, ...]:
-    """What a save of a run builds on: everything of the head but its version, title and update time."""
-    return (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner, head.grants)
+def _built_on(head: ThreadHead, grants: bool = True) -> tuple[object, ...]:
+    """What a save of a run builds on: everything of the head but its version, title and update time.
+
+    And but its grants, for a save that does not write them (`grants=False`).
+    """
+    built = (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner)
+    return (*built, head.grants) if grants else built
 
 
 def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> ThreadHead:

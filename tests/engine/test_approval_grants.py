@@ -293,3 +293,35 @@ async def test_a_deleted_threads_grants_are_gone_with_it() -> None:
     fresh = Chat(adapter, thread_id=chat.thread_id)
 
     assert len(interrupts(await fresh.say("email"))) == 1
+
+
+async def test_a_revocation_while_a_run_is_in_progress_does_not_fail_it_and_counts_from_then() -> None:
+    holder: list[Adapter] = []
+    thread: list[str] = []
+
+    @tool(requires_approval=True)
+    async def send_email(to: str) -> str:
+        """Send an email; the second time, someone revokes the thread's grant of it meanwhile."""
+        if to == "x@x.io":
+            assert await holder[0].revoke_grant(thread[0], "send_email") is True
+        return f"sent to {to}"
+
+    @tool(requires_approval=True, grantable=False)
+    def pay(amount: int) -> str:
+        """Pay."""
+        return f"paid {amount}"
+
+    both = Rule("email and pay", steps=[[Call("send_email", {"to": "x@x.io"})], [Call("pay", {"amount": 1})]])
+    adapter = Adapter(ScriptedBackend([both, *RULES]), tools=[send_email, pay])
+    holder.append(adapter)
+    chat = Chat(adapter)
+    thread.append(chat.thread_id)
+    (interrupt,) = interrupts(await chat.say("email"))
+    await chat.resume(resolved(interrupt["id"], REMEMBER))
+
+    events = await chat.say("email and pay")
+
+    (waiting,) = interrupts(events)  # the run stored its turn after the revocation, not THREAD_CONFLICT
+    assert waiting["metadata"] == {"toolName": "pay"}
+    read = await adapter.thread(chat.thread_id)
+    assert read is not None and read["grants"] == []
