@@ -141,7 +141,8 @@ def create_app(
       than 5 s (a database that is down). Trivial queries, asked once for all the checks that come together
       and answered from the last ask for a second: cheap enough to poll under load.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
-      current status) and its open interrupts, so a page can restore itself after a reload; 404
+      current status), its open interrupts and its grants (`[{"tool", "grantedBy", "grantedAt"}]`), so a
+      page can restore itself after a reload; 404
       for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
       when the store cannot be reached.
       `?after=<message id>&limit=N` (either or both) returns one page of at most N messages (1 to
