@@ -227,25 +227,6 @@ def anyone(principal: str | None, owner: str | None, action: str) -> bool:
     return True
 
 
-async def test_two_racing_approvals_that_both_remember_store_one_grant() -> None:
-    office = Office()
-    adapter = office.adapter(authorize=anyone)
-    chat = Chat(adapter, principal="alice")
-    (interrupt,) = interrupts(await chat.say("email"))
-    other = Chat(adapter, principal="bob", thread_id=chat.thread_id, messages=list(chat.messages))
-
-    both = await asyncio.gather(  # answers that differ: the loser is refused whether it came during or after
-        chat.resume(resolved(interrupt["id"], {**REMEMBER, "reason": "alice says"})),
-        other.resume(resolved(interrupt["id"], {**REMEMBER, "reason": "bob says"})),
-    )
-
-    assert sorted(events[-1]["type"] for events in both) == ["RUN_ERROR", "RUN_FINISHED"]
-    thread = await adapter.thread(chat.thread_id)
-    assert thread is not None and len(thread["grants"]) == 1 and office.ran == ["email ceo@x.io"]
-    winner = "alice" if both[0][-1]["type"] == "RUN_FINISHED" else "bob"
-    assert thread["grants"][0]["grantedBy"] == winner
-
-
 @pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], TurnStore]:
     """Opens the same store again, as a restarted server or another replica does: a new store object on its data.
@@ -259,6 +240,32 @@ def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], T
         return lambda: SQLiteStore(tmp_path / "turns.db")
     dsn = fresh_schema_dsn()
     return lambda: PostgresStore(dsn)
+
+
+async def test_two_racing_approvals_on_two_replicas_that_both_remember_store_one_grant(
+    make_store: Callable[[], TurnStore],
+) -> None:
+    office = Office()
+    here, there = make_store(), make_store()
+    try:
+        chat = Chat(office.adapter(here, authorize=anyone), principal="alice")
+        (interrupt,) = interrupts(await chat.say("email"))
+        other = Chat(office.adapter(there, authorize=anyone), "bob", chat.thread_id, list(chat.messages))
+
+        both = await asyncio.gather(  # answers that differ: the loser is refused whether it came during or after
+            chat.resume(resolved(interrupt["id"], {**REMEMBER, "reason": "alice says"})),
+            other.resume(resolved(interrupt["id"], {**REMEMBER, "reason": "bob says"})),
+        )
+        thread = await chat.adapter.thread(chat.thread_id)
+    finally:
+        await here.close()
+        if there is not here:
+            await there.close()
+
+    assert sorted(events[-1]["type"] for events in both) == ["RUN_ERROR", "RUN_FINISHED"]
+    assert thread is not None and len(thread["grants"]) == 1 and office.ran == ["email ceo@x.io"]
+    winner = "alice" if both[0][-1]["type"] == "RUN_FINISHED" else "bob"
+    assert thread["grants"][0]["grantedBy"] == winner
 
 
 async def test_a_grant_survives_a_restart_and_serves_another_replica(make_store: Callable[[], TurnStore]) -> None:
