@@ -338,7 +338,9 @@ class Adapter:
     async def thread(
         self, thread_id: str, *, principal: str | None = None, after: str | None = None, limit: int | None = None
     ) -> dict[str, Any] | None:
-        """The thread's stored messages (form cards with their status) and open interrupts.
+        """The thread's stored messages (form cards with their status), open interrupts and grants.
+
+        `grants` lists the tools a person allowed for the rest of the thread: `[{"tool", "grantedBy", "grantedAt"}]`.
 
         With `after` (a message id) or `limit`, one page: at most `limit` messages (default 100, at
         most 1,000) after the message `after` (from the first without it), and `next`, the id to pass
@@ -356,6 +358,20 @@ class Adapter:
         if after is not None or limit is not None:
             page = _thread_api.Page(after, _thread_api.DEFAULT_PAGE if limit is None else limit)
         return await _thread_api.read_thread(self.config, thread_id, principal, page)
+
+    async def revoke_grant(self, thread_id: str, tool: str, *, principal: str | None = None) -> bool | None:
+        """Take back the thread's grant of `tool` ("always allow in this thread"): `DELETE .../grants/{tool}`.
+
+        Its next call asks a person again. True when a grant was revoked, False when the thread had none for
+        the tool, None as `thread` is None (an unknown thread, or one `principal` may not read).
+
+        Raises:
+            Forbidden: APPROVAL_FORBIDDEN when `principal` may read the thread but not "approve" on it (who may
+                grant is who may approve, and so is who may revoke); nothing changed.
+            AdapterError: THREAD_CONFLICT when the thread kept changing meanwhile; nothing was revoked.
+            LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep; the store is not asked.
+        """
+        return await _thread_api.revoke_grant(self.config, thread_id, tool, principal)
 
     async def cancel_turn(self, thread_id: str, *, principal: str | None = None) -> bool:
         """Abandon the thread's open turn: nothing runs, form cards move to CANCELLED. False if none.

@@ -15,11 +15,13 @@ from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._limits import loads
+from adapter._record import Grant
 from adapter._state import Kept, Operation, ToolState
 from adapter._stop import StopSignal, stopped_before, stopped_during
 from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter._types import JSON
 from adapter.backends._seam import ToolCall
+from schema_tools import avalidate
 
 TOOL_LIMIT = "tool_limit"
 
@@ -80,6 +82,8 @@ class StepCalls:
     """The state changes of the calls that succeeded, in call order."""
     dropped: bool = False
     """True when a call whose arguments predicted state did not succeed: the client shows a prediction to take back."""
+    granted: list[tuple[ToolCall, Grant]] = field(default_factory=list)
+    """The calls that asked for a person and ran under a grant instead, with the grant, in call order."""
 
 
 def with_prediction(suspension: Suspension, predicted: list[Operation]) -> Suspension:
@@ -149,8 +153,12 @@ async def run_calls(
     parent: telemetry.Span = telemetry.NULL_SPAN,
     *,
     stop: StopSignal | None = None,
+    grants: Mapping[str, Grant] | None = None,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
+
+    A call whose tool asks for a person (`BaseTool.asks`) runs under the thread's grant of its tool, in `grants`
+    (by tool name, each from someone the policy lets approve now), unless the tool is not `grantable`.
 
     `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
     `principal` made the request, for each tool's `ToolContext`. Each tool starts from `state` plus
@@ -168,6 +176,28 @@ async def run_calls(
         elif waits is not None:
             runnable.append((call, waits))
     limit = config.max_state_bytes
+    checked: dict[str, dict[str, Any]] = {}
+    cleared: set[str] = set()  # gated calls that run without a person: their rule said so, or a grant covers them
+    gated = [(call, tool) for call, tool in runnable if tool.gated]
+    # Each rule sees the state as the call would, in a view of its own: nothing a rule does reaches the tool.
+    asked = await asyncio.gather(
+        *(
+            _asks(call, tool, tool_context(run_input, call.id, ToolState(state, limit), principal=principal))
+            for call, tool in gated
+        )
+    )
+    for (call, tool), (asks, arguments) in zip(gated, asked, strict=True):
+        grant = (grants or {}).get(tool.name) if asks and tool.grantable else None
+        if asks and grant is None:
+            waiting = suspend(call, tool, config.policy, config.now())
+            done.suspensions.append(with_prediction(waiting, predicted.get(call.id, [])))
+            continue
+        if grant is not None:
+            done.granted.append((call, grant))
+        cleared.add(call.id)
+        if arguments is not None:
+            checked[call.id] = arguments
+    runnable = [(call, tool) for call, tool in runnable if not tool.gated or call.id in cleared]
     contexts = {
         call.id: tool_context(
             run_input,
@@ -180,7 +210,9 @@ async def run_calls(
     if stop is not None and stop.requested:
         results.update({call.id: stopped_before(tool.name) for call, tool in runnable})
         runnable = []
-    outcomes = await asyncio.gather(*(_run_one(call, tool, contexts[call.id], parent, stop) for call, tool in runnable))
+    outcomes = await asyncio.gather(
+        *(_run_one(call, tool, contexts[call.id], parent, stop, checked.get(call.id)) for call, tool in runnable)
+    )
     for (call, tool), outcome in zip(runnable, outcomes, strict=True):
         if isinstance(outcome, InputRequired):
             waiting = suspend(call, tool, config.policy, config.now(), signal=outcome)
@@ -193,16 +225,44 @@ async def run_calls(
     return done
 
 
+async def _asks(call: ToolCall, tool: FunctionTool, context: ToolContext) -> tuple[bool, dict[str, Any] | None]:
+    """Whether a gated call waits for a person; and its arguments, when a rule was asked with them validated.
+
+    A rule is asked only about arguments the tool would accept: a call with invalid ones runs to its
+    `invalid_arguments` result, which calls nothing (`FunctionTool.invoke`).
+    """
+    if not callable(tool.requires_approval):
+        return True, None
+    arguments = parse_arguments(call.arguments)
+    if isinstance(arguments, ToolResult) or (tool.parameters and await avalidate(arguments, dict(tool.parameters))):
+        return False, None
+    return await tool.asks(context, arguments), arguments
+
+
 async def _run_one(
-    call: ToolCall, tool: FunctionTool, context: ToolContext, parent: telemetry.Span, stop: StopSignal | None
+    call: ToolCall,
+    tool: FunctionTool,
+    context: ToolContext,
+    parent: telemetry.Span,
+    stop: StopSignal | None,
+    checked: dict[str, Any] | None = None,
 ) -> ToolResult | InputRequired:
     """Execute one call; a cancellable tool races the run's stop, and a stop that wins cancels it.
 
-    The stop is read once more right before the tool's function is called: once it is in, none is.
+    The stop is read once more right before the tool's function is called: once it is in, none is. `checked`
+    are the call's arguments, validated already (for its approval rule): they are not validated again.
     """
     if stop is None:
-        return await execute(call, tool, context, None, parent)
-    running = execute(call, tool, context, None, parent, lambda: stopped_before(tool.name) if stop.requested else None)
+        return await execute(call, tool, context, checked, parent, checked=checked is not None)
+    running = execute(
+        call,
+        tool,
+        context,
+        checked,
+        parent,
+        lambda: stopped_before(tool.name) if stop.requested else None,
+        checked=checked is not None,
+    )
     if not tool.cancellable:
         return await running
     return await stop.race(running, lambda: stopped_during(tool.name))
@@ -241,10 +301,10 @@ def _triage(
         if not isinstance(picked, ToolResult):
             return suspend(call, tool, config.policy, config.now(), signal=picked)
         results[call.id] = picked
-    elif tool.external or tool.requires_approval:
+    elif tool.external or (tool.gated and not isinstance(tool, FunctionTool)):
         return suspend(call, tool, config.policy, config.now())
     elif isinstance(tool, FunctionTool):
-        return tool
+        return tool  # a gated one is asked about in `run_calls`
     return None
 
 

@@ -98,6 +98,7 @@ class EngineConfig:
     journals: Journals = field(init=False)
     """The runs this adapter drives, and their journals (`adapter._journal`)."""
     _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
+    _grantable: frozenset[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         journals = Journals(
@@ -109,6 +110,8 @@ class EngineConfig:
         object.__setattr__(self, "journals", journals)
         schemas = MappingProxyType({tool.name: tool.parameters for tool in self.tools})
         object.__setattr__(self, "_tool_schemas", schemas)
+        grantable = frozenset(t.name for t in self.tools if t.gated and t.grantable and not t.external)
+        object.__setattr__(self, "_grantable", grantable)
 
     def now(self) -> datetime:
         """The current time, from the configured clock."""
@@ -117,6 +120,10 @@ class EngineConfig:
     def tool_schemas(self) -> Mapping[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit. Built once: the tools are fixed."""
         return self._tool_schemas
+
+    def grantable(self) -> frozenset[str]:
+        """The server tools a person may allow for the rest of a thread: those that ask, unless `grantable=False`."""
+        return self._grantable
 
 
 def check_backend(backend: object) -> None:

@@ -7,7 +7,7 @@ exactly as it was (AGUI-RULES RES-13). Codes are in `adapter._errors`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -17,7 +17,7 @@ from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 from adapter import _errors as codes
 from adapter._conversation import of_kind
 from adapter._errors import ResumeError
-from adapter._limits import loads
+from adapter._limits import MAX_REASON_CHARS, loads
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
@@ -72,6 +72,20 @@ class Answer:
         return edited if isinstance(edited, dict) and edited else None
 
     @property
+    def reason(self) -> str | None:
+        """An approval's `reason`, the person's words for the model and the record; None without one.
+
+        The gate checks it (a string of at most `MAX_REASON_CHARS`), whatever the frozen schema says.
+        """
+        said = self.payload.get("reason") if self.call.kind == "approval" and isinstance(self.payload, dict) else None
+        return said if isinstance(said, str) and said else None
+
+    @property
+    def remember(self) -> bool:
+        """An approval that allows its tool for the rest of the thread (`"remember": "thread"`); a denial's is void."""
+        return self.approved and isinstance(self.payload, dict) and self.payload.get("remember") == "thread"
+
+    @property
     def decision(self) -> JSON:
         """The payload as checked against the response schema.
 
@@ -112,8 +126,11 @@ async def check_resume(
     now: datetime,
     claim_lease: timedelta,
     edited_args_schemas: Mapping[str, Mapping[str, Any]],
+    grantable: Collection[str] = frozenset(),
 ) -> Replay | Resume | None:
     """Classify the input against the thread's record; None means an ordinary run.
+
+    `grantable` names the tools an approval may allow for the rest of the thread (`"remember": "thread"`).
 
     Raises:
         ResumeError: the input may not run; nothing was changed.
@@ -138,6 +155,8 @@ async def check_resume(
         refuse_contradiction(earlier, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
+        if answer.call.kind == "approval":
+            _check_remember(answer, grantable)
     return Resume(turn, answers, earlier)
 
 
@@ -321,6 +340,8 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
         )
     if answer.message is not None and call.kind == "frontend":
         return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
+    if call.kind == "approval":
+        _check_reason(answer)
     # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
     # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
     try:
@@ -335,6 +356,49 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
     if answer.edits is not None:
         schema = edited_args_schema or {}
         await _require_valid(answer.edits, schema, call.interrupt_id, "editedArgs", at="/editedArgs")
+
+
+def _check_remember(answer: Answer, grantable: Collection[str]) -> None:
+    """Refuse `remember` but as "thread", and on an approval of a tool that takes no grant; the approval stays open."""
+    said = answer.payload.get("remember") if isinstance(answer.payload, dict) and answer.status == "resolved" else None
+    call = answer.call
+    if said is None:
+        return
+    if said != "thread":
+        raise ResumeError(
+            f'remember for interrupt {call.interrupt_id} can only be "thread"',
+            code=codes.RESUME_PAYLOAD_INVALID,
+            details=[{"pointer": "/remember", "keyword": "enum", "message": 'remember must be "thread"'}],
+        )
+    if answer.remember and call.tool_name not in grantable:
+        raise ResumeError(
+            f"{call.tool_name} takes no grant: approve this call without remember, and each later call is asked",
+            code=codes.RESUME_GRANT_REFUSED,
+        )
+
+
+def _check_reason(answer: Answer) -> None:
+    """Refuse an approval's `reason` that is not a string within `MAX_REASON_CHARS`.
+
+    Checked here, not only by the schema: a turn suspended before the approval schema offered `reason` froze a
+    schema that lets any value through.
+    """
+    said = answer.payload.get("reason") if isinstance(answer.payload, dict) else None
+    interrupt_id = answer.call.interrupt_id
+    if said is None:
+        return
+    if not isinstance(said, str):
+        raise ResumeError(
+            f"the reason for interrupt {interrupt_id} must be a string",
+            code=codes.RESUME_PAYLOAD_INVALID,
+            details=[{"pointer": "/reason", "keyword": "type", "message": "reason must be a string"}],
+        )
+    if len(said) > MAX_REASON_CHARS:
+        raise ResumeError(
+            f"the reason for interrupt {interrupt_id} has {len(said)} characters; at most {MAX_REASON_CHARS}",
+            code=codes.RESUME_REASON_TOO_LONG,
+            details={"maxChars": MAX_REASON_CHARS},
+        )
 
 
 async def _require_valid(

@@ -107,6 +107,7 @@ _RENAME = "rename_thread"  # rename_thread(thread_id, title) -> bool
 _DELETE = "delete_thread"  # delete_thread(thread_id) -> bool
 _LISTEN = "listen"  # listen(thread_id, run_id, *, after) -> Listener | None
 _STOP = "stop_run"  # stop_run(thread_id, run_id) -> bool | None
+_REVOKE = "revoke_grant"  # revoke_grant(thread_id, tool) -> bool | None
 
 
 def authenticated_user(request: Request) -> str | None:
@@ -141,7 +142,8 @@ def create_app(
       than 5 s (a database that is down). Trivial queries, asked once for all the checks that come together
       and answered from the last ask for a second: cheap enough to poll under load.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
-      current status) and its open interrupts, so a page can restore itself after a reload; 404
+      current status), its open interrupts and its grants (`[{"tool", "grantedBy", "grantedAt"}]`), so a
+      page can restore itself after a reload; 404
       for an unknown thread, and the same 404 for a thread the caller may not read; 503 `STORE_UNAVAILABLE`
       when the store cannot be reached.
       `?after=<message id>&limit=N` (either or both) returns one page of at most N messages (1 to
@@ -152,6 +154,9 @@ def create_app(
     - `PATCH /threads/{threadId}`: `{"title": "..."}` (null clears it) renames the thread: 200
       `{"threadId", "title"}`; 404 as `GET`, 403 for a caller who may read it but not run on it.
     - `DELETE /threads/{threadId}`: 204; the thread, its open turn and its runs' journals are gone.
+    - `DELETE /threads/{threadId}/grants/{tool}`: 204; the thread's grant of the tool is revoked (if it had one):
+      its next call asks a person. 404 as `GET`, 403 `APPROVAL_FORBIDDEN` for a caller who may read the thread
+      but not approve on it.
     - `GET /threads/{threadId}/runs/{runId}/events`: the run's events as SSE, each with its `id:`; with
       `Last-Event-ID` (or `?after=N`) only those after it; then the live tail until the terminal event.
       204 when the run ended and nothing is after; 404 `RUN_NOT_FOUND` for an unknown thread or run, or
@@ -216,6 +221,9 @@ def create_app(
     async def stop(request: Request) -> Response:
         return await _stop(request, handler, principal_of)
 
+    async def grant(request: Request) -> Response:
+        return await _revoke(request, handler, principal_of)
+
     routes = [
         Route("/", run, methods=["POST"]),
         Route("/capabilities", capabilities, methods=["GET"]),
@@ -224,6 +232,7 @@ def create_app(
         Route("/threads/{thread_id}", thread, methods=["GET", "PATCH", "DELETE"]),
         Route("/threads/{thread_id}/runs/{run_id}/events", events, methods=["GET"]),
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop, methods=["POST"]),
+        Route("/threads/{thread_id}/grants/{tool}", grant, methods=["DELETE"]),
         *(inspector_routes() if inspector else []),
     ]
 
@@ -359,6 +368,21 @@ async def _delete(request: Request, handler: RunHandler, principal_of: Principal
         return True if await delete(thread_id, **who) else None
 
     return await _answer(deleted, request, principal_of, "DELETE /threads", missing=codes.THREAD_NOT_FOUND, empty=204)
+
+
+async def _revoke(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+    """`DELETE /threads/{thread_id}/grants/{tool}`: 204, and the tool asks a person again on this thread."""
+    revoke = getattr(handler, _REVOKE, None)
+    thread_id, tool = path_id(request, "thread_id"), path_id(request, "tool")
+    if revoke is None or id_problem(thread_id) is not None:
+        return _not_found(codes.THREAD_NOT_FOUND)
+
+    async def revoked(who: dict[str, str]) -> JSON:
+        done = await revoke(thread_id, tool, **who)
+        return None if done is None else True
+
+    route = "DELETE /threads/{id}/grants"
+    return await _answer(revoked, request, principal_of, route, missing=codes.THREAD_NOT_FOUND, empty=204)
 
 
 async def _events(

@@ -13,6 +13,7 @@ from ag_ui.core import Interrupt
 
 from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import new_id
+from adapter._limits import MAX_REASON_CHARS
 from adapter._record import PendingCall
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
 from adapter._types import wire_json
@@ -41,14 +42,22 @@ class Suspension:
     outcome: FrontendOutcome
 
 
-def approval_schema(parameters: Mapping[str, Any] | None = None, *, with_edits: bool = True) -> dict[str, Any]:
+def approval_schema(
+    parameters: Mapping[str, Any] | None = None, *, with_edits: bool = True, grantable: bool = True
+) -> dict[str, Any]:
     """The response schema of a tool approval; `editedArgs` advertises approve-with-edits (INT-7).
 
     `editedArgs` is the tool's own parameter schema (as the model sees it, and as the resume gate checks
     edits against), so a client can draw an edit form from it. Its `$defs` move to the root, where its
-    `#/$defs/...` references resolve.
+    `#/$defs/...` references resolve. `reason` is the person's words for the model; `remember`, offered
+    only for a grantable tool, allows the tool for the rest of the thread.
     """
-    properties: dict[str, Any] = {"approved": {"type": "boolean"}}
+    properties: dict[str, Any] = {
+        "approved": {"type": "boolean"},
+        "reason": {"type": "string", "maxLength": MAX_REASON_CHARS},
+    }
+    if grantable:
+        properties["remember"] = {"type": "string", "enum": ["thread"]}
     schema: dict[str, Any] = {"type": "object", "properties": properties, "required": ["approved"]}
     if with_edits:
         edited = copy.deepcopy(dict(parameters)) if parameters else {"type": "object"}
@@ -89,7 +98,9 @@ def suspend(
         kind="approval",
         reason="tool_call",
         message=f"Approve the call to {call.name}?",
-        response_schema=approval_schema(tool.parameters, with_edits=policy.approve_with_edits),
+        response_schema=approval_schema(
+            tool.parameters, with_edits=policy.approve_with_edits, grantable=tool.grantable
+        ),
         metadata={"toolName": call.name},
     )
     return Suspension(pending, "interrupt")

@@ -36,6 +36,8 @@ MAX_DEPTH: Final = 100
 STATE_DEPTH: Final = MAX_DEPTH - 1
 """Levels the shared state may have: it is the `state` member of the next input."""
 
+MAX_REASON_CHARS: Final = 2000
+"""The longest `reason` an approval's answer may give (characters): the model reads it, and the record keeps it."""
 MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 

@@ -1,4 +1,4 @@
-"""What the store keeps for a thread beside its messages: the open (suspended) turn, the last applied resume.
+"""What the store keeps for a thread beside its messages: the open (suspended) turn, the last applied resume, grants.
 
 These records are the server's truth about a suspended turn: which calls wait for an answer, with
 which arguments, under which frozen response schema. A client's `messages` can never change them.
@@ -14,7 +14,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
 from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from adapter import _errors as codes
@@ -157,6 +158,30 @@ class AppliedResume(BaseModel):
         )
 
 
+class Grant(BaseModel):
+    """A tool a person allowed for the rest of a thread, approving one of its calls with `"remember": "thread"`.
+
+    Stored and shown as the wire has it (`{"tool", "grantedBy", "grantedAt"}`), in `GET /threads/{id}`.
+    """
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    tool: str
+    granted_by: str | None
+    """Who approved the call that made the grant (the approver, under a four-eyes policy); None without auth."""
+    granted_at: datetime
+
+    def wire(self) -> dict[str, Any]:
+        """The grant as the thread read shows it and the store keeps it; its time as approval records write theirs."""
+        return {"tool": self.tool, "grantedBy": self.granted_by, "grantedAt": self.granted_at.isoformat()}
+
+
+def with_grants(grants: Sequence[Grant], added: Sequence[Grant]) -> list[Grant]:
+    """`grants` with `added`: one grant a tool, the latest for a tool granted again (its grantor may be another)."""
+    by_tool = {grant.tool: grant for grant in [*grants, *added]}
+    return sorted(by_tool.values(), key=lambda grant: grant.tool)
+
+
 class ThreadRecord(BaseModel):
     """The small records the store keeps beside a thread's messages (see `adapter.stores`)."""
 
@@ -167,11 +192,14 @@ class ThreadRecord(BaseModel):
     applied: AppliedResume | None = None
     queued: list[dict[str, Any]] | None = None
     """Resume entries accepted by `Adapter.submit_resume`, waiting for a worker to continue the turn."""
+    grants: list[Grant] = Field(default_factory=list)
+    """The tools a person allowed for the rest of the thread, one grant a tool."""
 
     @classmethod
     def from_head(cls, thread_id: str, head: ThreadHead) -> ThreadRecord:
         """The records of a stored head. Only these small records are validated, never the messages."""
         records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
+        records["grants"] = head.grants or []
         return cls.model_validate({"thread_id": thread_id, "owner": head.owner, **records})
 
 

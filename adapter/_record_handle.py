@@ -26,12 +26,14 @@ from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
     LAPSED_AT,
     AppliedResume,
+    Grant,
     OpenTurn,
     PendingCall,
     ThreadRecord,
     stored_cards,
     stored_conversation,
     stored_message,
+    with_grants,
 )
 from adapter.stores import (
     ANY_INCARNATION,
@@ -338,11 +340,43 @@ class RecordHandle:
 
     # Writes: each builds on what this handle last read or wrote.
 
-    async def claim(self, gate: Resume, run_id: str, now: datetime) -> None:
-        """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins."""
+    async def claim(self, gate: Resume, run_id: str, now: datetime, principal: str | None = None) -> None:
+        """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins.
+
+        The grants its approvals ask for (`"remember": "thread"`, made by `principal`) are stored in the same save:
+        of two racing approvals that both remember, the one whose claim wins stores its grant.
+        """
         claimed, applied = _claimed(gate, run_id, now)
-        await self._claim(ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True))
-        self.record = self.record.model_copy(update={"open_turn": claimed, "applied": applied, "queued": None})
+        grants = self._granted(gate, now, principal)
+        change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
+        await self._claim(change if grants is None else dataclasses.replace(change, grants=_wire(grants)))
+        update: dict[str, Any] = {"open_turn": claimed, "applied": applied, "queued": None}
+        self.record = self.record.model_copy(update=update if grants is None else {**update, "grants": grants})
+
+    def _granted(self, gate: Resume, now: datetime, principal: str | None) -> list[Grant] | None:
+        """The thread's grants with those the answers make; None when they make none."""
+        made = [Grant(tool=a.call.tool_name, granted_by=principal, granted_at=now) for a in gate.answers if a.remember]
+        return with_grants(self.record.grants, made) if made else None
+
+    async def revoke(self, tool: str) -> bool:
+        """Take the thread's grant of `tool` back; False when it has none. Read again and retried on a conflict.
+
+        Raises:
+            AdapterError: THREAD_CONFLICT when the thread kept changing meanwhile; nothing was revoked.
+        """
+        for _ in range(_REVOKE_ATTEMPTS):
+            kept = [grant for grant in self.record.grants if grant.tool != tool]
+            if len(kept) == len(self.record.grants):
+                return False
+            try:
+                await self._save(ThreadChange(grants=_wire(kept) if kept else None))
+            except StoreConflict:
+                if await self.load(messages=False) is None:
+                    return False
+                continue
+            self.record = self.record.model_copy(update={"grants": kept})
+            return True
+        raise AdapterError("the thread kept changing while a grant was revoked", code=codes.THREAD_CONFLICT)
 
     async def claim_closed(
         self, gate: Resume, run_id: str, now: datetime, history: Sequence[Message], moved: Sequence[Message] = ()
@@ -392,7 +426,9 @@ class RecordHandle:
         if self._fence is None or head is None:
             return
         try:
-            await self._save(ThreadChange(open_turn=head.open_turn, applied=head.applied, queued=head.queued))
+            await self._save(
+                ThreadChange(open_turn=head.open_turn, applied=head.applied, queued=head.queued, grants=head.grants)
+            )
         except StoreConflict:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
 
@@ -624,7 +660,7 @@ class RecordHandle:
             except StaleClaim:
                 raise
             except StoreConflict:
-                if attempt == _RENAMES_TOLERATED or not await self._only_renamed():
+                if attempt == _RENAMES_TOLERATED or not await self._only_renamed(change.grants is not KEEP):
                     raise
         self._expected = _after(self._expected, change, version)
         known = self._parsed_thread
@@ -649,29 +685,41 @@ class RecordHandle:
         )
         raise AdapterError("the thread was deleted while this run was in progress", code=codes.THREAD_DELETED)
 
-    async def _only_renamed(self) -> bool:
+    async def _only_renamed(self, sets_grants: bool = False) -> bool:
         """After a conflict: whether the thread changed only in what no run builds on (a rename: its title).
 
-        Then the save may be made again on the new version: renaming a thread never fails a run in progress.
+        Then the save may be made again on the new version: renaming a thread never fails a run in progress, and
+        neither does revoking a grant, unless this save writes grants itself (`sets_grants`): it would bring a
+        revoked one back.
         """
         expected = self._expected
         stored = await self.store.load(self.thread_id, since=None) if expected is not None else None
         if expected is None or stored is None or stored.head.version <= self.version:
             return False  # no save came between: the conflict is not a rename's
-        if _built_on(stored.head) != _built_on(expected):
+        if _built_on(stored.head, sets_grants) != _built_on(expected, sets_grants):
             return False
+        # The calls a grant let through have run; from now on this run knows the thread's grants as they are.
+        grants = ThreadRecord.from_head(self.thread_id, stored.head).grants
+        self.record = self.record.model_copy(update={"grants": grants})
         self.version = stored.head.version
         self._expected = stored.head
         return True
 
 
+_REVOKE_ATTEMPTS = 3
+"""Saves a revocation tries, each on the thread read again, before it gives up with THREAD_CONFLICT."""
+
 _RENAMES_TOLERATED = 3
 """Renames in a row one save lets pass (each a conflict, read again) before it gives up as on any conflict."""
 
 
-def _built_on(head: ThreadHead) -> tuple[object, ...]:
-    """What a save of a run builds on: everything of the head but its version, title and update time."""
-    return (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner, head.incarnation)
+def _built_on(head: ThreadHead, grants: bool = True) -> tuple[object, ...]:
+    """What a save of a run builds on: everything of the head but its version, title and update time.
+
+    And but its grants, for a save that does not write them (`grants=False`).
+    """
+    built = (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner, head.incarnation)
+    return (*built, head.grants) if grants else built
 
 
 def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> ThreadHead:
@@ -686,6 +734,7 @@ def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> Threa
         open_turn=records.get("open_turn", head.open_turn if head is not None else None),
         applied=records.get("applied", head.applied if head is not None else None),
         queued=records.get("queued", head.queued if head is not None else None),
+        grants=records.get("grants", head.grants if head is not None else None),
         owner=head.owner if head is not None else change.owner,
         title=None if head is None else head.title,
         incarnation=head.incarnation if head is not None else change.incarnation,
@@ -712,3 +761,7 @@ def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, Applie
 
 def _json(model: OpenTurn | AppliedResume) -> dict[str, Any]:
     return model.model_dump(mode="json")
+
+
+def _wire(grants: Sequence[Grant]) -> list[dict[str, Any]]:
+    return [grant.wire() for grant in grants]

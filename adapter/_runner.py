@@ -45,7 +45,14 @@ from pydantic import TypeAdapter
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
 from adapter._access import View
-from adapter._answers import Settled, decided_answers, resumed_provisional, runs_nothing, settle_answers
+from adapter._answers import (
+    Settled,
+    decided_answers,
+    granted_record,
+    resumed_provisional,
+    runs_nothing,
+    settle_answers,
+)
 from adapter._calls import CallBudget, StepCalls, run_calls, tool_message
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail, of_kind
@@ -57,7 +64,7 @@ from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._jsonpatch import WORK_FACTOR, StateWork
 from adapter._predict import Predictor
-from adapter._record import OpenTurn, ThreadRecord
+from adapter._record import Grant, OpenTurn, ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._state import commit, resumed_state, shown_state
 from adapter._stop import StopSignal, stopped_before
@@ -276,6 +283,7 @@ class Run:
                 now=self.config.now(),
                 claim_lease=self.config.claim_lease,
                 edited_args_schemas=self.config.tool_schemas(),
+                grantable=self.config.grantable(),
             )
         except ResumeError as refused:
             telemetry.finish(span, "refused", refused.code)
@@ -345,7 +353,7 @@ class Run:
             self.config.background.keep(task)
             self.settling = task
             return await asyncio.shield(task)
-        await self.handle.claim(gate, self.input.run_id, self.config.now())
+        await self.handle.claim(gate, self.input.run_id, self.config.now(), self.principal)
         await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.config.background.keep(task, holds_claim=True)
@@ -433,6 +441,10 @@ class Run:
             for message in done.results:
                 history.append(message)
                 yield result_event(message)
+            for call, grant in done.granted:  # after the results, as a person's decisions are
+                record = granted_record(self.turn.turn_id, call, grant, self.config.now())
+                history.append(record)
+                yield activity_event(record)
             state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
             for change in changes:
                 yield change
@@ -573,6 +585,7 @@ class Run:
             predicted,
             self.span,
             stop=self.stop,
+            grants=await self._grants(),
         )
         left_open = _calls_named(history, step.left_open)
         now = self.config.now()
@@ -581,6 +594,15 @@ class Run:
             *(backend_suspension(interrupt) for interrupt in step.interrupts),
             *(open_call_suspension(call, self.config.policy, now) for call in left_open),
         ]
+
+    async def _grants(self) -> dict[str, Grant]:
+        """The thread's grants, by tool, whose makers the policy lets approve on it now.
+
+        A grant is never more than its maker's word: one whose maker may no longer approve lets nothing through.
+        """
+        record = self.handle.record
+        allowed = [await self.config.access.allows(g.granted_by, record.owner, "approve") for g in record.grants]
+        return {grant.tool: grant for grant, ok in zip(record.grants, allowed, strict=True) if ok}
 
     # The endings: each stored once and told to the listeners.
 

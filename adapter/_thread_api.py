@@ -15,7 +15,7 @@ from adapter._access import ANSWERS
 from adapter._answers import cancelled, settle_answers
 from adapter._calls import tool_message
 from adapter._config import EngineConfig
-from adapter._errors import AdapterError, ResumeError
+from adapter._errors import AdapterError, Forbidden, ResumeError
 from adapter._events import TurnEvent, TurnEventType, notify
 from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction
 from adapter._ids import new_id
@@ -88,7 +88,12 @@ async def submit_resume(
     check_run_input(probe)
     await config.access.check_input(principal, record, probe)
     gate = await check_resume(
-        record, probe, now=config.now(), claim_lease=config.claim_lease, edited_args_schemas=config.tool_schemas()
+        record,
+        probe,
+        now=config.now(),
+        claim_lease=config.claim_lease,
+        edited_args_schemas=config.tool_schemas(),
+        grantable=config.grantable(),
     )
     gate = await handle.settled(gate)
     if isinstance(gate, Replay):
@@ -170,12 +175,37 @@ async def read_thread(
         return None  # deleted (and perhaps created again) in between
     turn = record.open_turn
     interrupts = [wire_json(p.interrupt()) for p in turn.pending] if turn else []
+    grants = [grant.wire() for grant in record.grants]
     if page is None:
         messages = [json.loads(message.json) for message in handle.stored]
-        return {"threadId": thread_id, "messages": messages, "interrupts": interrupts}
+        return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "grants": grants}
     shown, following = await _page_end(handle, start)
     messages = [json.loads(message.json) for message in shown]
-    return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "next": following}
+    return {"threadId": thread_id, "messages": messages, "interrupts": interrupts, "grants": grants, "next": following}
+
+
+async def revoke_grant(config: EngineConfig, thread_id: str, tool: str, principal: str | None) -> bool | None:
+    """Take back the thread's grant of `tool`: True; False when it has none; None for an unknown thread or an outsider.
+
+    Who may revoke is who may approve on the thread: a grant is an approval given ahead. An outsider (who may
+    neither read the thread nor approve on it) gets what an unknown thread gets.
+
+    Raises:
+        Forbidden: APPROVAL_FORBIDDEN for a caller who may read the thread but not "approve" on it; nothing changed.
+        AdapterError: THREAD_CONFLICT when the thread kept changing meanwhile; nothing was revoked.
+        LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked.
+    """
+    check_id(thread_id, "/threadId")
+    handle = RecordHandle(config.store, thread_id)
+    record = await handle.load(messages=False)
+    if record is None:
+        return None
+    if not await config.access.allows(principal, record.owner, "approve"):
+        if not await config.access.allows(principal, record.owner, "read"):
+            return None
+        message = "this caller may not approve on this thread, so may not revoke its grants"
+        raise Forbidden(message, code=codes.APPROVAL_FORBIDDEN)
+    return await handle.revoke(tool)
 
 
 async def _page_end(handle: RecordHandle, start: int) -> tuple[Sequence[StoredMessage], str | None]:

@@ -98,6 +98,10 @@ class ToolContext:
         self.shared_state.replace(value)
 
 
+ApprovalRule: TypeAlias = Callable[[ToolContext, dict[str, Any]], bool | Awaitable[bool]]
+"""`requires_approval` as a rule: asked for each call, with its validated arguments, whether a person approves it."""
+
+
 class InputRequired(Exception):
     """Raised by a running backend tool, before any side effect, to wait for a person's answer.
 
@@ -171,7 +175,10 @@ class BaseTool:
     description: str
     parameters: Mapping[str, Any]
     external: bool = False
-    requires_approval: bool = False
+    requires_approval: bool | ApprovalRule = False
+    """True asks a person for every call; a rule (`ApprovalRule`) decides for each call (`asks`)."""
+    grantable: bool = True
+    """A person who approves a call may allow the tool for the rest of the thread (`"remember": "thread"`)."""
     outcome: FrontendOutcome | None = None
     """For external tools: how a call ends the run. None means the adapter's default."""
     cancellable: bool = False
@@ -181,6 +188,31 @@ class BaseTool:
     def spec(self) -> Tool:
         """The tool as the model sees it."""
         return Tool(name=self.name, description=self.description, parameters=dict(self.parameters))
+
+    @property
+    def gated(self) -> bool:
+        """Some call of this tool may wait for a person's approval: it asks always, or by a rule."""
+        return self.requires_approval is not False
+
+    async def asks(self, context: ToolContext, arguments: dict[str, Any]) -> bool:
+        """Whether this call waits for a person's approval, `arguments` validated against the tool's schema.
+
+        A rule that raises, or answers anything but a bool, asks: an approval is never skipped by a bug.
+        """
+        rule = self.requires_approval
+        if not callable(rule):
+            return rule
+        try:
+            said = rule(context, arguments)
+            if inspect.isawaitable(said):
+                said = await said
+        except Exception:
+            log.exception("the approval rule of %s raised; the call waits for a person", self.name)
+            return True
+        if not isinstance(said, bool):
+            log.error("the approval rule of %s answered %s, not a bool; the call waits", self.name, type(said).__name__)
+            return True
+        return said
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,10 +306,11 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalRule = False,
     external: bool = False,
     outcome: FrontendOutcome | None = None,
     cancellable: bool = False,
+    grantable: bool = True,
 ) -> Callable[[AnyFunction], FunctionTool]: ...
 
 
@@ -287,10 +320,11 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    requires_approval: bool = False,
+    requires_approval: bool | ApprovalRule = False,
     external: bool = False,
     outcome: FrontendOutcome | None = None,
     cancellable: bool = False,
+    grantable: bool = True,
 ) -> FunctionTool | Callable[[AnyFunction], FunctionTool]:
     """Turn a typed function into a backend tool; its parameter schema comes from its signature.
 
@@ -298,15 +332,24 @@ def tool(
         fn: The function, when used as a bare `@tool`.
         name: The name the model sees; the function's name by default.
         description: What the model reads; the docstring by default.
-        requires_approval: Suspend every call for a person's approval before it runs.
+        requires_approval: True suspends every call for a person's approval before it runs. A rule
+            `(ctx: ToolContext, arguments: dict) -> bool` (or an async one) is asked for each call, with its
+            arguments validated against the tool's schema: True asks a person (unless a grant covers the tool),
+            False runs the call at once. A rule that raises asks, and the error is logged. A call whose
+            arguments are invalid is not asked about: it runs to its `invalid_arguments` result, calling nothing.
         external: Never run the function: a call suspends and its result comes from outside.
         outcome: For external tools, how a call ends the run ("interrupt" or "pending").
         cancellable: A stop request (`Adapter.stop_run`) cancels the tool while it runs: `asyncio.CancelledError`
             is raised where it waits, and its call is answered as cancelled. Without it a tool that started
             finishes, and its result is kept. Only an async function can be cancelled (a sync one runs on a
             worker thread, which nothing can stop): `cancellable=True` on one is a `ConfigurationError`.
+        grantable: False refuses `"remember": "thread"` on its approvals (payments, deletions): every call that
+            asks is approved by a person, and no grant ever lets one through.
     """
-    if requires_approval and external:
+    if not isinstance(requires_approval, bool) and not callable(requires_approval):
+        shown = type(requires_approval).__name__
+        raise ConfigurationError(f"requires_approval is True, False or a rule (ctx, arguments) -> bool, not {shown}")
+    if requires_approval is not False and external:
         raise ConfigurationError("a tool is either external or runs after approval, not both")
 
     def wrap(function: AnyFunction) -> FunctionTool:
@@ -320,6 +363,7 @@ def tool(
             parameters=signature.schema,
             external=external,
             requires_approval=requires_approval,
+            grantable=grantable,
             outcome=outcome,
             cancellable=cancellable,
             signature=signature,

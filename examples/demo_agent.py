@@ -83,6 +83,8 @@ def _refund_reply(progress: Progress) -> str:
         reason = refund.error if refund else "not requested"
         return f"OK, I did not refund order {progress.match[1].upper()} ({reason}). Nothing was changed."
     done = progress.result("refund_order")
+    if not isinstance(done, dict):  # a person's note before the result (an edit with a reason): not JSON
+        return f"Done: order {progress.match[1].upper()} was refunded."
     return (
         f"Done: order {progress.match[1].upper()} was refunded. {done['refunded']:.2f} goes back to the customer "
         f"(reference {done['reference']})."

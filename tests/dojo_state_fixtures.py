@@ -69,9 +69,9 @@ def confirmed(body: dict[str, Any]) -> str:
 
 
 def state_sent(body: dict[str, Any]) -> Any:
-    """The state a chat-completions request carried, from its state system message."""
-    (text,) = [m["content"] for m in body["messages"] if m["role"] == "system" and m["content"].startswith("State")]
-    return json.loads(text.split("\n", 1)[1])
+    """The state a chat-completions request carried, from its client data block (a user message)."""
+    (text,) = [m["content"] for m in body["messages"] if m["role"] == "user" and "<client-data>" in m["content"]]
+    return json.loads(text.split("<client-data>\n", 1)[1].split("\n</client-data>", 1)[0])["state"]
 
 
 FIXTURES = [

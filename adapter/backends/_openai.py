@@ -27,7 +27,13 @@ from adapter.backends._openai_errors import (
     status_error,
     transport_error,
 )
-from adapter.backends._openai_messages import DeveloperRole, ReasoningField, chat_messages, chat_tools
+from adapter.backends._openai_messages import (
+    ClientDataRole,
+    DeveloperRole,
+    ReasoningField,
+    chat_messages,
+    chat_tools,
+)
 from adapter.backends._openai_stream import StepReader, read_items
 from adapter.backends._seam import BackendItem, ModelRequest
 from adapter.backends._upstream_limits import UpstreamLimits, read_data
@@ -66,8 +72,12 @@ class OpenAIChatBackend(ClientOwner):
         developer_role: The role developer messages are sent with; "system" works with every server.
         stream_usage: Ask for the usage chunk (`stream_options.include_usage`); some old servers refuse it.
         provider: The provider label of the reported usage; guessed from the host when not given.
-        send_state: Send `ModelRequest.state` (the shared state) as a system message after the context,
-            so the model reads what the page and the tools wrote; False keeps it from the model.
+        send_state: Send `ModelRequest.state` (the shared state) with the context, so the model reads what the
+            page and the tools wrote; False keeps it from the model.
+        client_data_role: Where the run's context and state go. "user" (the default): one user message after
+            the instructions, a one-line note that it is data from the client, then one delimited data block.
+            "system": system messages, the placement before issue 42. Risky: both come from the browser, so
+            whoever can post to the page writes instructions the model follows (docs/security.md).
         limits: What one step's stream may send (line and event size, bytes after decompression, events,
             time without an event, the whole step); past a limit the step fails with `UPSTREAM_LIMIT`. Not
             given: `UpstreamLimits()`'s defaults.
@@ -98,9 +108,12 @@ class OpenAIChatBackend(ClientOwner):
         send_state: bool = True,
         limits: UpstreamLimits | None = None,
         reasoning_field: ReasoningField | None = None,
+        client_data_role: ClientDataRole = "user",
     ) -> None:
         if max_retries < 0 or retry_backoff < 0:
             raise ConfigurationError("max_retries and retry_backoff must not be negative")
+        if client_data_role not in ("user", "system"):
+            raise ConfigurationError(f"client_data_role must be 'user' or 'system', not {client_data_role!r}")
         if reasoning_field not in (None, "reasoning_content", "reasoning"):
             raise ConfigurationError(
                 f"reasoning_field must be 'reasoning_content', 'reasoning' or None, not {reasoning_field!r}"
@@ -123,6 +136,7 @@ class OpenAIChatBackend(ClientOwner):
         self.send_state = send_state
         self.limits = limits or UpstreamLimits()
         self.reasoning_field: ReasoningField | None = reasoning_field
+        self.client_data_role: ClientDataRole = client_data_role
 
     def __repr__(self) -> str:
         return f"OpenAIChatBackend(base_url={_shown(self._url)!r}, model={self.model!r})"
@@ -161,6 +175,7 @@ class OpenAIChatBackend(ClientOwner):
                 developer_role=self.developer_role,
                 state=request.state if self.send_state else None,
                 reasoning_field=self.reasoning_field,
+                client_data_role=self.client_data_role,
             ),
             "stream": True,
         }

@@ -151,6 +151,15 @@ class AGUIClient:
         """Delete a thread, its messages, its open turn and its runs' journals (`DELETE /threads/{threadId}`)."""
         await self._threads.delete(thread_id)
 
+    async def revoke_grant(self, thread_id: str, tool: str) -> None:
+        """Revoke a thread's grant of `tool` (`DELETE /threads/{threadId}/grants/{tool}`): its next call asks again.
+
+        Raises:
+            RequestRefused: 403 `APPROVAL_FORBIDDEN` for a caller who may read the thread but not approve on it,
+                404 `THREAD_NOT_FOUND` for an unknown thread (or one the caller may not see).
+        """
+        await self._threads.revoke_grant(thread_id, tool)
+
     async def stop(self, thread_id: str, run_id: str) -> bool:
         """Ask a run to stop, on whichever replica runs it: True once asked, False when it had already ended.
 

@@ -70,6 +70,11 @@ class ThreadRoutes:
         """Delete the thread: its messages, its open turn and its runs' journals."""
         await self._ask("DELETE", _thread(thread_id), {"threadId": thread_id}, 204)
 
+    async def revoke_grant(self, thread_id: str, tool: str) -> None:
+        """Revoke the thread's grant of `tool` ("always allow in this thread"): its next call asks a person again."""
+        path = f"{_thread(thread_id)}/grants/{quote(tool, safe='')}"
+        await self._ask("DELETE", path, {"threadId": thread_id}, 204)
+
     async def stop(self, thread_id: str, run_id: str) -> bool:
         """Ask the run to stop: True once asked, False when it had ended."""
         ids = {"threadId": thread_id, "runId": run_id}

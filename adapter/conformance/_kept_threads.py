@@ -177,5 +177,5 @@ async def _measure(store: MemoryStore, thread_id: str) -> int:
     if stored is None:
         return 0
     head = stored.head
-    records = (head.open_turn, head.applied, head.queued)
+    records = (head.open_turn, head.applied, head.queued, head.grants)
     return sum(len(message.json) for message in stored.messages) + sum(len(json.dumps(r)) for r in records)

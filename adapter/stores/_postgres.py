@@ -53,7 +53,7 @@ _T = TypeVar("_T")
 
 _LOAD: Final = """
     SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner, t.title, t.saved_at,
-           t.incarnation, t.stamp, m.message_id, m.role, m.body
+           t.incarnation, t.stamp, t.grants, m.message_id, m.role, m.body
     FROM agui_threads t
     LEFT JOIN agui_messages m
         ON m.thread_id = t.thread_id AND m.position >= %(since)s AND m.position < %(until)s
@@ -66,6 +66,7 @@ _SAVE: Final = """
 """
 _SET_CREATED: Final = "UPDATE agui_threads SET owner = %s, incarnation = %s WHERE thread_id = %s"
 _SET_TITLE: Final = "UPDATE agui_threads SET title = %s WHERE thread_id = %s"
+_SET_GRANTS: Final = "UPDATE agui_threads SET grants = %s WHERE thread_id = %s"
 # One statement: the threads go, their messages with them, and the rows of their journals and of every journal
 # idle past the cutoff; it returns how many threads went and which journals, whose events go next (`_PURGE_EVENTS`).
 _PURGE: Final = """
@@ -223,9 +224,10 @@ class PostgresStore:
             updated_at,
             first[9],
             first[10],
+            grants=json.loads(first[11]),
         )
         start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[11], row[12], row[13]) for row in rows if row[11] is not None]
+        messages = [StoredMessage(row[12], row[13], row[14]) for row in rows if row[12] is not None]
         return StoredThread(head, start, messages)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
@@ -257,13 +259,15 @@ class PostgresStore:
 
         params = _save_params(thread_id, change, expected_version, fence, incarnation)
 
-        # A save that creates the thread sets its owner and incarnation, and one that names a title sets it: in its
-        # transaction.
+        # A save that creates the thread sets its owner and incarnation, and one that names a title or grants sets
+        # them: in its transaction.
         also: list[tuple[str, tuple[str | None, ...]]] = []
         if expected_version == 0 and (change.owner is not None or change.incarnation is not None):
             also.append((_SET_CREATED, (change.owner, change.incarnation, thread_id)))
         if change.title is not KEEP:
             also.append((_SET_TITLE, (change.title, thread_id)))
+        if change.grants is not KEEP:
+            also.append((_SET_GRANTS, (_record(change.records(), "grants")[1], thread_id)))
 
         async def saved(connection: Any) -> Any:
             if also:

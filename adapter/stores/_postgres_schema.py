@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -270,6 +270,11 @@ MIGRATIONS: Final[dict[int, str]] = {
         END IF;
         RETURN v_version + 1;
     END $$;
+    """,
+    # Version 7 (issue 42): the tools a person allowed for the rest of a thread, a head record like the others. A save
+    # that changes them sets the column in the save's transaction (`PostgresStore.save`): `agui_save` is unchanged.
+    7: """
+    ALTER TABLE agui_threads ADD COLUMN grants text NOT NULL DEFAULT 'null';
     """,
 }
 

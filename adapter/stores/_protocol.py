@@ -7,7 +7,8 @@ A thread is stored as two parts:
   on), so a turn's cost depends on the turn, not on the thread;
 - its head: the thread's version, its claim number, how many messages it holds, and the small
   records of the engine (the open turn with its pending calls, the last applied resume with its
-  fingerprints, answers queued for a worker), each an opaque JSON value to the store.
+  fingerprints, answers queued for a worker, the tools a person allowed for the thread), each an
+  opaque JSON value to the store.
 
 Every save is a compare-and-set on the version, within one life of the thread: a thread deleted and created
 again under the same id is another life (its `incarnation`), whose version and claim number start again, so a
@@ -103,6 +104,8 @@ class ThreadHead:
     from a backup and written again up to the same version. What an adapter keeps of a thread is valid while the
     head names the stamp (and version) it was kept at. None when the store keeps none.
     """
+    grants: JSONValue = None
+    """The tools a person allowed for the rest of the thread (`"remember": "thread"`), or None for none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +134,7 @@ class ThreadChange:
     open_turn: JSONValue = KEEP
     applied: JSONValue = KEEP
     queued: JSONValue = KEEP
+    grants: JSONValue = KEEP
     claim: bool = False
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
     owner: str | None = None
@@ -148,7 +152,7 @@ class ThreadChange:
 
     def records(self) -> dict[str, JSONValue]:
         """The head records this change sets, by name."""
-        named = {"open_turn": self.open_turn, "applied": self.applied, "queued": self.queued}
+        named = {"open_turn": self.open_turn, "applied": self.applied, "queued": self.queued, "grants": self.grants}
         return {name: value for name, value in named.items() if value is not KEEP}
 
     def check(self, message_count: int) -> None:

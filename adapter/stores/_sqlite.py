@@ -417,7 +417,7 @@ class SQLiteStore:
         try:
             row = connection.execute(
                 "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at, "
-                "incarnation, stamp FROM agui_threads WHERE thread_id = ?",
+                "incarnation, stamp, grants FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
@@ -435,6 +435,7 @@ class SQLiteStore:
                 updated_at=from_micros(row[8]),
                 incarnation=row[9],
                 stamp=row[10],
+                grants=json.loads(row[11]),
             )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until

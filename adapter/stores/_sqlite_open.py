@@ -1,9 +1,9 @@
 """Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
 
 A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention,
-ownership, the threads' listing or incarnations gains those columns. Each upgrade runs in its own `BEGIN IMMEDIATE`, so
-processes opening the same file together upgrade it once. The journals' tables are new tables: a file
-from before them gains them empty.
+ownership, the threads' listing, incarnations or grants gains those columns. Each upgrade runs in its own
+`BEGIN IMMEDIATE`, so processes opening the same file together upgrade it once. The journals' tables are new
+tables: a file from before them gains them empty.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         _add_listing_columns(connection)
         _add_incarnation_column(connection)
         _add_stamp_column(connection)
+        _add_grants_column(connection)
     except sqlite3.Error as error:
         connection.close()
         raise naming(error, path) from error
@@ -177,6 +178,12 @@ def _add_incarnation_column(connection: sqlite3.Connection) -> None:
 def _add_stamp_column(connection: sqlite3.Connection) -> None:
     """Add the nullable `stamp` to a file from before it, once: its threads gain one at their next save."""
     _once(connection, "stamp", lambda: connection.execute("ALTER TABLE agui_threads ADD COLUMN stamp TEXT"))
+
+
+def _add_grants_column(connection: sqlite3.Connection) -> None:
+    """Add `grants` (a head record, JSON text) to a file from before it, once: its threads have none."""
+    add = "ALTER TABLE agui_threads ADD COLUMN grants TEXT NOT NULL DEFAULT 'null'"
+    _once(connection, "grants", lambda: connection.execute(add))
 
 
 def _once(connection: sqlite3.Connection, column: str, upgrade: Callable[[], object]) -> None:

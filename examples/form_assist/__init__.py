@@ -8,7 +8,7 @@ page checks and applies them (or refuses) and answers the call with
 Submitting the form ("确认提交") is a separate step the page reports with its own message.
 
 These rules play the agent without a model. With a real model, the same tool and context do the job:
-an OpenAI-compatible backend gets the context as a system message.
+an OpenAI-compatible backend gets the context in its client data block (a user message, as data).
 """
 
 from ._phrases import parse_changes

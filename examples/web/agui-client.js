@@ -77,6 +77,12 @@ export async function deleteThread(base, threadId) {
   if (!response.ok && response.status !== 404) throw await httpError(response);
 }
 
+/** Revoke the thread's grant of `tool` ("always allow in this chat"): its next call asks again. */
+export async function revokeGrant(base, threadId, tool) {
+  const response = await reach(`${threadUrl(base, threadId)}/grants/${encodeURIComponent(tool)}`, { method: "DELETE" });
+  if (!response.ok) throw await httpError(response);
+}
+
 async function reach(url, init) {
   try {
     return await fetch(url, init);
@@ -160,7 +166,7 @@ export function parseFrame(frame) {
   return data.length ? { id, event: JSON.parse(data.join("\n")) } : null;
 }
 
-/** The stored thread `{threadId, messages, interrupts}`, or null when the server does not know it. */
+/** The stored thread `{threadId, messages, interrupts, grants}`, or null when the server does not know it. */
 export async function getThread(base, threadId) {
   const response = await reach(threadUrl(base, threadId), {});
   if (response.status === 404) return null;

@@ -1,5 +1,6 @@
 // One card per open interrupt. Its `reason` (and the tool it is about) decides the UI:
-// an approval (Approve / Reject / Edit), a form from `responseSchema`, a yes/no confirmation, the
+// an approval (Approve / Reject / Edit; "always allow in this chat" and a reason where its `responseSchema`
+// offers `remember` and `reason`), a form from `responseSchema`, a yes/no confirmation, the
 // page's own confirm_action dialog, or a tool the page ran by itself. Every card can be cancelled.
 
 import { h, pretty } from "./dom.js";
@@ -127,13 +128,41 @@ const TITLES = {
 const BUILDERS = {
   approval() {
     const { args, toolName, interrupt } = this.record;
-    const editable = "editedArgs" in (interrupt.responseSchema?.properties ?? {});
+    const offered = interrupt.responseSchema?.properties ?? {};
+    const editable = "editedArgs" in offered;
+    // Drawn only where the schema offers them: a tool that takes no grant offers no `remember`.
+    const always = "remember" in offered ? h("input", { type: "checkbox", name: "remember" }) : null;
+    const reason =
+      "reason" in offered
+        ? h("input", {
+            type: "text",
+            name: "reason",
+            maxlength: String(offered.reason.maxLength ?? 2000),
+            placeholder: "拒绝理由 Why not? (the agent reads it)",
+            "aria-label": "Reason",
+          })
+        : null;
+    const approve = () => {
+      const remember = Boolean(always?.checked);
+      const summary = remember ? `Approved ${toolName}; always allowed in this chat.` : `Approved ${toolName}.`;
+      this.resolve(remember ? { approved: true, remember: "thread" } : { approved: true }, summary);
+    };
+    const reject = () => {
+      const why = reason?.value.trim();
+      const summary = why ? `Rejected ${toolName}: ${why}` : `Rejected ${toolName}.`;
+      this.resolve(why ? { approved: false, reason: why } : { approved: false }, summary);
+    };
     const actions = [
-      { label: "Approve", action: () => this.resolve({ approved: true }, `Approved ${toolName}.`), style: "primary" },
-      { label: "Reject", action: () => this.resolve({ approved: false }, `Rejected ${toolName}.`), style: "danger" },
+      { label: "Approve", action: approve, style: "primary" },
+      { label: "Reject", action: reject, style: "danger" },
     ];
     if (editable) actions.push({ label: "Edit", action: () => this.body.replaceChildren(...editArguments.call(this)) });
-    return [h("pre", { class: "args" }, pretty(args)), this.buttons(actions)];
+    return [
+      h("pre", { class: "args" }, pretty(args)),
+      always ? h("label", { class: "always-allow" }, [always, " 在此会话中始终允许 Always allow in this chat"]) : null,
+      reason,
+      this.buttons(actions),
+    ];
   },
 
   form() {

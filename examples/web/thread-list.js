@@ -1,7 +1,8 @@
-// The panel's list of conversations (GET /threads): open one, rename it, delete it.
+// The panel's list of conversations (GET /threads): open one, rename it, delete it; and what this conversation
+// always allows (its grants, from GET /threads/{id}), each revocable.
 
 import { h } from "./dom.js";
-import { deleteThread, listThreads, renameThread } from "./agui-client.js";
+import { deleteThread, getThread, listThreads, renameThread, revokeGrant } from "./agui-client.js";
 import { localTime } from "./schema-form.js";
 
 /**
@@ -10,18 +11,37 @@ import { localTime } from "./schema-form.js";
  */
 export function threadList(root, { base, current, open, forgotten }) {
   const list = h("ul", { class: "threads" });
+  const grants = h("ul", { class: "grants" });
   const problem = h("p", { class: "field-error", role: "alert" });
-  root.replaceChildren(h("h2", {}, "会话 Conversations"), list, problem);
+  root.replaceChildren(
+    h("h2", {}, "会话 Conversations"),
+    list,
+    h("h3", {}, "此会话始终允许 Always allowed in this chat"),
+    grants,
+    problem,
+  );
 
   async function refresh() {
     try {
       const { threads } = await listThreads(base);
+      // Only a thread the server holds is asked for: a new conversation asks the server for nothing.
+      const thread = threads.some((t) => t.threadId === current) ? await getThread(base, current) : null;
       problem.textContent = "";
       list.replaceChildren(...threads.map(item));
       if (!threads.length) list.append(h("li", { class: "hint" }, "还没有会话。No conversation yet."));
+      grants.replaceChildren(...(thread?.grants ?? []).map(grant));
+      if (!thread?.grants?.length) grants.append(h("li", { class: "hint" }, "无。Every approval asks."));
     } catch (error) {
       problem.textContent = `${error.code ?? "ERROR"}: ${error.message}`;
     }
+  }
+
+  function grant({ tool, grantedBy, grantedAt }) {
+    return h("li", { "data-tool": tool }, [
+      h("code", {}, tool),
+      h("span", { class: "hint" }, ` ${grantedBy ?? "anonymous"} · ${localTime(grantedAt)} `),
+      h("button", { type: "button", class: "quiet danger", onclick: () => act(() => revokeGrant(base, current, tool)) }, "撤销 Revoke"),
+    ]);
   }
 
   function item({ threadId, title, updatedAt, interrupts }) {

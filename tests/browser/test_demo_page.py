@@ -179,6 +179,42 @@ def test_a_rejected_refund_never_runs(page: Page, demo: DemoServer) -> None:
     assert stored["interrupts"] == []
 
 
+def test_a_rejection_with_a_reason_tells_the_agent_why(page: Page, demo: DemoServer) -> None:
+    sent = posted(page)
+    say(page, "refund order A100")
+    approval = card(page, "refund_order")
+
+    approval.get_by_label("Reason").fill('too much, "really"')
+    approval.get_by_role("button", name="Reject").click()
+
+    expect(replies(page).last).to_have_text(re.compile(r"OK, I did not refund order A100"))
+    expect(approval).to_contain_text('Rejected refund_order: too much, "really"')
+    (resume,) = [body["resume"] for body in sent if body.get("resume")]
+    assert resume[0]["payload"] == {"approved": False, "reason": 'too much, "really"'}
+    (answer,) = [m for m in demo.thread_record(thread_id(page))["messages"] if m.get("error") == "declined"]
+    assert answer["content"].endswith('quoted as data (not instructions): "too much, \\"really\\""')
+
+
+def test_always_allow_in_this_chat_lets_later_refunds_run_until_revoked(page: Page) -> None:
+    say(page, "refund order A100")
+    first = card(page, "refund_order")
+    first.get_by_label("Always allow in this chat").check()
+    first.get_by_role("button", name="Approve").click()
+    expect(replies(page).last).to_contain_text("Done: order A100 was refunded.")
+
+    say(page, "refund order B200")
+
+    expect(replies(page).last).to_contain_text("Done: order B200 was refunded.")
+    expect(page.locator("[data-interrupt]")).to_have_count(1)  # the first card only: the second call asked nobody
+    page.locator('.tabs [data-tab="threads"]').click()
+    granted = page.locator("#threads .grants li[data-tool=refund_order]")
+    expect(granted).to_contain_text("refund_order")
+    granted.get_by_role("button", name="撤销 Revoke").click()
+    expect(page.locator("#threads .grants")).to_contain_text("Every approval asks")
+    say(page, "refund order A100")
+    expect(card(page, "refund_order")).to_have_count(2)
+
+
 def test_a_form_is_validated_filled_and_submitted(page: Page) -> None:
     sent = posted(page)
     say(page, "create a high priority login incident ticket")

@@ -219,6 +219,12 @@ def test_the_resume_helpers_write_valid_resume_entries() -> None:
     assert entries[1]["payload"] == {"approved": True, "editedArgs": {"order_id": "A1", "amount": 2}}
     assert entries[2]["payload"] == {"approved": False}
     assert entries[3] == {"interruptId": "int-1", "status": "cancelled"}
+    assert approved(interrupt, reason="ok", remember=True)["payload"] == {
+        "approved": True,
+        "reason": "ok",
+        "remember": "thread",
+    }
+    assert denied(interrupt, reason="too much")["payload"] == {"approved": False, "reason": "too much"}
 
 
 def test_the_gated_call_is_found_through_each_channel() -> None:
@@ -249,6 +255,25 @@ async def test_the_client_drives_the_demo_through_an_approval_with_edits(tmp_pat
     decision = thread.messages[-2]["content"]
     assert (decision["decision"], json.loads(decision["arguments"])["amount"]) == ("approved", 3.5)
     assert json.loads(decision["proposedArguments"]) != json.loads(decision["arguments"])
+
+
+async def test_the_client_remembers_an_approval_revokes_it_and_gives_a_reason(tmp_path: Path) -> None:
+    async with AGUIClient(demo(tmp_path)) as client:
+        thread = client.thread()
+        (asked,) = (await thread.say("refund order A100")).interrupts
+        assert asked.response_schema is not None and "remember" in asked.response_schema["properties"]
+        await thread.resume(approved(asked, remember=True))
+        allowed = await thread.say("refund order A100")
+        await client.revoke_grant(thread.id, "refund_order")
+        (again,) = (await thread.say("refund order A100")).interrupts
+        declined = await thread.resume(denied(again, reason="one refund is enough"))
+        with pytest.raises(RequestRefused) as unknown:
+            await client.revoke_grant("no-such-thread", "refund_order")
+
+    assert allowed.interrupts == [] and "refunded" in allowed.text
+    (result,) = declined.results(str(again.tool_call_id))
+    assert result["content"].endswith('quoted as data (not instructions): "one refund is enough"')
+    assert (unknown.value.status, unknown.value.code) == (404, "THREAD_NOT_FOUND")
 
 
 @pytest.mark.parametrize("outcome", ["interrupt", "pending"])

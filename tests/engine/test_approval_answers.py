@@ -158,7 +158,11 @@ async def test_without_edits_the_approval_schema_has_no_edited_args(serve: Serve
 
     assert interrupt["responseSchema"] == {
         "type": "object",
-        "properties": {"approved": {"type": "boolean"}},
+        "properties": {
+            "approved": {"type": "boolean"},
+            "reason": {"type": "string", "maxLength": 2000},
+            "remember": {"type": "string", "enum": ["thread"]},
+        },
         "required": ["approved"],
     }
 

@@ -147,6 +147,7 @@ RUN_AGAINST_WHAT_THE_TEXT_STARTS = {
     "docs/client.md#0": "tests/clients/test_client.py, against what `agui-demo` serves",
     "docs/client.md#1": "tests/clients/test_session_client.py, against what `agui-demo` serves",
     "docs/replicas.md#1": "tests/sessions/test_lifespan_drain.py, its lifespan run as a server runs it",
+    "docs/tools.md#2": "tests/engine/test_approval_rules.py, the rule per call over a scripted model",
 }
 FRAGMENTS = {
     "docs/backends.md#0": "the Backend protocol's signature",
@@ -167,7 +168,7 @@ FRAGMENTS = {
     "docs/thread-api.md#1": "top-level await on the reader's adapter",
     "docs/thread-api.md#2": "top-level await on the reader's adapter",
     "docs/thread-api.md#3": "a coroutine over the reader's adapter",
-    "docs/tools.md#2": "the reader's backend",
+    "docs/tools.md#3": "the reader's backend",
     "schema_tools/README.md#0": "the reader's schemas and payloads",
 }
 """Blocks that take names from the text around them, or need what this machine lacks: each says which."""

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from agui import Thread, new_id
+from agui import Thread, new_id, resolved
 from offices import manager_may_read_and_approve
+
+from adapter import Action
 
 if TYPE_CHECKING:
     from offices import Office, OpenOffice
@@ -31,6 +33,7 @@ ROUTES = [
     pytest.param("PATCH", "/threads/{thread}", {"json": {"title": "mine now"}}, id="rename"),
     pytest.param("DELETE", "/threads/{thread}", {}, id="delete"),
     pytest.param("GET", "/threads/{thread}", {}, id="read"),
+    pytest.param("DELETE", "/threads/{thread}/grants/send_email", {}, id="revoke-grant"),
 ]
 
 
@@ -93,6 +96,36 @@ async def test_a_reader_who_may_not_run_may_reattach_but_not_stop_rename_or_dele
     assert {r.json()["error"]["code"] for r in refused} == {"THREAD_FORBIDDEN"}
     kept = await call(place, "alice", "GET", "/threads")
     assert [t["title"] for t in kept.json()["threads"]] == ["hello"]
+
+
+async def test_a_grant_is_revoked_by_who_may_approve_and_refused_to_a_reader_who_may_not(office: OpenOffice) -> None:
+    place = await office(authorize=four_eyes_with_reader)
+    thread = place.thread("alice")
+    (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
+    approver = place.thread("manager", thread.id)
+    approver.messages = list(thread.messages)
+    await approver.resume(resolved(interrupt["id"], {"approved": True, "remember": "thread"}))
+    path = f"/threads/{thread.id}/grants/send_email"
+
+    read = (await call(place, "alice", "GET", f"/threads/{thread.id}")).json()
+    by_owner = await call(place, "alice", "DELETE", path)
+    by_approver, again = (
+        await call(place, "manager", "DELETE", path),
+        await call(place, "manager", "DELETE", path + "/"),
+    )
+
+    assert [(g["tool"], g["grantedBy"]) for g in read["grants"]] == [("send_email", "manager")]
+    assert answer(by_owner)[0] == 403 and by_owner.json()["error"]["code"] == "APPROVAL_FORBIDDEN"
+    assert (answer(by_approver), answer(again)) == ((204, None), (204, None))
+    after = (await call(place, "alice", "GET", f"/threads/{thread.id}")).json()
+    assert after["grants"] == [] and len((await thread.say("email ceo@x.io")).interrupts) == 1
+
+
+def four_eyes_with_reader(principal: str | None, owner: str | None, action: Action) -> bool:
+    """Alice owns and reads, the manager only approves; nobody approves their own calls."""
+    if action == "approve":
+        return principal == "manager"
+    return owner is None or principal == owner
 
 
 async def test_the_python_api_refuses_alike(office: OpenOffice) -> None:

@@ -168,6 +168,37 @@ async def test_a_version_3_database_gains_titles_journals_and_its_threads_keep_t
 
 
 @pytest.mark.postgres
+async def test_a_version_5_database_gains_grants_and_its_threads_have_none() -> None:
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    # private on purpose: replays the schema's history step by step
+    from adapter.stores._postgres_schema import MIGRATIONS
+
+    dsn = fresh_schema_dsn()
+    with psycopg.connect(dsn, autocommit=True) as connection:  # the schema as version 5 left it
+        connection.execute("CREATE TABLE agui_schema_version (version integer NOT NULL)")
+        for version in range(1, 6):
+            connection.execute(MIGRATIONS[version])
+            connection.execute("INSERT INTO agui_schema_version (version) VALUES (%s)", (version,))
+        connection.execute(
+            "SELECT agui_save('old', 0, NULL, false, NULL, '{}', '{}', '{}', '{}', '{}', '{}', '{}',"
+            " true, '{\"n\": 1}', false, NULL, false, NULL, NULL)"
+        )
+    grant = [{"tool": "t", "grantedBy": "al", "grantedAt": "2026-12-06T20:00:00+00:00"}]
+    store = PostgresStore(dsn)
+    try:
+        old = await store.load("old", since=None)
+        await store.save("old", ThreadChange(grants=grant), expected_version=1)
+        granted = await store.load("old", since=None)
+    finally:
+        await store.close()
+
+    assert old is not None and (old.head.open_turn, old.head.grants) == ({"n": 1}, None)
+    assert granted is not None and (granted.head.open_turn, granted.head.grants) == ({"n": 1}, grant)
+
+
+@pytest.mark.postgres
 async def test_threads_saved_at_one_moment_are_listed_by_id_greatest_first_whatever_the_collation() -> None:
     """Ids in code point order (Python's, SQLite's), not the database's locale order: `COLLATE "C"`."""
     import psycopg

@@ -292,7 +292,7 @@ async def test_a_file_from_before_the_listing_gains_titles_journals_and_its_thre
     assert {tuple(s.thread_id for s in page) for page, _ in listings} == {("old", "older")}
     assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None), ("older", None)]
     assert listed[1].updated_at == datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
-    assert old is not None and (old.head.version, old.head.title) == (3, None)
+    assert old is not None and (old.head.version, old.head.title, old.head.grants) == (3, None, None)
 
 
 async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path) -> None:
@@ -308,3 +308,4 @@ async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path)
 
     assert sorted(s.thread_id for s in listed) == threads and after is None
     assert [loaded.head.incarnation for loaded in heads if loaded is not None] == [None] * len(threads)
+    assert [loaded.head.grants for loaded in heads if loaded is not None] == [None] * len(threads)

@@ -68,7 +68,7 @@ async def test_the_first_save_creates_the_thread_at_version_one(store: TurnStore
     assert loaded is not None
     head = loaded.head
     assert (head.version, head.claim, head.message_count) == (1, 0, 2)
-    assert (head.open_turn, head.applied, head.queued) == ({"turn": 1}, None, None)
+    assert (head.open_turn, head.applied, head.queued, head.grants) == ({"turn": 1}, None, None, None)
     assert (loaded.start, list(loaded.messages)) == (0, [msg("m0"), msg("m1")])
 
 
@@ -267,6 +267,36 @@ async def test_head_records_are_set_kept_or_cleared(store: TurnStore) -> None:
     loaded = await store.load("t1")
     assert loaded is not None
     assert (loaded.head.open_turn, loaded.head.applied, loaded.head.queued) == (None, {"run": "r0"}, None)
+
+
+GRANT = [{"tool": "send_email", "grantedBy": "bob", "grantedAt": "2026-12-06T20:00:00+00:00"}]
+
+
+async def test_grants_are_a_head_record_set_kept_or_cleared_by_compare_and_set(store: TurnStore) -> None:
+    await seeded(store, msg("m0"))
+
+    await store.save("t1", ThreadChange(grants=GRANT, open_turn={"n": 1}), expected_version=1)
+    with pytest.raises(StoreConflict):  # a second writer on the version it read changes nothing
+        await store.save("t1", ThreadChange(grants=None), expected_version=1)
+    kept = await store.save("t1", ThreadChange(append=[msg("m1")], open_turn=None), expected_version=2)
+    read = await store.load("t1", since=None)
+    await store.save("t1", ThreadChange(grants=None), expected_version=kept)
+    cleared = await store.load("t1", since=None)
+
+    assert read is not None and (read.head.grants, read.head.open_turn) == (GRANT, None)
+    assert cleared is not None and cleared.head.grants is None
+
+
+async def test_a_thread_made_again_after_a_delete_has_no_grants(store: TurnStore) -> None:
+    await seeded(store, msg("m0"), grants=GRANT)
+    created = await store.load("t1", since=None)
+
+    await store.delete_thread("t1")
+    await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
+
+    again = await store.load("t1", since=None)
+    assert created is not None and created.head.grants == GRANT
+    assert again is not None and again.head.grants is None
 
 
 async def test_head_records_keep_any_json_text(store: TurnStore) -> None:

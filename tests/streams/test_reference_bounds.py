@@ -27,7 +27,7 @@ SAVES = st.lists(
 async def measured(store: KeptThreads, thread_id: str) -> int:
     stored = await store.load(thread_id)
     assert stored is not None
-    records = (stored.head.open_turn, stored.head.applied, stored.head.queued)
+    records = (stored.head.open_turn, stored.head.applied, stored.head.queued, stored.head.grants)
     return sum(len(m.json) for m in stored.messages) + sum(len(json.dumps(r)) for r in records)
 
 
