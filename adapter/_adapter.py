@@ -35,7 +35,14 @@ from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
-from adapter._journal import DEFAULT_MAX_CHARS, DEFAULT_MAX_EVENTS, JournalLimits, RunEvents
+from adapter._journal import (
+    DEFAULT_MAX_CHARS,
+    DEFAULT_MAX_DETACHED,
+    DEFAULT_MAX_EVENTS,
+    DEFAULT_MAX_RUN_TIME,
+    JournalLimits,
+    RunEvents,
+)
 from adapter._journal import Listener as EventReader
 from adapter._jsonpatch import MAX_PATCHED_BYTES
 from adapter._limits import check_id, check_run_input
@@ -106,6 +113,12 @@ class Adapter:
         max_journal_events: Events one run's journal keeps; a run past it is stopped and ends with `RUN_ERROR`
             `JOURNAL_LIMIT` (docs/security.md).
         max_journal_chars: Characters of wire JSON one run's journal keeps; past it, as `max_journal_events`.
+        max_run_time: How long one run may go on (an hour by default; None: no bound): a run outlives its client,
+            so a client that starts runs and leaves would otherwise keep its backend going for as long as it
+            likes. Past it the run is asked to stop, as `stop_run` asks, and ends with `RUN_ERROR` `RUN_DEADLINE`
+            at its next safe point, what it did stored (docs/security.md).
+        max_detached_runs: Runs one principal may leave going on one replica without a reader (16 by default);
+            their next run is refused with 429 `TOO_MANY_DETACHED_RUNS` until one ends or is read again.
         drain_grace: How long `drain` (a graceful stop: SIGTERM with `examples/serving.py`) lets the runs in
             progress end on their own before it stops them and lapses the claims they hold (docs/replicas.md).
         clock: The time source, for tests.
@@ -139,13 +152,16 @@ class Adapter:
         on_disconnect: OnDisconnect = "continue",
         max_journal_events: int = DEFAULT_MAX_EVENTS,
         max_journal_chars: int = DEFAULT_MAX_CHARS,
+        max_run_time: timedelta | None = timedelta(seconds=DEFAULT_MAX_RUN_TIME),
+        max_detached_runs: int = DEFAULT_MAX_DETACHED,
         drain_grace: timedelta = timedelta(seconds=30),
         clock: Callable[[], datetime] | None = None,
         name: str | None = None,
         description: str | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
-        journal_limits = JournalLimits(max_journal_events, max_journal_chars)
+        run_time = None if max_run_time is None else max_run_time.total_seconds()
+        journal_limits = JournalLimits(max_journal_events, max_journal_chars, run_time, max_detached_runs)
         check_backend(backend)
         check_options(
             (frontend_outcome, *overrides.values()),
@@ -250,14 +266,17 @@ class Adapter:
         else:
             run_input = run_input.input if isinstance(run_input, CheckedInput) else run_input
             check_run_input(run_input)
+        journals = self.config.journals
+        journals.check_detached(principal)
         run = Run(self.config, run_input, principal)
         events = await run.start()
         if run_input.protocol_version is None:
             events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
-        journals = self.config.journals
         life = run.handle.incarnation
-        return await journals.begin(*ids, events, run.stop, incarnation=life, interruptible=run.interruptible)
+        return await journals.begin(
+            *ids, events, run.stop, incarnation=life, principal=principal, interruptible=run.interruptible
+        )
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""

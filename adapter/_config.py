@@ -178,9 +178,16 @@ def check_options(
     if on_disconnect not in get_args(OnDisconnect):
         raise ConfigurationError(f"on_disconnect must be 'continue' or 'stop', not {on_disconnect!r}")
     limits = journal_limits or JournalLimits()
-    for name, value in (("max_journal_events", limits.max_events), ("max_journal_chars", limits.max_chars)):
+    counts = (
+        ("max_journal_events", limits.max_events),
+        ("max_journal_chars", limits.max_chars),
+        ("max_detached_runs", limits.max_detached),
+    )
+    for name, value in counts:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ConfigurationError(f"{name} must be a positive whole number")
+    if limits.max_run_time is not None and not limits.max_run_time > 0:  # also refuses NaN
+        raise ConfigurationError("max_run_time must be positive, or None for no bound")
 
 
 def checked_predictions(entries: Iterable[PredictState]) -> tuple[PredictState, ...]:

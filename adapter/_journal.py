@@ -42,7 +42,7 @@ import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
-from adapter._errors import InputRejected
+from adapter._errors import InputRejected, LimitExceeded
 from adapter._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
@@ -53,6 +53,10 @@ DEFAULT_MAX_EVENTS: Final = 100_000
 """Events one run's journal keeps at most (its terminal event aside)."""
 DEFAULT_MAX_CHARS: Final = 32 * 1024 * 1024
 """Characters of wire JSON one run's journal keeps at most (its terminal event aside)."""
+DEFAULT_MAX_RUN_TIME: Final = 3600.0
+"""Seconds a run may go on before it is stopped (`RUN_DEADLINE`): runs outlive their client, not forever."""
+DEFAULT_MAX_DETACHED: Final = 16
+"""Runs one principal may leave going without a reader on one replica (`TOO_MANY_DETACHED_RUNS` past it)."""
 FLUSH_INTERVAL: Final = 0.05
 """Seconds the writer lets events gather before it appends them, unless the run ended or a batch is full."""
 MAX_BATCH: Final = 1000
@@ -89,10 +93,17 @@ def journal_name(run_id: str, incarnation: str | None, attempt: int = 1) -> str:
 
 @dataclass(frozen=True, slots=True)
 class JournalLimits:
-    """How much of a run one journal keeps: events, and characters of their wire JSON (the terminal event aside)."""
+    """How much of a run one journal keeps, and how much a run past its client may take.
+
+    Events, and characters of their wire JSON (the terminal event aside); how long a run may go on
+    (`max_run_time`, seconds: then it is stopped and ends `RUN_DEADLINE`); and how many runs one principal may
+    leave going without a reader on this replica (`max_detached`: the next is refused, `TOO_MANY_DETACHED_RUNS`).
+    """
 
     max_events: int = DEFAULT_MAX_EVENTS
     max_chars: int = DEFAULT_MAX_CHARS
+    max_run_time: float | None = DEFAULT_MAX_RUN_TIME
+    max_detached: int = DEFAULT_MAX_DETACHED
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +158,7 @@ class LiveRun:
         key: The run's thread id and run id.
         journal: The run's journal in the store (`journal_name`); the run id when not given.
         incarnation: The life of the thread the run belongs to.
+        principal: Who started the run (their detached runs are bounded: `JournalLimits.max_detached`).
         events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
         stop: The run's stop signal, raised by a stop request found in the store.
         store: Where the journal is written; None for a run that is not journaled.
@@ -165,6 +177,7 @@ class LiveRun:
         *,
         journal: str | None = None,
         incarnation: str | None = None,
+        principal: str | None = None,
         stop: StopSignal,
         store: TurnStore | None = None,
         limits: JournalLimits = JournalLimits(),
@@ -177,6 +190,9 @@ class LiveRun:
         self.thread_id, self.run_id = key
         self.journal = journal if journal is not None else self.run_id
         self.incarnation = incarnation
+        self.principal = principal
+        self.left = False
+        """The reader that started the run went away before its end: the run goes on detached."""
         self.stop = stop
         self.store = store
         self.limits = limits
@@ -226,6 +242,9 @@ class LiveRun:
         if self.driver is not None:
             return
         self.driver = asyncio.ensure_future(self._drive())
+        if self.limits.max_run_time is not None:
+            deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
+            self.driver.add_done_callback(lambda _: deadline.cancel())
         tasks: list[asyncio.Future[Any]] = [self.driver]
         if self.store is not None:
             tasks.append(asyncio.ensure_future(self._write()))
@@ -234,6 +253,16 @@ class LiveRun:
         if self._keep is not None:
             for task in tasks:
                 self._keep(task)
+
+    def _past_deadline(self) -> None:
+        if not self.complete:
+            log.warning("run %s passed its deadline (%s s); stopping it", self.run_id, self.limits.max_run_time)
+            self.stop.request(reason=codes.RUN_DEADLINE)
+
+    @property
+    def detached(self) -> bool:
+        """Going on after the reader that started it left."""
+        return self.left and not self.complete
 
     def listen(self, after: int = 0) -> Tail:
         """A listener for the events after seq `after`, from memory."""
@@ -493,6 +522,7 @@ class Tail:
         if self is not live.origin:
             return
         live.origin = None
+        live.left = left
         live.consumed()
         if left and live.stop_on_leave:
             await live.finished(cancel=True)  # as before journals: the run's `LEFT` phase
@@ -598,6 +628,7 @@ class Journals:
         stop: StopSignal,
         *,
         incarnation: str | None = None,
+        principal: str | None = None,
         interruptible: Callable[[], bool] = lambda: False,
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
@@ -626,6 +657,7 @@ class Journals:
             events,
             journal=journal,
             incarnation=incarnation,
+            principal=principal,
             stop=stop,
             store=self.store if journal is not None else None,
             limits=self.limits,
@@ -671,6 +703,20 @@ class Journals:
                     break
             found = name
         return found
+
+    def check_detached(self, principal: str | None) -> None:
+        """Refuse a new run to a principal who left `max_detached` runs going on this replica without a reader.
+
+        Raises:
+            LimitExceeded: 429 `TOO_MANY_DETACHED_RUNS`; nothing was run or stored.
+        """
+        held = sum(1 for live in self._runs if live.principal == principal and live.detached)
+        if held >= self.limits.max_detached:
+            message = (
+                f"{held} runs of this caller go on without a reader (at most {self.limits.max_detached}): reattach"
+                " to one, stop one, or wait for one to end before starting another."
+            )
+            raise LimitExceeded(message, code=codes.TOO_MANY_DETACHED_RUNS, status_code=429)
 
     def live(self, thread_id: str, journal: str) -> LiveRun | None:
         """The journaled run with this journal (`journal_name`), while this replica drives it or writes its journal."""

@@ -662,7 +662,12 @@ class Run:
             history.append(message)
             yield result_event(message)
         self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
-        yield await self._complete(RunFinishedCancelledOutcome(), history)
+        finished = await self._complete(RunFinishedCancelledOutcome(), history)
+        reason = self.stop.reason
+        if reason is None:
+            yield finished
+        else:  # stopped by a limit, not a person: stored as cancelled, and said with its code
+            yield RunErrorEvent(message="The run was stopped at its deadline; what it did is stored.", code=reason)
 
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
         stored = replay.applied.outcome or {}

@@ -47,16 +47,19 @@ class StopSignal:
 
     def __init__(self) -> None:
         self.requested = False
+        self.reason: str | None = None
+        """The code a run ends with instead of a cancelled `RUN_FINISHED`: a stop no one asked for (a deadline)."""
         self.cutting = False
         """The driver cancelled the run's wait on a silent backend stream, for this stop."""
         self._event: asyncio.Event | None = None
         self.on_request: Callable[[], None] | None = None
 
-    def request(self) -> None:
-        """Ask the run to stop (idempotent)."""
+    def request(self, *, reason: str | None = None) -> None:
+        """Ask the run to stop (idempotent: the first request's `reason` stands)."""
         if self.requested:
             return
         self.requested = True
+        self.reason = reason
         if self._event is not None:
             self._event.set()
         if self.on_request is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,7 +103,13 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
 
 
 def test_the_journal_limits_are_checked_when_the_adapter_is_built() -> None:
-    for options in ({"max_journal_events": 0}, {"max_journal_chars": -1}, {"on_disconnect": "later"}):
+    for options in (
+        {"max_journal_events": 0},
+        {"max_journal_chars": -1},
+        {"on_disconnect": "later"},
+        {"max_detached_runs": 0},
+        {"max_run_time": timedelta(0)},
+    ):
         with pytest.raises(ConfigurationError):
             Adapter(ScriptedBackend(), **options)
 

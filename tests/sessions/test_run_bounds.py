@@ -1,0 +1,95 @@
+"""A run nobody reads is bounded: a deadline of its own, and how many runs one principal may leave going."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import Any
+
+import httpx
+import pytest
+from ag_ui.core import RunAgentInput, UserMessage
+
+from adapter import Adapter, LimitExceeded, create_app
+from adapter.backends import ModelRequest, TextDelta
+from adapter.stores import MemoryStore
+
+
+class Endless:
+    """A backend that streams without end (a flood), a word at a time, until it is stopped."""
+
+    def __init__(self) -> None:
+        self.words = 0
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[Any]:
+        while True:
+            self.words += 1
+            yield TextDelta("word ")
+            await asyncio.sleep(0.001)
+
+
+def opening(thread_id: str) -> RunAgentInput:
+    return RunAgentInput(
+        thread_id=thread_id, run_id=f"r-{thread_id}", messages=[UserMessage(id="u", content="go")], tools=[], context=[]
+    )
+
+
+async def test_a_run_past_its_deadline_ends_run_deadline_with_what_it_said_stored() -> None:
+    adapter = Adapter(Endless(), max_run_time=timedelta(milliseconds=300))
+
+    events = [
+        json.loads(event.model_dump_json(by_alias=True, exclude_none=True))
+        async for event in adapter.run(opening("t1"))
+    ]
+
+    assert events[-1]["type"] == "RUN_ERROR" and events[-1]["code"] == "RUN_DEADLINE", events[-1]
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    said = [message["content"] for message in thread["messages"] if message["role"] == "assistant"]
+    assert said and said[0].startswith("word ")
+    journaled = await adapter.run_events("t1", "r-t1")
+    assert journaled is not None
+    assert [json.loads(event.json) async for event in journaled][-1]["code"] == "RUN_DEADLINE"
+    await adapter.aclose()
+
+
+async def left(adapter: Adapter, thread_id: str, principal: str | None) -> None:
+    """Start a run as `principal` and leave it after its first events: it goes on, detached."""
+    events = await adapter.start(opening(thread_id), principal=principal)
+    async for event in events:
+        if event.type == "TEXT_MESSAGE_CONTENT":
+            break
+    await events.aclose()
+
+
+async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() -> None:
+    adapter = Adapter(Endless(), store=MemoryStore(), max_detached_runs=2, authorize=lambda p, o, a: True)
+    await left(adapter, "a1", "alice")
+    await left(adapter, "a2", "alice")
+
+    with pytest.raises(LimitExceeded) as refused:
+        await adapter.start(opening("a3"), principal="alice")
+    await left(adapter, "b1", "bob")  # another principal's runs are their own
+    assert await adapter.stop_run("a1", "r-a1", principal="alice") is True
+    for _ in range(500):  # the stopped run ends at its next safe point, a word later
+        if (await adapter.thread("a1", principal="alice") or {}).get("messages"):
+            break
+        await asyncio.sleep(0.01)
+    await left(adapter, "a3", "alice")  # one of alice's ended: room for another
+
+    assert (refused.value.status_code, refused.value.code) == (429, "TOO_MANY_DETACHED_RUNS")
+    await adapter.aclose()
+
+
+async def test_the_refusal_is_a_429_with_its_code_over_http() -> None:
+    adapter = Adapter(Endless(), max_detached_runs=1)
+    await left(adapter, "a1", None)
+    body = opening("a2").model_dump(by_alias=True, mode="json")
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(adapter)), base_url="http://t") as http:
+        response = await http.post("/", json=body)
+
+    assert response.status_code == 429
+    assert response.json()["error"]["code"] == "TOO_MANY_DETACHED_RUNS"
+    await adapter.aclose()
