@@ -20,7 +20,7 @@ from sessions_kit import journal_of
 
 from adapter import Adapter, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import TurnStore
+from adapter.stores import MemoryStore, TurnStore
 
 STORES = every_store()
 
@@ -239,3 +239,31 @@ async def test_an_id_no_url_path_can_carry_is_refused_at_creation(field: str, do
     assert response.status_code == 422
     assert response.json()["error"]["code"] == "INVALID_ID"
     assert f"/{field}" in response.json()["error"]["message"]
+
+
+async def test_a_cache_never_serves_a_thread_restored_and_written_again_to_the_state_it_remembers() -> None:
+    """A restore from a backup, then a write on another replica, brings back (incarnation, version, count)."""
+    import copy
+    import dataclasses
+
+    from adapter._parsed import ParsedThreads  # private on purpose: read long threads by their head, as replicas do
+
+    store = MemoryStore()
+    backend = ScriptedBackend([Rule(r"say (\w+)", reply="ok")])
+    first, second = (Adapter(backend, store=store) for _ in range(2))
+    for replica in (first, second):
+        replica.config = dataclasses.replace(replica.config, parsed=ParsedThreads(head_first=0))
+
+    async def say(replica: Adapter, word: str) -> None:
+        ran = await events_of(replica.run(opening(f"say {word}", f"r-{word}", f"u-{word}")))
+        assert ran[-1]["type"] == "RUN_FINISHED"
+
+    await say(first, "one")
+    backup = copy.deepcopy(store._threads["t1"])
+    await say(first, "two")  # the first replica keeps the thread as it wrote it
+    store._threads["t1"] = backup  # the store is restored from the backup
+    await say(second, "other")  # the same incarnation, version and count as the first replica remembers
+    await say(first, "three")
+
+    seen = [str(message.content) for message in backend.requests[-1].messages if message.role == "user"]
+    assert seen == ["say one", "say other", "say three"]
