@@ -153,7 +153,7 @@ async def delete_thread(config: EngineConfig, thread_id: str, principal: str | N
     stored = await config.store.load(thread_id, since=None)
     if stored is None or not await _may(config, principal, stored.head.owner):
         return False
-    deleted = await config.store.delete_thread(thread_id)
+    deleted = await config.store.delete_thread(thread_id, incarnation=stored.head.incarnation)
     for live in config.journals.of_thread(thread_id, stored.head.incarnation):
         live.stop.request()
     config.parsed.forget(thread_id)

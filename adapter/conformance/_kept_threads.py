@@ -134,12 +134,14 @@ class KeptThreads:
         more = len(page) > limit
         return shown, next_cursor(shown[-1].updated_at, shown[-1].thread_id) if more else None
 
-    async def delete_thread(self, thread_id: str) -> bool:
-        """Forget the thread and its journals; False when it was not kept."""
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
+        """Forget the thread and its journals (of that life, if named); False when it was not kept."""
         kept = self._threads.get(thread_id)
         if kept is None:
             return False
-        deleted = await kept.store.delete_thread(thread_id)
+        deleted = await kept.store.delete_thread(thread_id, incarnation=incarnation)
+        if not deleted:
+            return False
         self._drop(thread_id)
         return deleted
 

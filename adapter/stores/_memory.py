@@ -197,8 +197,11 @@ class MemoryStore:
         summaries = [self._summary(thread_id) for _, thread_id in page[:limit]]
         return summaries, next_cursor(*page[limit - 1]) if len(page) > limit else None
 
-    async def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread, its messages, its head records and every journal of its runs."""
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs (of that life, if named)."""
+        found = self._threads.get(thread_id)
+        if incarnation is not ANY_INCARNATION and found is not None and found.incarnation != incarnation:
+            return False
         for key in [key for key in self._journals if key[0] == thread_id]:
             del self._journals[key]
         return self._threads.pop(thread_id, None) is not None

@@ -114,7 +114,7 @@ _REQUEST_STOP: Final = """
     WHERE thread_id = %s AND run_id = %s AND NOT ended
     RETURNING 1
 """
-_DELETE: Final = "SELECT agui_delete(%s)"
+_DELETE: Final = "SELECT agui_delete(%s, %s, %s)"
 # `owner = ` or `owner IS NULL`, and a cursor's key or none: each a query the index `agui_threads_listing` answers.
 _LIST: Final = """
     SELECT thread_id, title, saved_at, owner, open_turn FROM agui_threads
@@ -375,9 +375,14 @@ class PostgresStore:
         last = summaries[-1] if len(rows) > limit else None
         return summaries, None if last is None else next_cursor(last.updated_at, last.thread_id)
 
-    async def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread, its messages, its head records and every journal of its runs: one statement."""
-        rows = await self._rows("a delete", _DELETE, (thread_id,))
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs: one statement.
+
+        With `incarnation`, only that life of the thread: another is left whole (False).
+        """
+        check = incarnation is not ANY_INCARNATION
+        life = incarnation if isinstance(incarnation, str) else None
+        rows = await self._rows("a delete", _DELETE, (thread_id, check, life))
         return bool(rows[0][0])
 
     async def ping(self, *, write: bool = False) -> None:

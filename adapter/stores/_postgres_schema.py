@@ -270,6 +270,28 @@ MIGRATIONS: Final[dict[int, str]] = {
         END IF;
         RETURN v_version + 1;
     END $$;
+    CREATE FUNCTION agui_delete(p_thread text, p_life_check boolean, p_life text) RETURNS boolean
+    LANGUAGE plpgsql AS $$
+    DECLARE
+        v_found boolean;
+        v_life text;
+    BEGIN
+        -- The head row is locked first (no append locks it, so no cycle): a delete meant for one life of the
+        -- thread leaves another whole, journals included.
+        SELECT incarnation INTO v_life FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
+        v_found := FOUND;
+        IF v_found AND p_life_check AND v_life IS DISTINCT FROM p_life THEN
+            RETURN false;
+        END IF;
+        DELETE FROM agui_journals WHERE thread_id = p_thread;
+        DELETE FROM agui_journal_events WHERE thread_id = p_thread;
+        IF NOT v_found THEN
+            RETURN false;
+        END IF;
+        DELETE FROM agui_messages WHERE thread_id = p_thread;
+        DELETE FROM agui_threads WHERE thread_id = p_thread;
+        RETURN true;
+    END $$;
     """,
     # Version 7 (issue 42): the tools a person allowed for the rest of a thread, a head record like the others. A save
     # that changes them sets the column in the save's transaction (`PostgresStore.save`): `agui_save` is unchanged.

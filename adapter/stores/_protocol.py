@@ -461,10 +461,12 @@ class TurnStore(Protocol):
         """
         ...
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
         """Delete the thread, its messages, its head records (the open turn too) and every journal of its runs.
 
-        False when there was no such thread (its journals, if any, are deleted all the same). Atomic.
+        False when there was no such thread (its journals, if any, are deleted all the same). Atomic. With
+        `incarnation`, only that life of the thread: one of another incarnation is left whole, journals included
+        (False), so a delete decided on one life never takes the next.
 
         Raises:
             StoreUnavailable: The store could not be reached; the delete may or may not have been applied.

@@ -228,9 +228,12 @@ class SQLiteStore:
         last = summaries[-1] if len(rows) > limit else None
         return summaries, None if last is None else next_cursor(last.updated_at, last.thread_id)
 
-    async def delete_thread(self, thread_id: str) -> bool:
-        """Delete the thread, its messages, its head records and every journal of its runs, in one transaction."""
-        return await self._call("a delete", self._delete_thread, thread_id)
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
+        """Delete the thread, its messages, its head records and every journal of its runs, in one transaction.
+
+        With `incarnation`, only that life of the thread: another is left whole (False).
+        """
+        return await self._call("a delete", self._delete_thread, thread_id, incarnation)
 
     async def ping(self, *, write: bool = False) -> None:
         """Raise unless the file opens and answers a trivial query; with `write`, unless it can be written too.
@@ -365,10 +368,16 @@ class SQLiteStore:
         query = f"{columns} WHERE owner IS ? AND (updated_at, thread_id) < (?, ?) {order}"
         return connection.execute(query, (owner, *key, count)).fetchall()
 
-    def _delete_thread(self, thread_id: str) -> bool:
+    def _delete_thread(self, thread_id: str, incarnation: object) -> bool:
         connection = self._connect()
         connection.execute("BEGIN IMMEDIATE")
         try:
+            if incarnation is not ANY_INCARNATION:
+                row = connection.execute("SELECT incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,))
+                found = row.fetchone()
+                if found is not None and found[0] != incarnation:
+                    connection.execute("COMMIT")
+                    return False
             for table in ("agui_journal_events", "agui_journals", "agui_messages"):  # fixed names, never input
                 connection.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
             deleted = connection.execute("DELETE FROM agui_threads WHERE thread_id = ?", (thread_id,))

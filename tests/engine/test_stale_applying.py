@@ -115,9 +115,9 @@ class CutAfterClosing:
         self._check()
         return await self.inner.list_threads(owner, before=before, limit=limit)
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
         self._check()
-        return await self.inner.delete_thread(thread_id)
+        return await self.inner.delete_thread(thread_id, incarnation=incarnation)
 
     async def ping(self, *, write: bool = False) -> None:
         self._check()

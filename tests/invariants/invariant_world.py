@@ -141,10 +141,10 @@ class Mortal:
             raise Died("list")
         return await self.inner.list_threads(owner, before=before, limit=limit)
 
-    async def delete_thread(self, thread_id: str) -> bool:
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
         if self.dead:
             raise Died(thread_id)
-        return await self.inner.delete_thread(thread_id)
+        return await self.inner.delete_thread(thread_id, incarnation=incarnation)
 
     async def ping(self, *, write: bool = False) -> None:
         if self.dead:

@@ -912,3 +912,17 @@ def test_any_text_is_a_cursor_or_a_value_error(text: str) -> None:
         return
     assert updated_at.tzinfo is not None and "\x00" not in thread_id
     assert to_micros(updated_at) == to_micros(parse_cursor(next_cursor(updated_at, thread_id))[0])
+
+
+async def test_a_delete_meant_for_one_life_leaves_another_whole(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice"), expected_version=0)
+    await store.delete_thread("t1", incarnation="alice")
+    await store.save("t1", ThreadChange(append=[msg("b0")], incarnation="bob"), expected_version=0)
+    await store.append_events("t1", "r1", [JournalEvent(1, "{}")])
+
+    assert await store.delete_thread("t1", incarnation="alice") is False  # decided on Alice's life, too late
+    bobs = await store.load("t1")
+    assert bobs is not None and ids(bobs.messages) == ["b0"]
+    assert await store.read_events("t1", "r1") is not None
+    assert await store.delete_thread("t1", incarnation="bob") is True
+    assert await store.load("t1") is None
