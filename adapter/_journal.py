@@ -192,7 +192,9 @@ class LiveRun:
         self.incarnation = incarnation
         self.principal = principal
         self.left = False
-        """The reader that started the run went away before its end: the run goes on detached."""
+        """The reader that started the run went away before its end."""
+        self.readers = 0
+        """The listeners reading the run from memory now (`Tail`): the one that started it, reattached ones."""
         self.stop = stop
         self.store = store
         self.limits = limits
@@ -261,8 +263,8 @@ class LiveRun:
 
     @property
     def detached(self) -> bool:
-        """Going on after the reader that started it left."""
-        return self.left and not self.complete
+        """Going on after the reader that started it left, with no one reading it (a reattach reads it again)."""
+        return self.left and not self.complete and self.readers == 0
 
     def listen(self, after: int = 0) -> Tail:
         """A listener for the events after seq `after`, from memory."""
@@ -495,6 +497,8 @@ class Tail:
         self.live = live
         self.cursor = max(after, 0)
         self.ids = live.journaled
+        self._reading = True
+        live.readers += 1
 
     @property
     def over(self) -> bool:
@@ -519,6 +523,9 @@ class Tail:
     async def close(self, *, left: bool) -> None:
         """Detach; the listener that started the run takes it along with `stop_on_leave`, or waits for it to unwind."""
         live = self.live
+        if self._reading:
+            self._reading = False
+            live.readers -= 1
         if self is not live.origin:
             return
         live.origin = None

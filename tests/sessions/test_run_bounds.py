@@ -72,11 +72,18 @@ async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() 
     with pytest.raises(LimitExceeded) as refused:
         await adapter.start(opening("a3"), principal="alice")
     await left(adapter, "b1", "bob")  # another principal's runs are their own
-    assert await adapter.stop_run("a1", "r-a1", principal="alice") is True
-    for _ in range(500):  # the stopped run ends at its next safe point, a word later
-        if (await adapter.thread("a1", principal="alice") or {}).get("messages"):
-            break
-        await asyncio.sleep(0.01)
+    reattached = await adapter.run_events("a2", "r-a2", principal="alice")
+    assert reattached is not None
+    await anext(reattached)  # read again: no longer detached while read
+    await left(adapter, "a4", "alice")
+    await reattached.aclose()
+    with pytest.raises(LimitExceeded):
+        await adapter.start(opening("a5"), principal="alice")
+    for thread_id in ("a1", "a4"):  # two of alice's three end: room for one more
+        assert await adapter.stop_run(thread_id, f"r-{thread_id}", principal="alice") is True
+        stopped = await adapter.run_events(thread_id, f"r-{thread_id}", principal="alice")
+        assert stopped is not None
+        assert [json.loads(event.json)["type"] async for event in stopped][-1] == "RUN_FINISHED"
     await left(adapter, "a3", "alice")  # one of alice's ended: room for another
 
     assert (refused.value.status_code, refused.value.code) == (429, "TOO_MANY_DETACHED_RUNS")
