@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -76,7 +76,7 @@ async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() 
     assert reattached is not None
     await anext(reattached)  # read again: no longer detached while read
     await left(adapter, "a4", "alice")
-    await reattached.aclose()
+    await cast(AsyncGenerator[Any, None], reattached).aclose()  # run_events gives an async generator
     with pytest.raises(LimitExceeded):
         await adapter.start(opening("a5"), principal="alice")
     for thread_id in ("a1", "a4"):  # two of alice's three end: room for one more
