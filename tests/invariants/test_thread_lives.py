@@ -115,6 +115,8 @@ class ThreadLives(RuleBasedStateMachine):
         self.held: list[Held] = []
         self.ended_lives_runs: list[str] = []
         self.backups: list[tuple[int, str | None, Any]] = []
+        self.said: tuple[int, str] | None = None
+        """The life and tag of the last input said, to send again under its run id."""
         self.started = False
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
@@ -185,6 +187,7 @@ class ThreadLives(RuleBasedStateMachine):
         assert last["type"] == "RUN_FINISHED", last
         if creates:
             self.exists, self.life, self.owner = True, life, principal
+        self.said = (life, tag)
         # The model was sent exactly what the store held, then the new message.
         seen = self.backend.requests[asked].messages
         # (As a set: runs that overlapped are stored one after the other, and the conversation rules put each
@@ -192,6 +195,22 @@ class ThreadLives(RuleBasedStateMachine):
         shown = [json.loads(text) for text in before]
         assert sorted(message.id for message in seen[:-1]) == sorted(m["id"] for m in shown if m["role"] != "activity")
         assert seen[-1].content == f"say {tag}"
+
+    @precondition(lambda self: self.exists and self.waiting is None and self.said and self.said[0] == self.life)
+    @rule(replica=REPLICA)
+    def say_again(self, replica: int) -> None:
+        """A client sends an input again under its run id: another attempt, journaled, the one its route serves."""
+        assert self.owner is not None and self.said is not None
+        tag = self.said[1]
+        events = self.run(self.events(replica, self.opening(f"say {tag}", tag), self.owner))
+        assert events[-1]["type"] == "RUN_FINISHED", events[-1]
+
+        async def journaled(adapter: Adapter) -> list[dict[str, Any]] | None:
+            read = await adapter.run_events(THREAD, f"run-{tag}", principal=self.owner)
+            return None if read is None else [json.loads(event.json) async for event in read]
+
+        for adapter in self.adapters:
+            assert self.run(journaled(adapter)) == events
 
     @precondition(lambda self: self.exists and self.waiting is None)
     @rule(replica=REPLICA)
