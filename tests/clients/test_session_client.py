@@ -33,7 +33,10 @@ PROPERTY = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 class Cutting(httpx.AsyncBaseTransport):
-    """Real HTTP, but the n-th response's body is cut after `cuts[n]` bytes with a reset (`httpx.ReadError`)."""
+    """Real HTTP, but the n-th response's body is cut after `cuts[n]` bytes with a reset (`httpx.ReadError`).
+
+    A cut fires (`fired`) only where it withholds bytes: one at or past the end of a body leaves it whole.
+    """
 
     def __init__(self, cuts: list[int], on_request: Callable[[int], None] = lambda n: None) -> None:
         self.inner = httpx.AsyncHTTPTransport()
@@ -66,7 +69,7 @@ class _Cut(httpx.AsyncByteStream):
     async def __aiter__(self) -> AsyncIterator[bytes]:
         left = self.budget
         async for chunk in self.stream:
-            if len(chunk) >= left:
+            if len(chunk) > left:  # a cut at the body's very end withholds nothing: it is no drop
                 yield chunk[:left]
                 self.transport.fired += 1
                 raise httpx.ReadError("the connection was reset")

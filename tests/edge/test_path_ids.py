@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 # Text that routing and escaping could get wrong; the id rules refuse control characters, so none are drawn.
 PIECES = st.sampled_from(["/", "%", "%2F", "%25", "?", "#", " ", "é", "runs", "events", "stop", "a", "Z", "."])
-IDS = st.lists(PIECES, min_size=1, max_size=6).map("".join)
+IDS = st.lists(PIECES, min_size=1, max_size=6).map("".join).filter(lambda value: value not in (".", ".."))
+"""Ids a run accepts: a dot segment (`.` or `..`) is refused at creation (tests/sessions/test_thread_life.py)."""
 
 
 @pytest.fixture(params=["root", "mounted"])
