@@ -17,7 +17,7 @@ from typing import Any
 from adapter.conformance._cases_frontend import answer_call
 from adapter.conformance._client import Reply, Thread, new_id, resolved
 from adapter.conformance._evidence import content_of, tool_answers
-from adapter.conformance._probe import DENY, Probe, Skip, Verdict, case, refused
+from adapter.conformance._probe import Probe, Skip, Verdict, case, refused
 from adapter.conformance._report import Status
 
 Part = Callable[[Probe], Awaitable[tuple[str, str]]]
@@ -176,7 +176,7 @@ async def _denied_approval(probe: Probe) -> Answered:
     call_id = approval.call_of()
     if call_id is None:
         raise Skip("the approval interrupt names no call to answer again")
-    reply = await approval.thread.resume(resolved(str(approval.first.get("id")), DENY))
+    reply = await approval.thread.resume(resolved(str(approval.first.get("id")), probe.answer(approval.first, False)))
     if refused(reply):
         raise Skip(f"the denial was refused: {reply.ending()}")
     return Answered(approval.thread, call_id, _held(approval.thread, call_id), f"the denied call {call_id}")

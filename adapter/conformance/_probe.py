@@ -6,6 +6,7 @@ the exact channel (`--executions-url`). How the kit tells that a tool ran is in 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,6 +15,7 @@ from typing import Any, NoReturn, TypeAlias
 import httpx
 
 from adapter.client import GatedCall, gated_call
+from adapter.conformance._approvals import NoAnswer, approval_answer
 from adapter.conformance._client import Client, Reply, Thread
 from adapter.conformance._evidence import (
     MAX_PAGE_BODY,
@@ -30,8 +32,6 @@ Verdict: TypeAlias = tuple[Status, str]
 Restart: TypeAlias = Callable[[], Awaitable[None]]
 _MAX_PAGES = 20  # pages of a thread read the kit follows; its threads are a few messages long
 
-APPROVE = {"approved": True}
-DENY = {"approved": False}
 PERMISSIVE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 """The declared client tool's parameters: any object."""
 
@@ -67,6 +67,9 @@ class Case:
     rules: tuple[str, ...]
     run: Callable[[Probe], Awaitable[Verdict]]
     summary: str
+    part: str = ""
+    """The part of the contract the case grades (`approvals`, `client tools`): a part none of whose cases could
+    be graded is reported `not graded`, which is not a pass."""
 
     @property
     def module(self) -> str:
@@ -77,11 +80,13 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(case_id: str, *rules: str) -> Callable[[Callable[[Probe], Awaitable[Verdict]]], Callable[..., Any]]:
+def case(
+    case_id: str, *rules: str, part: str = ""
+) -> Callable[[Callable[[Probe], Awaitable[Verdict]]], Callable[..., Any]]:
     """Register a case; cases run in the order they are registered."""
 
     def register(run: Callable[[Probe], Awaitable[Verdict]]) -> Callable[[Probe], Awaitable[Verdict]]:
-        CASES.append(Case(case_id, rules, run, (run.__doc__ or "").strip().splitlines()[0]))
+        CASES.append(Case(case_id, rules, run, (run.__doc__ or "").strip().splitlines()[0], part))
         return run
 
     return register
@@ -144,6 +149,20 @@ class Probe:
         """How many of those sends the target refused."""
         self._gated_names: set[str] = set()
         """The tools seen waiting for approval: a result for one of them, unasked, is the gated tool running."""
+        self.answers: dict[str, str] = {}
+        """The approval answers the current case sent, each with how the interrupt's schema led to it."""
+
+    def answer(self, interrupt: Mapping[str, Any], approve: bool = True) -> Any:
+        """The payload that approves (or denies) `interrupt`, as its `responseSchema` asks; Skip when none fits.
+
+        The case's evidence names each answer it sent (`_check`).
+        """
+        try:
+            built = approval_answer(interrupt, approve)
+        except NoAnswer as error:
+            raise Skip(str(error)) from None
+        self.answers.setdefault(json.dumps(built.payload), built.how)
+        return built.payload
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -55,7 +55,8 @@ async def test_the_demo_passes_every_case_it_can_run(tmp_path: Path, frontend_ou
     assert report.failures == [], report.table()
     assert [case.id for case in report.cases] == [case_id for case_id, _, _ in case_catalogue()]
     expected = {case_id: "pass" for case_id, _, _ in case_catalogue()}
-    expected |= {"partial-resume": "skip", "restart-resume": "skip"}
+    needs_flags = ("partial-resume", "approvals-one-by-one", "approvals-together", "restart-resume")
+    expected |= dict.fromkeys(needs_flags, "skip")
     if frontend_outcome == "interrupt":  # by design, for clients that resume; AG-UI 1.0 FE-2 says MUST NOT
         expected["frontend-call"] = "warn"
     assert statuses(report) == expected
