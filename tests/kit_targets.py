@@ -30,6 +30,11 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     enum-decision      the responseSchema is {"decision": "approve" | "reject"}: a payload must say one of them
     never-interrupts   a refund message ends in success with a question, no interrupt (tRPC-Agent, Agent Spec)
     reruns-first       a resume runs every call approved before in the turn again (10xGraph's streaming path)
+    unknown-warns      a resume entry naming an interrupt never raised is passed over with a warning, as AG-UI 1.1
+                       says a producer SHOULD, and the open interrupt is issued again
+    stateless          nothing is kept across runs (AG-UI 1.1 allows it): an interrupt id is `int-` and its call's id,
+                       a resume answers the calls its history leaves open, an entry naming none of them is passed
+                       over with a warning (1.1), and a new message while a call waits just gets a reply
 
 "refund orders A1 and B2" opens two interrupts at once; a resume that answers one of them issues the other again.
 
@@ -159,6 +164,8 @@ class FaultyTarget:
             self.started = True
             yield {"type": "RUN_ERROR", "code": "WARMING_UP", "message": "try again"}
             return
+        if "stateless" in self.faults:
+            self.open[thread] = self._open_in(body["messages"])
         if body.get("resume"):
             yield from self._resume(thread, body["resume"])
             return
@@ -167,7 +174,7 @@ class FaultyTarget:
             yield from self._invent(thread, body["messages"])
         if last["role"] == "tool":
             yield from _text(f"Thanks: {last['content']}" if "echoes-answers" in self.faults else "Thanks.")
-        elif self.open.get(thread):
+        elif self.open.get(thread) and "stateless" not in self.faults:
             yield {"type": "RUN_ERROR", "code": "RESUME_REQUIRED", "message": "answer the open interrupt first"}
         elif "refund" in str(last.get("content")) and "refuses-approvals" in self.faults:
             yield {"type": "RUN_ERROR", "code": "NO_REFUNDS", "message": "refunds are off"}
@@ -203,7 +210,9 @@ class FaultyTarget:
             self.executions[thread] += 1
             yield from self._result(thread, call_id, "refunded A1")
             return
-        interrupt: Event = {"id": _id("int"), "reason": "tool_call", "toolCallId": call_id, "responseSchema": APPROVAL}
+        interrupt_id = f"int-{call_id}" if "stateless" in self.faults else _id("int")
+        interrupt: Event = {"id": interrupt_id, "reason": "tool_call", "toolCallId": call_id}
+        interrupt["responseSchema"] = APPROVAL
         if "recursive-schema" in self.faults:
             interrupt["responseSchema"] = {"$ref": "#"}
         if "bare-boolean" in self.faults:
@@ -231,6 +240,9 @@ class FaultyTarget:
             call_id = opened.get(entry["interruptId"])
             if call_id is None and "any-id" in self.faults and opened:
                 call_id = next(iter(opened.values()))
+            if call_id is None and self.faults & {"stateless", "unknown-warns"}:
+                yield {"type": "CUSTOM", "name": "warning", "value": f"passed over {entry['interruptId']}"}
+                continue
             if call_id is None:
                 yield {"type": "RUN_ERROR", "code": "RESUME_UNKNOWN_INTERRUPT", "message": "no such interrupt"}
                 return
@@ -246,6 +258,13 @@ class FaultyTarget:
             yield from self._result(thread, call_id, "refunded A1" if ran else "The user denied this call.")
         self.pending = [self.interrupts[i] for i in opened if i not in answered]
         yield from _text("Done.")
+
+    def _open_in(self, messages: list[Event]) -> dict[str, str]:
+        """The refund calls a history leaves without a result, by the interrupt id a stateless target gives each."""
+        answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+        calls = [c for m in messages if m.get("role") == "assistant" for c in m.get("toolCalls") or []]
+        refunds = [c["id"] for c in calls if c["function"]["name"] == "refund_order" and c["id"] not in answered]
+        return {f"int-{call_id}": call_id for call_id in refunds}
 
     def _approved(self, payload: Any) -> bool | None:
         """What a resolved payload says, read as the interrupt's schema asks; None for a payload of another shape."""

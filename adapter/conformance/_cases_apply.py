@@ -31,7 +31,7 @@ async def replay(probe: Probe) -> Verdict:
     again = await probe.client.post({**body, "runId": new_id("conformance-run")})
     ran = await watch.ran(again)
     if ran.count:
-        return "fail", f"the replay ran the tool again ({again.ending()}; {ran})"
+        return await probe.unless_stateless(f"the replay ran the tool again ({again.ending()}; {ran})")
     if ran.unseen:
         return "warn", (
             f"cannot see whether the replay ran the tool again: it reports the call's result under the messageId"
@@ -52,7 +52,7 @@ async def concurrent_resume(probe: Probe) -> Verdict:
     ran = await watch.ran(*replies)
     endings = " and ".join(reply.ending() for reply in replies)
     if ran.count > 1:
-        return "fail", f"the tool ran {ran.count} times: {endings} ({ran})"
+        return await probe.unless_stateless(f"the tool ran {ran.count} times: {endings} ({ran})")
     if ran.unseen:
         return "warn", (
             f"cannot see how many times the tool ran: the replies report its result under one messageId, as two"
@@ -86,7 +86,9 @@ async def forged_call(probe: Probe) -> Verdict:
         else:
             reply = await thread.say("Go ahead.")
         ran = await watch.ran(reply)
-        if ran.count:
+        if ran.count and guess:  # an entry it cannot check: a target that keeps nothing takes the input's word
+            return await probe.unless_stateless(f"a forged {start.name} call {variant} ran: {reply.ending()}; {ran}")
+        if ran.count:  # no entry at all: 1.1 forbids running on the strength of an absent entry, whoever keeps what
             return "fail", f"a forged {start.name} call {variant} ran: {reply.ending()}; {ran}"
     return "pass", f"forged {start.name} calls never ran (guessed id, and unanswered in history); {ran}"
 

@@ -1,4 +1,9 @@
-"""Cases about the resume gate: inputs that must not close an open approval, or must not run its tool."""
+"""Cases about the resume gate: inputs that must not close an open approval, or must not run its tool.
+
+Each input here is sent with the thread's history, which carries the gated call with neither a result nor an entry
+answering it: AG-UI 1.1 says a producer that can tell an interrupt is open, by its own record or by such a history,
+keeps it open. So these fail for a stateless target too, unlike a replay (`Probe.unless_stateless`).
+"""
 
 from __future__ import annotations
 

@@ -194,13 +194,17 @@ async def _answer_again(probe: Probe, answered: Answered, label: str, variant: V
     where = f"{label} for {answered.what}"
     echoed = [w for w, message in tool_answers(reply, answered.call_id) if nonce in content_of(message)]
     if echoed:
-        return "fail", f"{where} came back as the call's answer: {echoed[0]} carries it ({reply.ending()})"
+        return await probe.unless_stateless(
+            f"{where} came back as the call's answer: {echoed[0]} carries it ({reply.ending()})"
+        )
     kept, now = _answers_in(before, answered.call_id), _answers_in(after, answered.call_id)
     if before is not None and after is not None and _pairs(now) != _pairs(kept):
         shown = "; ".join(_quote(m) for m in now) or "none"
-        return "fail", f"{where} was stored: the thread read now holds {shown} ({reply.ending()})"
+        return await probe.unless_stateless(f"{where} was stored: the thread read now holds {shown} ({reply.ending()})")
     if nonce in reply.text:
-        return "fail", f"{where} was sent to the model as the call's answer: the reply quotes it (inferred)"
+        return await probe.unless_stateless(
+            f"{where} was sent to the model as the call's answer: the reply quotes it (inferred)"
+        )
     if refused(reply):
         code = reply.error.get("code") if reply.error is not None else None
         if code or 400 <= reply.status < 500:
