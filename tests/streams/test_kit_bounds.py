@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import gc
 import tracemalloc
+from typing import Any
 
 import pytest
 from kit_targets import FaultyTarget
 
-from adapter.client import StreamLimitExceeded, StreamLimits
+from adapter.client import Run, StreamLimitExceeded, StreamLimits
 
 # Private on purpose: the bound is the kit client's, measured as it counts.
 from adapter.conformance import _client as kit_client
@@ -18,7 +19,11 @@ from adapter.conformance import check
 from adapter.conformance._held import held
 
 MIB = 1024 * 1024
-KIT = {"frontend_tool": "navigate", "frontend_message": "go to settings", "approval_message": "refund order A1"}
+KIT: dict[str, Any] = {
+    "frontend_tool": "navigate",
+    "frontend_message": "go to settings",
+    "approval_message": "refund order A1",
+}
 LIMITS = StreamLimits(max_bytes=MIB, event_timeout=10)
 
 
@@ -57,7 +62,7 @@ async def test_a_check_against_an_endless_target_holds_its_bound_not_every_strea
 def test_a_forgotten_exchange_keeps_what_the_stream_wide_cases_read() -> None:
     started = {"type": "RUN_STARTED", "threadId": "t", "runId": "r"}
     text = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * 1000} for _ in range(200)]
-    run = kit_client.Run({"threadId": "t", "resume": [{"interruptId": "i"}]}, status=200, problems=["LIFE-3: ..."])
+    run = Run({"threadId": "t", "resume": [{"interruptId": "i"}]}, status=200, problems=["LIFE-3: ..."])
     run.wire = [started, *text, {"type": "RUN_ERROR", "message": "no"}]
     exchange = kit_client.Exchange("replay", run.input, run)
     exchange.size = held(exchange.body) + held(run)
