@@ -12,10 +12,10 @@ import pytest
 from kit_targets import FaultyTarget
 
 from adapter.client import Run, StreamLimitExceeded, StreamLimits
+from adapter.conformance import check
 
 # Private on purpose: the bound is the kit client's, measured as it counts.
-from adapter.conformance import _client as kit_client
-from adapter.conformance import check
+from adapter.conformance._client import Client, Exchange
 from adapter.conformance._held import held
 
 MIB = 1024 * 1024
@@ -29,7 +29,7 @@ LIMITS = StreamLimits(max_bytes=MIB, event_timeout=10)
 
 async def one_cut_run() -> int:
     """What one stream cut at `LIMITS` holds."""
-    client = kit_client.Client(FaultyTarget(frozenset({"endless-stream"})).app, limits=LIMITS)
+    client = Client(FaultyTarget(frozenset({"endless-stream"})).app, limits=LIMITS)
     with pytest.raises(StreamLimitExceeded):
         await client.thread().say("hello")
     size = client.exchanges[0].size
@@ -41,7 +41,7 @@ async def test_a_check_against_an_endless_target_holds_its_bound_not_every_strea
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     run = await one_cut_run()
-    monkeypatch.setattr(kit_client, "KEPT_BYTES", 2 * run)
+    monkeypatch.setattr("adapter.conformance._client.KEPT_BYTES", 2 * run)
     target = FaultyTarget(frozenset({"endless-stream"}))
     gc.collect()
     tracemalloc.start()
@@ -64,7 +64,7 @@ def test_a_forgotten_exchange_keeps_what_the_stream_wide_cases_read() -> None:
     text = [{"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "x" * 1000} for _ in range(200)]
     run = Run({"threadId": "t", "resume": [{"interruptId": "i"}]}, status=200, problems=["LIFE-3: ..."])
     run.wire = [started, *text, {"type": "RUN_ERROR", "message": "no"}]
-    exchange = kit_client.Exchange("replay", run.input, run)
+    exchange = Exchange("replay", run.input, run)
     exchange.size = held(exchange.body) + held(run)
 
     before = exchange.size
