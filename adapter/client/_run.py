@@ -15,6 +15,7 @@ from ag_ui.core import BaseEvent, Event, Interrupt
 from pydantic import TypeAdapter, ValidationError
 
 from adapter.client._calls import CallReader, StreamedCall
+from adapter.client._enforce import enforce
 from adapter.client._lifecycle import Lifecycle
 from adapter.client._limits import StreamLimits
 from adapter.client._sse import Frame, SSEDecoder, event_of
@@ -43,6 +44,9 @@ class Run:
     problems: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     """Events that do not match the `ag_ui.core` models, by index and type."""
+    warnings: list[str] = field(default_factory=list)
+    """What AG-UI 1.1's processing model left out of `events`, by index and type: an event of an unrecognised type
+    (dropped), an undescribed property or union member (stripped), each with its path (`adapter.client._enforce`)."""
     reader: CallReader = field(default_factory=CallReader)
     stopped: str = ""
     """Why the client stopped reading: the limit (`max_bytes`, `event_timeout` ...), or `content_encoding` for a body
@@ -223,14 +227,15 @@ class RunReader:
         known = len(run.reader.problems)
         run.reader.feed(event)
         run.problems += run.reader.problems[known:]
-        try:
-            model: BaseEvent = _EVENT.validate_python(event)
-        except ValidationError as error:
-            where = "; ".join(f"{'/'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors()[:2])
-            run.invalid.append(f"event {len(run.wire) - 1} ({event.get('type')}): {where} (EVT-2)")
+        enforced = enforce(event)
+        index = len(run.wire) - 1
+        run.warnings += [f"event {index} ({event.get('type')}): {warning}" for warning in enforced.warnings]
+        if enforced.problem is not None:
+            run.invalid.append(f"event {index} ({event.get('type')}): {enforced.problem} (EVT-2)")
+        if enforced.model is None:
             return []
-        run.events.append(model)
-        return [model]
+        run.events.append(enforced.model)
+        return [enforced.model]
 
 
 def _str(value: Any) -> str | None:

@@ -1,0 +1,96 @@
+"""AG-UI 1.1's processing model for the events the client hands on: unrecognised material is not an error.
+
+A malformed known value is. An event of a type the protocol's models do not describe is dropped, with a warning
+naming the type. A member of a union the models do not describe (an outcome named after them, a content part of
+a new kind) is stripped where it stands, with a warning naming its path: from its field, or from its list. A
+property the models do not describe is stripped from the event handed on, with a warning naming its path; the
+open objects (`metadata`, `state`, `value`, a patch's operations) are not models, so what they carry is kept. A
+known field with a value the models reject is fatal (EVT-2). The raw event stays in `Run.wire`, as it was sent.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from ag_ui.core import BaseEvent, Event, EventType
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+_EVENT: Final[TypeAdapter[Any]] = TypeAdapter(Event)
+KNOWN_TYPES: Final = frozenset(kind.value for kind in EventType)
+_MAX_STRIPS = 32  # union members stripped from one event before it is judged malformed
+
+
+class Enforced:
+    """One event as the client hands it on: its model (None when dropped or malformed), warnings, the problem."""
+
+    __slots__ = ("model", "problem", "warnings")
+
+    def __init__(self, model: BaseEvent | None, warnings: list[str], problem: str | None = None) -> None:
+        self.model = model
+        self.warnings = warnings
+        self.problem = problem
+
+
+def enforce(event: dict[str, Any]) -> Enforced:
+    """The event as application code may see it (see the module docstring)."""
+    kind = event.get("type")
+    if isinstance(kind, str) and kind not in KNOWN_TYPES:
+        return Enforced(None, [f"dropped an event of unrecognised type {kind!r}"])
+    value, warnings = event, list[str]()
+    for _ in range(_MAX_STRIPS):
+        try:
+            model: BaseEvent = _EVENT.validate_python(value)
+        except ValidationError as error:
+            members = [e["loc"][1:] for e in error.errors() if e["type"] == "union_tag_invalid" and len(e["loc"]) > 1]
+            if not members:
+                where = "; ".join(f"{'/'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors()[:2])
+                return Enforced(None, warnings, where)
+            value = copy.deepcopy(value) if value is event else value
+            for loc in members:
+                path = _strip(value, loc)
+                warnings.append(f"stripped {path}: an unrecognised union member")
+            continue
+        warnings += [f"stripped {path}: an undescribed property" for path in _strip_extras(model, "")]
+        return Enforced(model, warnings)
+    return Enforced(None, warnings, "too many unrecognised union members")
+
+
+def _strip(value: Any, loc: tuple[Any, ...]) -> str:
+    """Remove what `loc` (a pydantic location, union branch labels among its keys) names; its JSON path."""
+    parent: Any = None
+    key: Any = None
+    path, here = "", value
+    for part in loc:
+        if isinstance(here, dict) and part in here:
+            parent, key, here = here, part, here[part]
+        elif isinstance(here, list) and isinstance(part, int) and 0 <= part < len(here):
+            parent, key, here = here, part, here[part]
+        else:
+            continue  # a union branch's label, not a key of the JSON
+        path += f"/{key}"
+    if isinstance(parent, dict):
+        parent.pop(key, None)
+    elif isinstance(parent, list) and isinstance(key, int):
+        del parent[key]
+    return path or "/"
+
+
+def _strip_extras(model: BaseModel, path: str) -> list[str]:
+    """Remove the properties no model describes, everywhere in `model`; their paths."""
+    found: list[str] = []
+    extra = model.__pydantic_extra__
+    if extra:
+        found += [f"{path}/{name}" for name in extra]
+        extra.clear()
+    for name, field in type(model).model_fields.items():
+        found += _in_value(getattr(model, name), f"{path}/{field.alias or name}")
+    return found
+
+
+def _in_value(value: Any, path: str) -> list[str]:
+    if isinstance(value, BaseModel):
+        return _strip_extras(value, path)
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _in_value(item, f"{path}/{index}")]
+    return []

@@ -1,0 +1,131 @@
+"""The client's processing model (AG-UI 1.1): what it hands on is what the protocol describes, and what it left
+out is said (`Run.warnings`); unrecognised material never fails a run, a malformed known value always does."""
+
+from __future__ import annotations
+
+import typing
+from typing import Any
+
+from ag_ui.core import Event, EventType, TextMessageContentEvent
+from hypothesis import given
+from hypothesis import strategies as st
+from protocol_models import instances, wire
+
+from adapter.client import AGUIClient, ProtocolError, Run
+
+# Private on purpose: the enforcement stage alone, over every event model.
+from adapter.client._enforce import enforce
+
+UNKNOWN = st.from_regex(r"future[A-Z][a-z]{1,8}", fullmatch=True)
+
+
+def any_event() -> st.SearchStrategy[dict[str, Any]]:
+    """Any event of any type the protocol's models describe, as wire JSON."""
+    models = typing.get_args(typing.get_args(Event)[0])  # Annotated[Union[...], discriminator]
+    return st.sampled_from(models).flatmap(instances).map(wire)
+
+
+@given(event=any_event(), name=UNKNOWN, value=st.integers() | st.text(max_size=5))
+def test_an_undescribed_property_is_stripped_with_a_warning_naming_it_and_the_rest_survives(
+    event: dict[str, Any], name: str, value: object
+) -> None:
+    enforced = enforce({**event, name: value})
+
+    assert enforced.problem is None and enforced.model is not None
+    assert enforced.warnings == [f"stripped /{name}: an undescribed property"]
+    assert wire(enforced.model) == wire(enforce(event).model)  # type: ignore[arg-type]
+
+
+@given(kind=st.from_regex(r"[A-Z][A-Z_]{2,20}", fullmatch=True).filter(lambda k: k not in {e.value for e in EventType}))
+def test_an_event_of_an_unrecognised_type_is_dropped_with_a_warning_naming_it(kind: str) -> None:
+    enforced = enforce({"type": kind, "somethingNew": True})
+
+    assert (enforced.model, enforced.problem) == (None, None)
+    assert enforced.warnings == [f"dropped an event of unrecognised type {kind!r}"]
+
+
+def test_an_unrecognised_outcome_is_stripped_and_a_malformed_one_is_fatal() -> None:
+    finished = {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"}
+
+    stripped = enforce({**finished, "outcome": {"type": "paused"}})
+    malformed = enforce({**finished, "outcome": ["success"]})
+
+    assert stripped.model is not None and stripped.model.outcome is None  # type: ignore[attr-defined]
+    assert stripped.warnings == ["stripped /outcome: an unrecognised union member"]
+    assert malformed.model is None and malformed.problem is not None and "outcome" in malformed.problem
+
+
+def test_an_unrecognised_content_part_is_dropped_from_its_list() -> None:
+    parts = [{"type": "text", "text": "a"}, {"type": "hologram", "x": 1}, {"type": "text", "text": "b"}]
+    snapshot = {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u", "role": "user", "content": parts}]}
+
+    enforced = enforce(snapshot)
+
+    assert enforced.model is not None
+    assert [p.text for p in enforced.model.messages[0].content] == ["a", "b"]  # type: ignore[attr-defined]
+    assert enforced.warnings == ["stripped /messages/0/content/1: an unrecognised union member"]
+    assert len(parts) == 3, "the event as sent is left as it was"
+
+
+def test_a_malformed_known_value_is_fatal() -> None:
+    enforced = enforce({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": 42})
+
+    assert enforced.model is None and enforced.problem is not None and "delta" in enforced.problem
+
+
+async def test_a_strict_client_finishes_a_run_with_unrecognised_material_and_says_what_it_left_out() -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "FUTURE_EVENT", "x": 1},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "futureProp": 1},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    run = await served(events)
+
+    assert [e.type for e in run.events] == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    content = run.events[2]
+    assert isinstance(content, TextMessageContentEvent) and content.model_extra == {}
+    assert run.warnings == [
+        "event 1 (FUTURE_EVENT): dropped an event of unrecognised type 'FUTURE_EVENT'",
+        "event 3 (TEXT_MESSAGE_CONTENT): stripped /futureProp: an undescribed property",
+    ]
+    assert run.wire[3]["futureProp"] == 1, "the wire keeps what was sent"
+
+
+async def served(events: list[dict[str, Any]], *, strict: bool = True) -> Run:
+    import json
+
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive())["type"] != "http.request":
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async with AGUIClient(app, strict=strict) as client:
+        return await client.run({"threadId": "t", "runId": "r", "messages": []})
+
+
+async def test_a_malformed_known_value_fails_a_strict_run() -> None:
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": 42},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m"},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    try:
+        await served(events)
+    except ProtocolError as error:
+        assert "delta" in str(error)
+    else:
+        raise AssertionError("a malformed delta must fail the run")
