@@ -71,9 +71,9 @@ async def consume(fixture: Mapping[str, Any]) -> tuple[Run, ClientError | None, 
     async with AGUIClient(app) as client:
         thread = client.thread(tools=given.get("tools") or ())
         thread.messages = [dict(m) for m in given.get("messages") or []]
-        ids = {"threadId": _first(fixture, "threadId") or thread.id, "runId": _first(fixture, "runId") or "run"}
+        thread_id, run_id = _first(fixture, "threadId") or thread.id, _first(fixture, "runId") or "run"
         try:
-            return await thread.send(thread.input(**ids)), None, thread
+            return await thread.send(thread.input(threadId=thread_id, runId=run_id)), None, thread
         except ProtocolError as error:
             return error.run, error, thread
 
