@@ -393,19 +393,21 @@ class Thread:
         """POST `body`; a run that finishes moves the conversation and the state on."""
         run = await self.client.run(body)
         self.runs.append(run)
-        if run.outcome is not None:
+        if run.outcome is not None or (run.finished is not None and run.error is not None):
+            # a late RUN_ERROR fails the run, and what it delivered before stays delivered (AG-UI 1.0 and 1.1)
             self.messages = fold_messages(self.messages, run.wire, drop_roles=self.drop_roles)
-            self.state = _state(self.state, run.wire)
+            self.state = _state(self.state, run)
         return run
 
 
-def _state(state: Any, events: Sequence[Mapping[str, Any]]) -> Any:
-    for event in events:
+def _state(state: Any, run: Run) -> Any:
+    """The state after the run's STATE_SNAPSHOTs and STATE_DELTAs; a delta that does not apply changes nothing."""
+    for index, event in enumerate(run.wire):
         if event.get("type") == "STATE_SNAPSHOT":
             state = event.get("snapshot")
         elif event.get("type") == "STATE_DELTA":
             try:
                 state = apply_patch(state, event.get("delta") or [])
-            except PatchError:
-                continue  # a delta that does not apply leaves the state as it was
+            except PatchError as error:  # applied whole or not at all (AG-UI 1.1, snapshots), and said
+                run.warnings.append(f"event {index} (STATE_DELTA): Failed to apply state patch: {error}")
     return state

@@ -1,7 +1,8 @@
 """The run's lifecycle, checked as the events arrive.
 
-One RUN_STARTED first, one terminal event last, and every text message, tool call, step and reasoning span
-that starts also ends before RUN_FINISHED.
+One RUN_STARTED first, one terminal event to each run, and every text message, tool call, step and reasoning span
+that starts also ends before RUN_FINISHED. After a run closes, only a new run (RUN_STARTED) may follow, or, after
+RUN_FINISHED, a late RUN_ERROR reporting a failure that surfaced after success (LIFE-3; AG-UI 1.0 and 1.1).
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ class Lifecycle:
         self.started = 0
         self.terminal: str | None = None
         self.opened: dict[tuple[str, str], None] = {}
+        self.late = False
+        """A late RUN_ERROR came after RUN_FINISHED: the run closed twice, as 1.0 allows once."""
+        self.run_ids: list[Any] = []
+        """The runId of each RUN_STARTED: a stream that replays history carries the runs before the one asked for."""
+        self._active = False
+        """Between a RUN_STARTED and its terminal event."""
 
     def feed(self, event: Mapping[str, Any]) -> list[str]:
         """The problems this event shows."""
@@ -52,11 +59,18 @@ class Lifecycle:
             problems.append(f"the first event is {kind}, not RUN_STARTED (LIFE-1)")
         self.seen += 1
         if self.terminal is not None:
-            return [*problems, f"{kind} after {self.terminal} (LIFE-3)"]
+            if kind == "RUN_ERROR" and self.terminal == "RUN_FINISHED" and not self.late:
+                self.late = True  # a failure that surfaced after success: the run failed after all
+                self.terminal = kind
+                return problems
+            if kind != "RUN_STARTED":
+                return [*problems, f"{kind} after {self.terminal} (LIFE-3)"]
+            self.terminal, self.late = None, False  # a new run on the same stream, with nothing open
+            self.opened.clear()
         if kind == "RUN_STARTED":
             problems += self._started(event)
         elif kind in TERMINAL:
-            self.terminal = kind
+            self.terminal, self._active = kind, False
             if kind == "RUN_FINISHED" and self.opened:
                 shown = ", ".join(f"{item} {key}" for item, key in self.opened)
                 problems.append(f"open at RUN_FINISHED: {shown} (LIFE-4)")
@@ -73,13 +87,20 @@ class Lifecycle:
         """The stream ended: without a terminal event, that is a problem."""
         if self.seen == 0:
             return ["an empty stream (LIFE-1)"]
-        return [] if self.terminal else ["the stream ended without RUN_FINISHED or RUN_ERROR (LIFE-3)"]
+        if not self.terminal:
+            return ["the stream ended without RUN_FINISHED or RUN_ERROR (LIFE-3)"]
+        _, run_id = self.expected
+        if run_id is not None and self.run_ids and run_id not in self.run_ids:  # earlier runs replay history
+            return ["RUN_STARTED does not echo the input's threadId and runId (LIFE-2)"]
+        return []
 
     def _started(self, event: Mapping[str, Any]) -> list[str]:
         self.started += 1
-        if self.started > 1:
-            return ["a second RUN_STARTED (LIFE-1)"]
+        if self._active:
+            return ["a RUN_STARTED while a run is active (LIFE-5)"]
+        self._active = True
         thread_id, run_id = self.expected
-        if thread_id is not None and (event.get("threadId"), event.get("runId")) != (thread_id, run_id):
+        self.run_ids.append(event.get("runId"))
+        if thread_id is not None and event.get("threadId") != thread_id:
             return ["RUN_STARTED does not echo the input's threadId and runId (LIFE-2)"]
         return []

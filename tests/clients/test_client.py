@@ -63,13 +63,36 @@ TEXT = [
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(sse(STARTED, *TEXT, FINISHED, {"type": "RUN_ERROR", "message": "flush failed"}), id="late-error"),
+        pytest.param(sse({**STARTED, "runId": "replayed"}, FINISHED, STARTED, *TEXT, FINISHED), id="two-runs"),
+        pytest.param(
+            sse({**STARTED, "runId": "replayed"}, {"type": "RUN_ERROR", "message": "x"}, STARTED, FINISHED),
+            id="after-error",
+        ),
+    ],
+)
+async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: bytes) -> None:
+    """LIFE-3 (1.0 and 1.1): after RUN_FINISHED a late RUN_ERROR, or a new run; after RUN_ERROR, a new run."""
+    async with serving(body) as client:
+        run = await client.run(INPUT)
+
+    assert run.problems == [] and run.invalid == []
+    assert run.text == "Hi" or b"Hi" not in body
+
+
+@pytest.mark.parametrize(
     ("body", "rule"),
     [
         pytest.param(sse(*TEXT, FINISHED), "LIFE-1", id="no-run-started"),
-        pytest.param(sse(STARTED, STARTED, FINISHED), "LIFE-1", id="two-run-started"),
+        pytest.param(sse(STARTED, STARTED, FINISHED), "LIFE-5", id="run-started-while-active"),
         pytest.param(sse(STARTED, *TEXT), "LIFE-3", id="no-terminal-event"),
         pytest.param(sse(STARTED, FINISHED, *TEXT), "LIFE-3", id="event-after-terminal"),
-        pytest.param(sse(STARTED, FINISHED, {"type": "RUN_ERROR", "message": "x"}), "LIFE-3", id="two-terminals"),
+        pytest.param(sse(STARTED, {"type": "RUN_ERROR", "message": "x"}, *TEXT), "LIFE-3", id="event-after-run-error"),
+        pytest.param(
+            sse(STARTED, FINISHED, *[{"type": "RUN_ERROR", "message": "x"}] * 2), "LIFE-3", id="two-late-errors"
+        ),
         pytest.param(sse(STARTED, *TEXT[:2], FINISHED), "LIFE-4", id="text-open-at-finish"),
         pytest.param(
             sse(STARTED, {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"}, FINISHED),
