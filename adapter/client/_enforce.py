@@ -11,6 +11,7 @@ known field with a value the models reject is fatal (EVT-2). The raw event stays
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any, Final
 
 from ag_ui.core import BaseEvent, Event, EventType
@@ -18,6 +19,10 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 _EVENT: Final[TypeAdapter[Any]] = TypeAdapter(Event)
 KNOWN_TYPES: Final = frozenset(kind.value for kind in EventType)
+READS: Final = (1, 1)
+"""The protocol version whose processing model the client follows; a producer declaring a newer one is read under
+it, with a warning (AG-UI 1.1, Versioning)."""
+_VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?")
 _MAX_STRIPS = 32  # union members stripped from one event before it is judged malformed
 
 
@@ -54,6 +59,19 @@ def enforce(event: dict[str, Any]) -> Enforced:
         warnings += [f"stripped {path}: an undescribed property" for path in _strip_extras(model, "")]
         return Enforced(model, warnings)
     return Enforced(None, warnings, "too many unrecognised union members")
+
+
+def version_warning(declared: object) -> str | None:
+    """What to say of a producer's `RUN_STARTED.protocolVersion`: nothing for 1.1 or older, else how it is read."""
+    if not isinstance(declared, str):
+        return None  # absent: a pre-versioning peer, read as it is
+    found = _VERSION.fullmatch(declared)
+    reads = ".".join(map(str, READS))
+    if found is None:
+        return f"cannot interpret the producer's protocolVersion {declared[:40]!r}: read as newer than {reads}"
+    if (int(found[1]), int(found[2])) > READS:
+        return f"the producer declares protocolVersion {declared}, newer than {reads}: read under {reads}'s rules"
+    return None
 
 
 def _strip(value: Any, loc: tuple[Any, ...]) -> str:

@@ -15,7 +15,7 @@ from ag_ui.core import BaseEvent, Event, Interrupt
 from pydantic import TypeAdapter, ValidationError
 
 from adapter.client._calls import CallReader, StreamedCall
-from adapter.client._enforce import enforce
+from adapter.client._enforce import enforce, version_warning
 from adapter.client._lifecycle import Lifecycle
 from adapter.client._limits import StreamLimits
 from adapter.client._sse import Frame, SSEDecoder, event_of
@@ -229,6 +229,8 @@ class RunReader:
         run.problems += run.reader.problems[known:]
         enforced = enforce(event)
         index = len(run.wire) - 1
+        if event.get("type") == "RUN_STARTED" and (newer := version_warning(event.get("protocolVersion"))):
+            enforced.warnings.append(newer)
         run.warnings += [f"event {index} ({event.get('type')}): {warning}" for warning in enforced.warnings]
         if enforced.problem is not None:
             run.invalid.append(f"event {index} ({event.get('type')}): {enforced.problem} (EVT-2)")

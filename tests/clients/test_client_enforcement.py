@@ -6,6 +6,7 @@ from __future__ import annotations
 import typing
 from typing import Any
 
+import pytest
 from ag_ui.core import Event, EventType, TextMessageContentEvent
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from protocol_models import instances, wire
 from adapter.client import AGUIClient, ProtocolError, Run
 
 # Private on purpose: the enforcement stage alone, over every event model.
-from adapter.client._enforce import enforce
+from adapter.client._enforce import enforce, version_warning
 
 UNKNOWN = st.from_regex(r"future[A-Z][a-z]{1,8}", fullmatch=True)
 
@@ -129,3 +130,25 @@ async def test_a_malformed_known_value_fails_a_strict_run() -> None:
         assert "delta" in str(error)
     else:
         raise AssertionError("a malformed delta must fail the run")
+
+
+@pytest.mark.parametrize(
+    ("declared", "said"),
+    [
+        pytest.param(None, None, id="absent"),
+        pytest.param("1.0", None, id="1.0"),
+        pytest.param("1.1", None, id="same"),
+        pytest.param("0.0.47", None, id="older"),
+        pytest.param("1.2", "the producer declares protocolVersion 1.2, newer than 1.1", id="newer-minor"),
+        pytest.param("2.0.1", "the producer declares protocolVersion 2.0.1, newer than 1.1", id="newer-major"),
+        pytest.param("draft", "cannot interpret the producer's protocolVersion 'draft'", id="uninterpretable"),
+    ],
+)
+def test_a_producer_declaring_a_version_it_cannot_read_as_its_own_is_read_with_a_warning(
+    declared: str | None, said: str | None
+) -> None:
+    """AG-UI 1.1 Versioning: a newer or uninterpretable declaration is served, not rejected, and warned about."""
+    warning = version_warning(declared)
+
+    assert (warning is None) == (said is None)
+    assert said is None or (warning is not None and warning.startswith(said))
