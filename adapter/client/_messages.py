@@ -3,7 +3,8 @@
 A MESSAGES_SNAPSHOT replaces them; streamed text, reasoning, tool calls (triads or chunks) and tool results add
 to them. As `@ag-ui/client` does, a REASONING_ENCRYPTED_VALUE sets the `encryptedValue` of the message (subtype
 `message`) or the tool call (`tool-call`) it names, if the conversation has it, so that a later request carries
-it back; an activity message takes no reasoning.
+it back; an activity message takes no reasoning. An event's `metadata` is merged onto the message or tool call it
+builds, per key, the last write winning.
 """
 
 from __future__ import annotations
@@ -59,6 +60,25 @@ class MessageFolder:
             self._activity(event)
         elif kind in _REASONING and "reasoning" not in self.drop_roles:
             self._reasoning(event)
+        if isinstance(event.get("metadata"), Mapping) and event["metadata"]:
+            self._metadata(event)
+
+    def _metadata(self, event: Mapping[str, Any]) -> None:
+        """An event's metadata merged onto what it builds, per key, the last write winning (AG-UI 1.1, Metadata).
+
+        A tool call's events merge onto the call, not the assistant message that owns it; a message's onto it.
+        """
+        kind = str(event.get("type"))
+        target: dict[str, Any] | None = None
+        if kind.startswith("TOOL_CALL_") and kind != "TOOL_CALL_RESULT":
+            call_id = str(event.get("toolCallId") or "") or (self.calls.calls[-1].id if self.calls.calls else "")
+            target = self._entries.get(call_id)
+        elif kind.startswith(("TEXT_MESSAGE_", "REASONING_MESSAGE_")):
+            message_id = event.get("messageId") or self._text or self._thought
+            target = next((m for m in self.messages if m.get("id") == message_id), None)
+        if target is not None:
+            kept = target.get("metadata")
+            target["metadata"] = {**(kept if isinstance(kept, Mapping) else {}), **event["metadata"]}
 
     def _reasoning(self, event: Mapping[str, Any]) -> None:
         """A reasoning message started or streamed, or an encrypted value for the message or call it names."""

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from protocol_models import instances, wire
 
-from adapter.client import AGUIClient, ProtocolError, Run
+from adapter.client import AGUIClient, ProtocolError, Run, fold_messages
 
 # Private on purpose: the enforcement stage alone, over every event model.
 from adapter.client._enforce import enforce, version_warning
@@ -152,3 +152,27 @@ def test_a_producer_declaring_a_version_it_cannot_read_as_its_own_is_read_with_a
 
     assert (warning is None) == (said is None)
     assert said is None or (warning is not None and warning.startswith(said))
+
+
+@given(metadata=st.lists(st.dictionaries(st.sampled_from("abc"), st.integers() | st.lists(st.integers())), max_size=3))
+def test_metadata_lands_on_the_call_and_the_message_it_builds_the_last_write_winning(
+    metadata: list[dict[str, Any]],
+) -> None:
+    """AG-UI 1.1 Metadata: per key, last write wins, no recursion; a tool call's on the call, a message's on it."""
+    start, args, end = (metadata + [{}, {}, {}])[:3]
+    call = [
+        {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f", "parentMessageId": "a", "metadata": start},
+        {"type": "TOOL_CALL_ARGS", "toolCallId": "c", "delta": "{}", "metadata": args},
+        {"type": "TOOL_CALL_END", "toolCallId": "c", "metadata": end},
+    ]
+    text = [
+        {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant", "metadata": start},
+        {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "hi", "metadata": args},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m", "metadata": end},
+    ]
+
+    owner, message = fold_messages([], call + text)
+
+    merged = {**start, **args, **end}
+    assert owner["toolCalls"][0].get("metadata", {}) == merged and "metadata" not in owner
+    assert message.get("metadata", {}) == merged
