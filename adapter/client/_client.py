@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from adapter._ids import new_id
 from adapter._jsonpatch import PatchError, apply_patch
 from adapter.client._asgi import StreamingASGITransport
+from adapter.client._enforce import known_operations
 from adapter.client._errors import ProtocolError, RequestRefused, StreamLimitExceeded
 from adapter.client._limits import ACCEPTED_ENCODINGS, StreamLimitError, StreamLimits, UndecodableBody, read_prefix
 from adapter.client._messages import fold_messages
@@ -406,8 +407,9 @@ def _state(state: Any, run: Run) -> Any:
         if event.get("type") == "STATE_SNAPSHOT":
             state = event.get("snapshot")
         elif event.get("type") == "STATE_DELTA":
+            delta, _ = known_operations(event.get("delta") or [])  # the reader said what it left out
             try:
-                state = apply_patch(state, event.get("delta") or [])
+                state = apply_patch(state, delta)
             except PatchError as error:  # applied whole or not at all (AG-UI 1.1, snapshots), and said
                 run.warnings.append(f"event {index} (STATE_DELTA): Failed to apply state patch: {error}")
     return state

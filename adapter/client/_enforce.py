@@ -23,6 +23,9 @@ READS: Final = (1, 1)
 """The protocol version whose processing model the client follows; a producer declaring a newer one is read under
 it, with a warning (AG-UI 1.1, Versioning)."""
 _VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?")
+_PATCHES: Final = {"STATE_DELTA": "delta", "ACTIVITY_DELTA": "patch"}
+"""The events that carry a JSON Patch, and its field: a patch operation is an open object (RFC 6902 section 4 has
+it ignore members it does not define), so what it carries besides is kept; an unknown `op` is still stripped."""
 _MAX_STRIPS = 32  # union members stripped from one event before it is judged malformed
 
 
@@ -56,9 +59,27 @@ def enforce(event: dict[str, Any]) -> Enforced:
                 path = _strip(value, loc)
                 warnings.append(f"stripped {path}: an unrecognised union member")
             continue
-        warnings += [f"stripped {path}: an undescribed property" for path in _strip_extras(model, "")]
+        open_field = _PATCHES.get(str(getattr(model.type, "value", model.type)))
+        stripped = _strip_extras(model, "", open_field=open_field)
+        warnings += [f"stripped {path}: an undescribed property" for path in stripped]
         return Enforced(model, warnings)
     return Enforced(None, warnings, "too many unrecognised union members")
+
+
+PATCH_OPS: Final = frozenset({"add", "remove", "replace", "move", "copy", "test"})
+"""The operations RFC 6902 defines; another `op` is an unrecognised union member of the patch."""
+
+
+def known_operations(delta: Any) -> tuple[list[Any], list[int]]:
+    """A raw JSON Patch's operations RFC 6902 defines, and the positions of those left out.
+
+    An operation whose `op` names no operation is dropped, and the rest of the patch applies (AG-UI 1.1,
+    snapshots); `enforce` strips it from the event it hands on, as the unrecognised union member it is.
+    """
+    if not isinstance(delta, list):
+        return delta, []
+    dropped = [i for i, op in enumerate(delta) if isinstance(op, dict) and op.get("op") not in PATCH_OPS]
+    return [op for i, op in enumerate(delta) if i not in dropped], dropped
 
 
 def version_warning(declared: object) -> str | None:
@@ -94,15 +115,16 @@ def _strip(value: Any, loc: tuple[Any, ...]) -> str:
     return path or "/"
 
 
-def _strip_extras(model: BaseModel, path: str) -> list[str]:
-    """Remove the properties no model describes, everywhere in `model`; their paths."""
+def _strip_extras(model: BaseModel, path: str, *, open_field: str | None = None) -> list[str]:
+    """Remove the properties no model describes, everywhere in `model` but its `open_field`; their paths."""
     found: list[str] = []
     extra = model.__pydantic_extra__
     if extra:
         found += [f"{path}/{name}" for name in extra]
         extra.clear()
     for name, field in type(model).model_fields.items():
-        found += _in_value(getattr(model, name), f"{path}/{field.alias or name}")
+        if name != open_field:
+            found += _in_value(getattr(model, name), f"{path}/{field.alias or name}")
     return found
 
 

@@ -19,6 +19,12 @@ _OPENERS: Final = {
     "REASONING_MESSAGE_START": ("reasoning message", "messageId"),
     "SUBAGENT_STARTED": ("subagent", "subagentRunId"),
 }
+_LANES: Final = {
+    "TEXT_MESSAGE_CHUNK": ("messageId", "role", "assistant", "TXT-5"),
+    "REASONING_MESSAGE_CHUNK": ("messageId", "role", "reasoning", "TXT-5"),
+    "TOOL_CALL_CHUNK": ("toolCallId", "toolCallName", None, "TOOL-7"),
+}
+"""The chunked forms: the key their first chunk must carry, the field a continuation may repeat only unchanged."""
 _CLOSERS: Final = {
     "TEXT_MESSAGE_END": ("text message", "messageId"),
     "TOOL_CALL_END": ("tool call", "toolCallId"),
@@ -50,6 +56,8 @@ class Lifecycle:
         """The runId of each RUN_STARTED: a stream that replays history carries the runs before the one asked for."""
         self._active = False
         """Between a RUN_STARTED and its terminal event."""
+        self._chunks: dict[str, tuple[Any, Any]] = {}
+        """The open chunk stream of each chunked form: its item's id and the value a continuation may repeat."""
 
     def feed(self, event: Mapping[str, Any]) -> list[str]:
         """The problems this event shows."""
@@ -67,6 +75,7 @@ class Lifecycle:
                 return [*problems, f"{kind} after {self.terminal} (LIFE-3)"]
             self.terminal, self.late = None, False  # a new run on the same stream, with nothing open
             self.opened.clear()
+        problems += self._chunk(kind, event)
         if kind == "RUN_STARTED":
             problems += self._started(event)
         elif kind in TERMINAL:
@@ -82,6 +91,27 @@ class Lifecycle:
             if self.opened.pop((item, str(event.get(key))), "gone") == "gone" and not self.joined:
                 problems.append(f"{kind} for a {item} that is not open: {event.get(key)} (LIFE-4)")
         return problems
+
+    def _chunk(self, kind: str, event: Mapping[str, Any]) -> list[str]:
+        """A chunk opens its stream (naming its item) or continues the open one; any other event but RAW ends it."""
+        if kind == "RAW":
+            return []  # stands aside from chunk assembly (AG-UI 1.1, streaming)
+        self._chunks = {lane: opened for lane, opened in self._chunks.items() if lane == kind}
+        if kind not in _LANES:
+            return []
+        key, repeated, default, rule = _LANES[kind]
+        opened, given = self._chunks.get(kind), event.get(key)
+        if given is None and opened is None:
+            return [f"the first {kind} of a stream has no {key} ({rule})"]
+        if opened is None or (given is not None and given != opened[0]):
+            self._chunks[kind] = (given, event.get(repeated) or default)
+            if kind == "TOOL_CALL_CHUNK" and not event.get(repeated):
+                return [f"the first {kind} of call {given} has no {repeated} ({rule})"]
+            return []
+        value = event.get(repeated)
+        if value is not None and value != opened[1]:
+            return [f"{kind} {repeated} {value!r} does not match the open stream's {repeated} {opened[1]!r} ({rule})"]
+        return []
 
     def close(self) -> list[str]:
         """The stream ended: without a terminal event, that is a problem."""

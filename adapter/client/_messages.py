@@ -42,9 +42,9 @@ class MessageFolder:
             self._attach(started)
         elif kind in ("TOOL_CALL_ARGS", "TOOL_CALL_CHUNK"):
             self._sync(str(event.get("toolCallId") or ""))
-        if kind != "TEXT_MESSAGE_CHUNK":
+        if kind not in ("TEXT_MESSAGE_CHUNK", "RAW"):  # RAW stands aside from chunk assembly
             self._text = None
-        if kind != "REASONING_MESSAGE_CHUNK":
+        if kind not in ("REASONING_MESSAGE_CHUNK", "RAW"):
             self._thought = None
         if kind == "MESSAGES_SNAPSHOT":
             snapshot = event.get("messages") or []

@@ -55,6 +55,10 @@ def demo(tmp_path: Path, frontend_outcome: Any = "interrupt") -> Any:
     return next(route.app for route in app.routes if isinstance(route, Mount) and route.path == "/agui")
 
 
+TEXT_CHUNKS = [
+    {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "role": "assistant", "delta": "H"},
+    {"type": "TEXT_MESSAGE_CHUNK", "delta": "i"},
+]
 TEXT = [
     {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Hi"},
@@ -67,6 +71,12 @@ TEXT = [
     [
         pytest.param(sse(STARTED, *TEXT, FINISHED, {"type": "RUN_ERROR", "message": "flush failed"}), id="late-error"),
         pytest.param(sse({**STARTED, "runId": "replayed"}, FINISHED, STARTED, *TEXT, FINISHED), id="two-runs"),
+        pytest.param(
+            sse(
+                STARTED, TEXT_CHUNKS[0], {"type": "RAW", "event": {}}, {**TEXT_CHUNKS[1], "role": "assistant"}, FINISHED
+            ),
+            id="raw-stands-aside-and-a-role-repeats-unchanged",
+        ),
         pytest.param(
             sse({**STARTED, "runId": "replayed"}, {"type": "RUN_ERROR", "message": "x"}, STARTED, FINISHED),
             id="after-error",
@@ -105,6 +115,20 @@ async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: by
         pytest.param(sse(STARTED, FINISHED).replace(b"\n", b"\r\n"), "TRANS-3", id="crlf"),
         pytest.param(sse(STARTED) + b'data: {"type": "RUN_FINISHED"', "TRANS-4", id="partial-frame"),
         pytest.param(b"", "LIFE-1", id="empty"),
+        pytest.param(sse(STARTED, {"type": "TEXT_MESSAGE_CHUNK", "delta": "x"}, FINISHED), "TXT-5", id="chunk-no-id"),
+        pytest.param(
+            sse(STARTED, *TEXT_CHUNKS, {**TEXT_CHUNKS[1], "role": "user"}, FINISHED), "TXT-5", id="chunk-role-changes"
+        ),
+        pytest.param(
+            sse(STARTED, TEXT_CHUNKS[0], {"type": "CUSTOM", "name": "n", "value": 1}, TEXT_CHUNKS[1], FINISHED),
+            "TXT-5",
+            id="custom-ends-the-chunk-stream",
+        ),
+        pytest.param(
+            sse(STARTED, {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}, FINISHED),
+            "TOOL-7",
+            id="no-name",
+        ),
     ],
 )
 async def test_a_broken_stream_is_named_with_its_rule(body: bytes, rule: str) -> None:

@@ -176,3 +176,39 @@ def test_metadata_lands_on_the_call_and_the_message_it_builds_the_last_write_win
     merged = {**start, **args, **end}
     assert owner["toolCalls"][0].get("metadata", {}) == merged and "metadata" not in owner
     assert message.get("metadata", {}) == merged
+
+
+async def test_a_patch_operation_no_rfc_defines_is_dropped_and_the_rest_applies() -> None:
+    """AG-UI 1.1: an unknown `op` is an unrecognised union member of the patch; an operation's other members are
+    open (RFC 6902 section 4), so a `remove` with a leftover `value` arrives whole."""
+    events: list[dict[str, Any]] = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "STATE_SNAPSHOT", "snapshot": {"count": 1, "gone": 0}},
+        {
+            "type": "STATE_DELTA",
+            "delta": [
+                {"op": "increment", "path": "/count", "value": 1},
+                {"op": "replace", "path": "/count", "value": 5},
+                {"op": "remove", "path": "/gone", "value": "leftover"},
+            ],
+        },
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    import json
+
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive())["type"] != "http.request":
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async with AGUIClient(app) as client:
+        thread = client.thread(thread_id="t")
+        run = await thread.send(thread.input(runId="r"))
+
+    assert thread.state == {"count": 5}
+    assert run.warnings == ["event 2 (STATE_DELTA): stripped /delta/0: an unrecognised union member"]
+    kept = run.events[2].model_dump(mode="json", by_alias=True, exclude_unset=True)["delta"]
+    assert kept == events[2]["delta"][1:], "the rest arrives whole, the remove's leftover value too"

@@ -37,7 +37,12 @@ NOT_FOR_THIS_CLIENT = {
 OUR_WORDS = {
     "First event must be 'RUN_STARTED'": "not RUN_STARTED (LIFE-1)",
     "Cannot send 'RUN_FINISHED' while text messages are still active": "open at RUN_FINISHED: text message",
+    "First TEXT_MESSAGE_CHUNK must have a messageId": "the first TEXT_MESSAGE_CHUNK of a stream has no messageId",
 }
+DECLARES = "1.0"
+"""The `protocolVersion` this client's input declares: the version of the `ag_ui.core` models it is written in
+(ag-ui-protocol 1.0.0). A fixture's `request.protocolVersion` names the TypeScript client's own; this one must
+declare its own, and does."""
 """`errorContains` quotes the TypeScript client's message where a rule, not a field, is broken; this client says
 the same with its own words and the rule id. A fixture whose text is in neither fails, until it is added here."""
 
@@ -119,7 +124,10 @@ def check(expect: Mapping[str, Any], run: Run, error: ClientError | None, thread
     if "state" in expect:
         assert _subset(thread.state, expect["state"]), thread.state
     if "request" in expect:
-        assert _subset(run.input, expect["request"]), run.input
+        request = dict(expect["request"])
+        if "protocolVersion" in request:
+            request["protocolVersion"] = DECLARES
+        assert _subset(run.input, request), run.input
     for where in expect.get("requestAbsentPaths") or []:
         assert _at([run.input], f"0.{where}")[0] is False, where
 
