@@ -55,7 +55,7 @@ def approval_answer(interrupt: Mapping[str, Any], approve: bool) -> Answer:
             raise NoAnswer(issues)
         if not issues:
             return Answer(payload, f"responseSchema asks for {how}")
-    word = "an approval" if approve else "a denial"
+    word = "approval" if approve else "denial"
     raise NoAnswer(f"no {word} the kit can build fits the interrupt's responseSchema {_short(schema)}")
 
 

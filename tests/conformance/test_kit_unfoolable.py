@@ -88,6 +88,26 @@ def test_an_approval_and_a_denial_are_built_to_fit_any_schema_a_framework_asks_f
             id="agno-accepted",
         ),
         pytest.param({"enum": ["reject", "approve"]}, "approve", "reject", id="enum"),
+        pytest.param({"anyOf": [{"const": "yes"}, {"const": "no"}]}, "yes", "no", id="constants"),
+        pytest.param({"type": "string"}, "approved", "denied", id="any-string"),
+        pytest.param({"type": "object"}, {"approved": True}, {"approved": False}, id="any-object"),
+        pytest.param(
+            {
+                "type": "object",
+                "properties": {
+                    "confirmed": {"type": "boolean"},
+                    "by": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},
+                    "kind": {"const": "refund"},
+                    "level": {"enum": ["low", "high"]},
+                    "flags": {"type": ["array", "null"]},
+                    "seen": {"type": "boolean"},
+                },
+                "required": ["confirmed", "by", "kind", "level", "flags", "seen"],
+            },
+            {"by": {"n": 1}, "kind": "refund", "level": "low", "flags": [], "seen": True, "confirmed": True},
+            {"by": {"n": 1}, "kind": "refund", "level": "low", "flags": [], "seen": True, "confirmed": False},
+            id="required-members-filled",
+        ),
     ],
 )
 def test_the_answers_frameworks_were_seen_to_ask_for(schema: Any, yes: Any, no: Any) -> None:
@@ -107,6 +127,13 @@ def test_the_answers_frameworks_were_seen_to_ask_for(schema: Any, yes: Any, no: 
 def test_a_schema_no_answer_fits_is_said_so_never_guessed_past(schema: dict[str, Any]) -> None:
     with pytest.raises(NoAnswer, match="fits the interrupt's responseSchema"):
         approval_answer({"id": "int-1", "responseSchema": schema}, True)
+
+
+def test_a_schema_the_kit_cannot_evaluate_is_said_so() -> None:
+    with pytest.raises(NoAnswer, match="cannot be used"):
+        approval_answer({"id": "int-1", "responseSchema": {"$ref": "#", "type": "boolean"}}, True)
+    shown = str(approval_answer({"id": "int-1"}, False))
+    assert shown == """{"approved": false} (no responseSchema: AG-UI's recommended payload)"""
 
 
 @pytest.mark.parametrize(
