@@ -3,8 +3,12 @@ approval is not a pass, and two approvals of one turn are answered one by one an
 
 from __future__ import annotations
 
+import asyncio
 import json
-from typing import Any
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from xml.etree import ElementTree
 
 import pytest
@@ -17,6 +21,9 @@ from adapter.conformance import Report, check
 # Private on purpose: the answer builder is held to every schema shape directly.
 from adapter.conformance._approvals import NoAnswer, approval_answer
 from schema_tools import validate
+
+if TYPE_CHECKING:
+    from conftest import Serve
 
 KIT: dict[str, Any] = {"frontend_tool": "navigate", "frontend_message": "go to settings"}
 ONE, TWO = "refund order A1", "refund orders A1 and B2"
@@ -190,6 +197,25 @@ async def test_a_target_that_never_interrupts_is_not_graded_and_exits_non_zero_u
     assert junit.find(".//testcase[@name='approvals graded']/failure") is not None
     assert (allowed.ok, allowed.exit_code, allowed.as_json()["allowNotGraded"]) == (True, 0, True)
     assert "accepted: --allow-not-graded" in allowed.table()
+    assert ElementTree.fromstring(allowed.junit()).find(".//testcase[@name='approvals graded']/skipped") is not None
+
+
+@pytest.mark.parametrize(("flags", "code"), [((), 3), (("--allow-not-graded",), 0)], ids=["not-graded", "allowed"])
+async def test_the_cli_exits_3_when_nothing_graded_the_approvals_unless_that_is_allowed(
+    serve: Serve, tmp_path: Path, flags: tuple[str, ...], code: int
+) -> None:
+    served = await serve(FaultyTarget(frozenset({"never-interrupts"})).app)
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "adapter.conformance", "check", served.url + "/", "--json", str(report)]
+    options = ["--frontend-tool=navigate", "--frontend-message=go to settings", f"--approval-message={ONE}"]
+
+    result = await asyncio.to_thread(
+        subprocess.run, [*command, *options, *flags], capture_output=True, text=True, timeout=120, check=False
+    )
+
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "NOT GRADED: approvals" in result.stdout
+    assert json.loads(report.read_text())["parts"][1]["status"] == "not graded"
 
 
 @pytest.mark.parametrize("exact", [False, True], ids=["events", "exact"])
