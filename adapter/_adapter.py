@@ -33,6 +33,7 @@ from adapter._config import (
     HistoryMode,
     OnDisconnect,
     UnknownResumeEntries,
+    check_backend,
     check_options,
     checked_predictions,
 )
@@ -165,6 +166,7 @@ class Adapter:
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
         journal_limits = JournalLimits(max_journal_events, max_journal_chars)
+        check_backend(backend)
         check_options(
             (frontend_outcome, *overrides.values()),
             max_steps,
@@ -251,10 +253,11 @@ class Adapter:
     async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
         """Check, authorize and load one run; then drive it, and return its events, from RUN_STARTED to the end.
 
-        An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there
-        and which no other code saw since; any other input is checked here. The run is driven by a task of
-        the adapter and journaled (`adapter._journal`): the returned events are one reader of it. Closing them
-        early leaves the run going with `on_disconnect="continue"`, and ends it with "stop".
+        An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there; it
+        is not walked again unless code read it since (and so may have changed it); any other input is checked.
+        The run is driven by a task of the adapter and journaled (`adapter._journal`): the returned events are
+        one reader of it. Closing them early leaves the run going with `on_disconnect="continue"`, and ends it
+        with "stop".
 
         Raises:
             Forbidden: When the policy refuses; nothing was run or stored.
@@ -263,16 +266,20 @@ class Adapter:
         """
         if self._drained is not None:
             raise Draining()
-        if isinstance(run_input, CheckedInput):
-            run_input = run_input.input
+        unchanged = run_input.unread() if isinstance(run_input, CheckedInput) else None
+        if unchanged is not None:
+            run_input = unchanged  # as the edge checked it: nothing read it since, so nothing changed it
         else:
+            run_input = run_input.input if isinstance(run_input, CheckedInput) else run_input
             check_run_input(run_input)
         run = Run(self.config, run_input, principal)
         events = await run.start()
         if run_input.protocol_version is None:
             events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
-        return await self.config.journals.begin(*ids, events, run.stop, interruptible=run.interruptible)
+        journals = self.config.journals
+        life = run.handle.incarnation
+        return await journals.begin(*ids, events, run.stop, incarnation=life, interruptible=run.interruptible)
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
@@ -479,8 +486,17 @@ class Adapter:
             await asyncio.shield(self._drained)
             return
         self._drained = asyncio.get_running_loop().create_future()
+        grace = self.drain_grace if grace is None else grace
+        running = self.config.journals.running
+        if grace > timedelta(0) or running:  # a close with nothing to wait for says nothing
+            log.info(
+                "draining: new runs are refused (503 DRAINING); waiting up to %g s for %d run%s in progress",
+                grace.total_seconds(),
+                running,
+                "" if running == 1 else "s",
+            )
         try:
-            await self._wind_down(self.drain_grace if grace is None else grace)
+            await self._wind_down(grace)
         finally:
             self._drained.set_result(None)
 

@@ -105,6 +105,13 @@ def downgraded(event: BaseEvent) -> BaseEvent:
     """One event as a peer older than 1.0 parses it."""
     if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedSuccessOutcome):
         if event.outcome.pending_tool_call_ids is not None:
+            if event.outcome.pending_tool_call_ids:  # said where a newcomer whose curl body has no version looks
+                logger.info(
+                    "run %r: the input declared no protocolVersion (a client older than AG-UI 1.0), so its outcome"
+                    ' leaves out pendingToolCallIds %s; send "protocolVersion": "1.0" to get them',
+                    _label(event.run_id),
+                    [_label(each) for each in event.outcome.pending_tool_call_ids],
+                )
             return event.model_copy(update={"outcome": RunFinishedSuccessOutcome()})
     if isinstance(event, ToolCallResultEvent) and not isinstance(event.content, str):
         return event.model_copy(update={"content": as_text(event.content, event.tool_call_id)})

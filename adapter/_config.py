@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -122,6 +123,31 @@ class EngineConfig:
     def tool_schemas(self) -> Mapping[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit. Built once: the tools are fixed."""
         return self._tool_schemas
+
+
+def check_backend(backend: object) -> None:
+    """Refuse what is not a backend when the adapter is built, naming what is missing, not at every run's start.
+
+    A backend is an object whose `stream(request)` returns an async iterator of items: an `async def` that yields,
+    or a plain `def` that returns one.
+    """
+    shown = type(backend).__name__
+    if isinstance(backend, type):
+        raise ConfigurationError(f"backend is the class {backend.__name__}, not a backend: pass an instance of it")
+    stream = getattr(backend, "stream", None)
+    if stream is None:
+        raise ConfigurationError(
+            f"backend ({shown}) has no stream(request) method: a backend's stream yields one assistant step's"
+            " items (adapter.backends: TextDelta, ToolCall, ...); see docs/backends.md"
+        )
+    if not callable(stream):
+        raise ConfigurationError(f"backend ({shown}) has a stream attribute that is not a method")
+    if inspect.isgeneratorfunction(stream):
+        raise ConfigurationError(f"backend ({shown}).stream is a generator: write it `async def`")
+    if inspect.iscoroutinefunction(stream):
+        raise ConfigurationError(
+            f"backend ({shown}).stream is `async def` without `yield`: yield its items instead of returning them"
+        )
 
 
 def check_options(

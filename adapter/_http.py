@@ -31,6 +31,7 @@ otherwise, and is reattached to at `GET /threads/{threadId}/runs/{runId}/events`
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import logging
@@ -225,7 +226,18 @@ def create_app(
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop, methods=["POST"]),
         *(inspector_routes() if inspector else []),
     ]
-    return Starlette(routes=routes, middleware=[Middleware(OneSlashForm, routes=routes)])
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        # Served on its own (`uvicorn module:app`), the app drains when its server stops: uvicorn runs this after
+        # it has closed the streams (cut or ended), while the runs go on in the adapter. A parent app that mounts
+        # this one calls `drain` from its own lifespan: Starlette runs no mounted app's (docs/replicas.md).
+        yield
+        drain = getattr(handler, "drain", None)
+        if drain is not None:
+            await drain()
+
+    return Starlette(routes=routes, middleware=[Middleware(OneSlashForm, routes=routes)], lifespan=lifespan)
 
 
 async def _run(

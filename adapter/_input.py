@@ -14,7 +14,6 @@ import json
 import logging
 import re
 from contextlib import aclosing
-from dataclasses import dataclass
 from typing import Any, Final, get_args
 
 from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAgentInput
@@ -41,15 +40,29 @@ _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check;
 _LONG_STRINGS: Final = 8192  # bytes per message above which a body is checked by a parse rather than a search
 
 
-@dataclass(frozen=True, slots=True)
 class CheckedInput:
     """A run input the HTTP edge parsed from a body and checked: the nesting and id rules of `adapter._limits` hold.
 
-    Only `parse_run_input` makes one, and the edge hands it to `Adapter.start` with no other code in between, so
-    its run does not walk it again; an input that reaches the Python API any other way is checked there.
+    Only `parse_run_input` makes one. What the edge checked is what runs: `Adapter.start` takes the input as it is
+    only while no code has read `input` since (code between the edge and the adapter, a custom handler, may have
+    changed it in place); once it was read, the input is checked again, as any input the Python API is given.
     """
 
-    input: RunAgentInput
+    __slots__ = ("_input", "_read")
+
+    def __init__(self, run_input: RunAgentInput) -> None:
+        self._input = run_input
+        self._read = False
+
+    @property
+    def input(self) -> RunAgentInput:
+        """The input, for app code between the edge and the adapter; once read, `Adapter.start` checks it again."""
+        self._read = True
+        return self._input
+
+    def unread(self) -> RunAgentInput | None:
+        """The input as the edge checked it, if no code read it since (so none can have changed it); else None."""
+        return None if self._read else self._input
 
 
 def parse_run_input(body: bytes) -> CheckedInput:

@@ -13,11 +13,19 @@ response that started the run takes it with it when it goes, as before (the run'
 The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
 events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
 whether someone asked the run to stop; while no event flows (a long tool) it asks the store every
-`POLL_INTERVAL`. A run id names one journal: a run whose id already has one (a retried input) is driven the
-same way but not journaled, and its stream carries no ids.
+`POLL_INTERVAL`.
+
+A journal belongs to one run in one life of its thread (`journal_name`): a run of a thread deleted and created
+again under its id never shares a journal with a run of the new life, and a reader finds only the journals of
+the life the thread has now. A run id used again in one life (a client retrying an input after a dropped
+connection; CopilotKit resumes under the interrupted run's id) starts another attempt with a journal of its own,
+numbered from 1 again: the events route serves a run id's latest attempt, so every run is journaled and can be
+stopped. `MAX_ATTEMPTS` bounds the attempts of one run id.
 
 A journal is bounded (`JournalLimits`): an event that would take it past either limit is not kept; the run
-is closed then (as a client leaving closes it) and the journal ends with `RUN_ERROR` `JOURNAL_LIMIT`.
+is closed then (as a client leaving closes it) and the journal ends with `RUN_ERROR` `JOURNAL_LIMIT`. The limits
+bound what a backend makes, never a turn: the engine's restatement of the stored thread (`MESSAGES_SNAPSHOT`,
+before an interrupt and when a resume starts) is kept whole and not counted, however long the thread.
 """
 
 from __future__ import annotations
@@ -34,6 +42,7 @@ import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
+from adapter._errors import InputRejected
 from adapter._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
@@ -60,7 +69,22 @@ GIVE_UP_AFTER: Final = 20
 """Appends in a row the store may refuse (`StoreUnavailable`) before the writer gives the journal up (1 once the
 adapter is closing): some 10 s of pauses, besides the store's own deadline on each call."""
 
+MAX_ATTEMPTS: Final = 64
+"""Runs one run id may start in one life of a thread (each a journal of its own); the next is refused."""
+
 TERMINAL: Final = frozenset({EventType.RUN_FINISHED, EventType.RUN_ERROR})
+RESTATED: Final = frozenset({EventType.MESSAGES_SNAPSHOT})
+"""Events the engine makes from what the store holds: bounded by the thread, not by the journal's limits."""
+
+
+def journal_name(run_id: str, incarnation: str | None, attempt: int = 1) -> str:
+    """The store's key for one attempt of a run, in one life of its thread (its incarnation).
+
+    U+001F joins the parts: no id holds a control character (`adapter._limits.id_problem`), so no run id, life
+    or attempt can name another's journal.
+    """
+    name = f"{run_id}\x1f{incarnation or ''}"
+    return name if attempt == 1 else f"{name}\x1f{attempt}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +145,8 @@ class LiveRun:
 
     Args:
         key: The run's thread id and run id.
+        journal: The run's journal in the store (`journal_name`); the run id when not given.
+        incarnation: The life of the thread the run belongs to.
         events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
         stop: The run's stop signal, raised by a stop request found in the store.
         store: Where the journal is written; None for a run that is not journaled.
@@ -137,6 +163,8 @@ class LiveRun:
         key: tuple[str, str],
         events: AsyncIterator[BaseEvent],
         *,
+        journal: str | None = None,
+        incarnation: str | None = None,
         stop: StopSignal,
         store: TurnStore | None = None,
         limits: JournalLimits = JournalLimits(),
@@ -147,6 +175,8 @@ class LiveRun:
         first: BaseEvent | None = None,
     ) -> None:
         self.thread_id, self.run_id = key
+        self.journal = journal if journal is not None else self.run_id
+        self.incarnation = incarnation
         self.stop = stop
         self.store = store
         self.limits = limits
@@ -246,7 +276,8 @@ class LiveRun:
                 # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
                 text = event_json(event)
                 last = event.type in TERMINAL
-                if not last and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                counted = not last and event.type not in RESTATED
+                if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
                     log.warning("run %s passed its journal's limit; stopping it", self.run_id)
                     self._append(over_limit(limits))
                     return True
@@ -267,7 +298,8 @@ class LiveRun:
             return
         text = event_json(event) if text is None else text
         self.entries.append(JournalEvent(len(self.entries) + 1, text))
-        self.chars += len(text)
+        if event.type not in RESTATED:
+            self.chars += len(text)
         if event.type in TERMINAL:
             self.complete = True
             self._ended.set()
@@ -378,7 +410,7 @@ class LiveRun:
     async def _poll(self) -> None:
         assert self.store is not None
         try:
-            journal = await self.store.read_events(self.thread_id, self.run_id, limit=0)
+            journal = await self.store.read_events(self.thread_id, self.journal, limit=0)
         except Exception as exc:  # a failed look is tried again at the next interval
             if not self._quiet:
                 log.warning("run %s: could not look for a stop request: %s", self.run_id, exc)
@@ -397,7 +429,7 @@ class LiveRun:
         batch = self.entries[start : start + MAX_BATCH]
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
-            stop = await store.append_events(self.thread_id, self.run_id, batch, ended=ended)
+            stop = await store.append_events(self.thread_id, self.journal, batch, ended=ended)
         except StoreUnavailable as down:
             log.warning("run %s: the store may not have taken journal events (%s); trying again", self.run_id, down)
             self._unsure = start + len(batch)
@@ -412,7 +444,7 @@ class LiveRun:
     async def _recover(self, store: TurnStore, wanted: int) -> bool | None:
         """An append was refused: an earlier one that seemed to fail had landed, or the journal is not this run's."""
         try:
-            journal = await store.read_events(self.thread_id, self.run_id, limit=0)
+            journal = await store.read_events(self.thread_id, self.journal, limit=0)
         except Exception:
             return False
         if journal is not None and self._unsure is not None and journal.last_seq == self._unsure:
@@ -565,36 +597,37 @@ class Journals:
         events: AsyncIterator[BaseEvent],
         stop: StopSignal,
         *,
+        incarnation: str | None = None,
         interruptible: Callable[[], bool] = lambda: False,
     ) -> RunEvents:
-        """Drive a started run: journaled (unless its ids name another run's journal) and fanned out.
+        """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
         Its first event (RUN_STARTED, which comes before any of its work) is appended to the store before the
-        run is read: the journal exists on every replica before any client could ask for it, and a run id that
-        already names a journal (a retried input) is found in the same call. With `on_disconnect="continue"`
-        the run goes on now, whoever listens; with "stop", from its first reading, and it ends when its reader
-        leaves.
+        run is read: the journal exists on every replica before any client could ask for it. A run id used
+        before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
+        same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
+        first reading, and it ends when its reader leaves.
 
         Raises:
             StoreUnavailable: The store could not take the first event; the run's events are closed.
+            InputRejected: 409 `RUN_ID_REUSED` when the run id started `MAX_ATTEMPTS` runs in this life already;
+                the run's events are closed, and nothing of it ran.
         """
-        key = (thread_id, run_id)
         first = await anext(aiter(events), None)
-        journaled = False
-        if first is not None and self.store is not None and key not in self._live:
+        journal: str | None = None
+        if first is not None and self.store is not None:
             try:
-                await self.store.append_events(thread_id, run_id, [JournalEvent(1, event_json(first))])
-                journaled = True
-            except ValueError:
-                log.info("run %s of thread %s: its id names another run's journal; not journaled", run_id, thread_id)
+                journal = await self._open(self.store, thread_id, run_id, incarnation, event_json(first))
             except BaseException:
                 await _close(events)
                 raise
         live = LiveRun(
-            key,
+            (thread_id, run_id),
             events,
+            journal=journal,
+            incarnation=incarnation,
             stop=stop,
-            store=self.store if journaled else None,
+            store=self.store if journal is not None else None,
             limits=self.limits,
             stop_on_leave=self.stop_on_leave,
             interruptible=interruptible,
@@ -602,21 +635,50 @@ class Journals:
             forget=self._forget,
             first=first,
         )
-        if journaled:
-            self._live[key] = live
+        if journal is not None:
+            self._live[(thread_id, journal)] = live
         self._runs.add(live)
         run = RunEvents(live)
         if not self.stop_on_leave:
             live.start()
         return run
 
-    def live(self, thread_id: str, run_id: str) -> LiveRun | None:
-        """The journaled run with these ids, while this replica drives it or writes its journal."""
-        return self._live.get((thread_id, run_id))
+    async def _open(self, store: TurnStore, thread_id: str, run_id: str, incarnation: str | None, first: str) -> str:
+        """Create the journal of the run id's next attempt in this life, with its first event; its name."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            name = journal_name(run_id, incarnation, attempt)
+            if (thread_id, name) in self._live:
+                continue
+            try:
+                await store.append_events(thread_id, name, [JournalEvent(1, first)])
+            except ValueError:  # that attempt's journal exists: a run id used again
+                continue
+            if attempt > 1:
+                log.info("run %s of thread %s: its id was used before; attempt %d", run_id, thread_id, attempt)
+            return name
+        raise InputRejected(
+            409, codes.RUN_ID_REUSED, f"This run id started {MAX_ATTEMPTS} runs of this thread already; use a new one."
+        )
 
-    def of_thread(self, thread_id: str) -> list[LiveRun]:
-        """The runs of a thread this replica drives."""
-        return [live for live in self._runs if live.thread_id == thread_id]
+    async def latest(self, thread_id: str, run_id: str, incarnation: str | None) -> str | None:
+        """The journal of the run id's latest attempt in this life of the thread, or None for none."""
+        found = None
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            name = journal_name(run_id, incarnation, attempt)
+            if (thread_id, name) not in self._live:
+                journal = await self.store.read_events(thread_id, name, limit=0) if self.store is not None else None
+                if journal is None:
+                    break
+            found = name
+        return found
+
+    def live(self, thread_id: str, journal: str) -> LiveRun | None:
+        """The journaled run with this journal (`journal_name`), while this replica drives it or writes its journal."""
+        return self._live.get((thread_id, journal))
+
+    def of_thread(self, thread_id: str, incarnation: str | None) -> list[LiveRun]:
+        """The runs of one life of a thread that this replica drives."""
+        return [live for live in self._runs if live.thread_id == thread_id and live.incarnation == incarnation]
 
     async def stop_all(self) -> None:
         """Ask every run this replica drives to stop (the adapter is closing); drop those never read."""
@@ -626,6 +688,11 @@ class Journals:
                 await live.abandon()
             else:
                 live.stop.request()
+
+    @property
+    def running(self) -> int:
+        """How many runs this replica drives now."""
+        return len(self._runs)
 
     async def wait_over(self, timeout: float) -> bool:
         """Wait until no run is left that this replica drives, at most `timeout` seconds; whether none is."""
@@ -652,8 +719,8 @@ class Journals:
 
     def _forget(self, live: LiveRun) -> None:
         self._runs.discard(live)
-        if self._live.get((live.thread_id, live.run_id)) is live:
-            del self._live[(live.thread_id, live.run_id)]
+        if self._live.get((live.thread_id, live.journal)) is live:
+            del self._live[(live.thread_id, live.journal)]
         self._over.set()
 
 

@@ -104,6 +104,9 @@ def depth_exceeds(value: Any, limit: int) -> bool:
     return False
 
 
+_DOT_SEGMENTS: Final = frozenset({".", ".."})
+
+
 def id_problem(value: str) -> str | None:
     """Why `value` cannot be an id that every store keeps, or None when it can.
 
@@ -129,8 +132,12 @@ def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
 
     All the ids are checked at once, their lengths in one pass and their characters in one search of
     them joined (joining adds no character and merges none); only an input that fails is walked again,
-    for the pointer.
+    for the pointer. A thread or run id is a URL path segment too (`/threads/{threadId}/runs/{runId}`): `.` and
+    `..` are refused, since a browser or proxy resolves them away and no route could reach the thread again.
     """
+    for pointer, value in (("/threadId", run_input.thread_id), ("/runId", run_input.run_id)):
+        if value in _DOT_SEGMENTS:
+            return pointer, "is a dot segment (. or ..), which no URL path can carry"
     values = input_id_values(run_input)
     if max(map(len, values)) <= MAX_ID_CHARS and _UNKEEPABLE.search("".join(values)) is None:
         return None

@@ -6,9 +6,10 @@ each, and hands back the longest prefix whose text is still exactly the stored t
 by another replica (or a purge and a new thread under the same id) changes the text, so it can never
 serve a stale message; its memory is bounded by the stored text it keeps.
 
-What is kept also names the thread's incarnation and version it was read or written at (`ThreadHead`): one
-state of one creation of the thread, for good. A long thread whose head still names them is not read again
-(`RecordHandle.load`): its messages are these.
+What is kept also names the stamp and version of the state it was read or written at (`ThreadHead.stamp`: drawn
+fresh by every save, so no later state repeats it, not a thread created again nor a store restored from a backup
+and written again). A long thread whose head still names them is not read again (`RecordHandle.load`): its
+messages are these.
 """
 
 from __future__ import annotations
@@ -66,10 +67,10 @@ class ParsedThreads:
     def checkable(self, thread_id: str) -> KnownThread | None:
         """What is kept for the thread, if a head can tell whether the store still holds it and it is long enough.
 
-        It can when what is kept names an incarnation and a version; long enough is `head_first` messages.
+        It can when what is kept names a stamp and a version; long enough is `head_first` messages.
         """
         entry = self._entries.get(thread_id)
-        if entry is None or entry.incarnation is None or entry.version == 0 or len(entry.stored) < self.head_first:
+        if entry is None or entry.stamp is None or entry.version == 0 or len(entry.stored) < self.head_first:
             return None
         self._entries.move_to_end(thread_id)
         return entry
@@ -102,9 +103,9 @@ class KnownThread:
     """The protocol message of each, position for position."""
     chars: int = -1
     """The length of all the texts (computed when not given)."""
-    incarnation: str | None = None
+    stamp: str | None = None
     version: int = 0
-    """The thread's incarnation and version these are the messages of (`ThreadHead`); version 0: none stored."""
+    """The stamp and version of the state these are the messages of (`ThreadHead`); version 0: none stored."""
 
     def __post_init__(self) -> None:
         if self.chars < 0:
@@ -116,9 +117,12 @@ class KnownThread:
         return tuple(map(_TEXT, self.stored))
 
     def names(self, head: ThreadHead) -> bool:
-        """Whether `head` is of the very state these messages are: the same incarnation, at the same version."""
-        known = (self.incarnation, self.version, len(self.stored))
-        return self.incarnation is not None and (head.incarnation, head.version, head.message_count) == known
+        """Whether `head` is of the very state these messages are: the same stamp, at the same version.
+
+        The stamp alone names one state; the version too, for a save by a replica that draws none (an older one).
+        """
+        known = (self.stamp, self.version, len(self.stored))
+        return self.stamp is not None and (head.stamp, head.version, head.message_count) == known
 
     def changed(
         self, change: ThreadChange, history: Sequence[Message] | None, first_new: int, version: int
@@ -128,9 +132,9 @@ class KnownThread:
         None if unknown. Only messages serialised into the change (appended or replaced) join it: a client's
         copy that the store kept by id alone never does. The change must be saved on the version this is of.
         """
-        incarnation = self.incarnation if self.version else change.incarnation
+        stamp = change.stamp
         if not (change.append or change.replace or change.keep is not None):
-            return dataclasses.replace(self, incarnation=incarnation, version=version)
+            return dataclasses.replace(self, stamp=stamp, version=version)
         kept = len(self.stored) if change.keep is None else change.keep
         if history is None or kept != first_new or len(history) - first_new != len(change.append):
             return None
@@ -143,6 +147,6 @@ class KnownThread:
             (*stored, *change.append),
             (*messages, *history[first_new:]),
             chars,
-            incarnation,
+            stamp,
             version,
         )

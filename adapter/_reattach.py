@@ -4,7 +4,10 @@
     it is live elsewhere, or ended    the store's journal (`StoreTail`), read again every `POLL_INTERVAL`
 
 Only a principal who may "read" the thread may reattach, and only one who may "run" on it may stop a run;
-to any other, and for an unknown thread or run, the answer is the same (None: a 404).
+to any other, and for an unknown thread or run, the answer is the same (None: a 404). A run is found in the
+life the thread has now (`adapter._journal.journal_name`): the runs of a deleted thread, live or stored, are
+found by no one, not even by whoever owns a thread created again under its id. A run id used more than once in
+one life names its latest attempt.
 
 Why polling rather than PostgreSQL's LISTEN/NOTIFY: a reattach lands on the replica that runs the run most
 of the time (sticky sessions, one replica), and is then served from memory with no store call at all. The
@@ -35,7 +38,7 @@ from adapter._errors import Forbidden
 from adapter._journal import POLL_INTERVAL, Batch, Listener
 from adapter._limits import id_problem
 from adapter._record import ThreadRecord
-from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
+from adapter.stores import JournalEvent, StoreUnavailable, ThreadHead, TurnStore
 
 log = logging.getLogger("adapter.reattach")
 
@@ -65,16 +68,19 @@ async def open_events(
     Raises:
         StoreUnavailable: The store could not be read.
     """
-    if not await _readable(config, thread_id, run_id, principal):
+    head = await _readable(config, thread_id, run_id, principal)
+    name = None if head is None else await config.journals.latest(thread_id, run_id, head.incarnation)
+    if head is None or name is None:
         return None
-    live = config.journals.live(thread_id, run_id)
+    live = config.journals.live(thread_id, name)
     if live is not None:
         return live.listen(after)
     store = config.journals.store
-    journal = await store.read_events(thread_id, run_id, after=after, limit=0) if store is not None else None
+    journal = await store.read_events(thread_id, name, after=after, limit=0) if store is not None else None
     if store is None or journal is None:
         return None
-    return StoreTail(config, store, thread_id, run_id, after, over=journal.ended and after >= journal.last_seq)
+    over = journal.ended and after >= journal.last_seq
+    return StoreTail(config, store, (thread_id, run_id, name), head.incarnation, after, over=over)
 
 
 async def journal_events(listener: Listener) -> AsyncIterator[JournalEvent]:
@@ -101,33 +107,38 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
         Forbidden: `THREAD_FORBIDDEN` for a caller who may read the thread but not "run" on it.
         StoreUnavailable: The store could not be used.
     """
-    if not await _readable(config, thread_id, run_id, principal, action="run"):
+    head = await _readable(config, thread_id, run_id, principal, action="run")
+    name = None if head is None else await config.journals.latest(thread_id, run_id, head.incarnation)
+    if name is None:
         return None
-    live = config.journals.live(thread_id, run_id)
+    live = config.journals.live(thread_id, name)
     if live is not None:  # this replica runs it: at once, not at the writer's next look
         if live.complete:
             return False
         live.stop.request()
         return True
     store = config.journals.store
-    if store is not None and await store.request_stop(thread_id, run_id):
+    if store is not None and await store.request_stop(thread_id, name):
         return True
-    journal = await store.read_events(thread_id, run_id, limit=0) if store is not None else None
+    journal = await store.read_events(thread_id, name, limit=0) if store is not None else None
     return None if journal is None else False
 
 
 async def _readable(
     config: EngineConfig, thread_id: str, run_id: str, principal: str | None, action: str = "read"
-) -> bool:
-    """Whether the thread exists and `principal` may read it; with `action="run"`, `Forbidden` unless they may run."""
+) -> ThreadHead | None:
+    """The thread's head if it exists and `principal` may read it, else None.
+
+    With `action="run"`, `Forbidden` for a caller who may read the thread but not run on it.
+    """
     if id_problem(thread_id) is not None or id_problem(run_id) is not None:
-        return False  # ids no store can keep name no run; the store is not asked
+        return None  # ids no store can keep name no run; the store is not asked
     stored = await config.store.load(thread_id, since=None)
     if stored is None or not await config.access.allows(principal, stored.head.owner, "read"):
-        return False
+        return None
     if action == "run" and not await config.access.allows(principal, stored.head.owner, "run"):
         raise Forbidden("this caller may not stop runs of this thread", code=codes.THREAD_FORBIDDEN)
-    return True
+    return stored.head
 
 
 class StoreTail:
@@ -136,12 +147,20 @@ class StoreTail:
     ids = True
 
     def __init__(
-        self, config: EngineConfig, store: TurnStore, thread_id: str, run_id: str, after: int, *, over: bool
+        self,
+        config: EngineConfig,
+        store: TurnStore,
+        ids: tuple[str, str, str],
+        incarnation: str | None,
+        after: int,
+        *,
+        over: bool,
     ) -> None:
         self.config = config
         self.store = store
-        self.thread_id = thread_id
-        self.run_id = run_id
+        self.thread_id, self.run_id, self.journal = ids
+        """The thread, the run, and the journal of its attempt that this reads (`adapter._journal.journal_name`)."""
+        self.incarnation = incarnation
         self.cursor = max(after, 0)
         self.over = over
         """Nothing is left to send: the run ended, and its last event is at or before `after`."""
@@ -157,7 +176,7 @@ class StoreTail:
             if self.over:
                 return Batch((), True)
             try:
-                journal = await self.store.read_events(self.thread_id, self.run_id, after=self.cursor, limit=PAGE)
+                journal = await self.store.read_events(self.thread_id, self.journal, after=self.cursor, limit=PAGE)
             except StoreUnavailable as down:  # read again at the next interval
                 log.warning("run %s: its journal could not be read (%s); reading again", self.run_id, down)
             else:
@@ -195,8 +214,8 @@ class StoreTail:
             stored = await self.store.load(self.thread_id, since=None)
         except StoreUnavailable:
             return False
-        if stored is None:
-            return True
+        if stored is None or stored.head.incarnation != self.incarnation:
+            return True  # the thread was deleted: its run's life is over
         record = ThreadRecord.from_head(self.thread_id, stored.head)
         at, lease_td = self.config.now(), self.config.claim_lease
         applied, turn = record.applied, record.open_turn

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from operator import attrgetter
-from typing import Any
+from typing import Any, NoReturn
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
 
@@ -34,6 +34,7 @@ from adapter._record import (
     stored_message,
 )
 from adapter.stores import (
+    ANY_INCARNATION,
     KEEP,
     StaleClaim,
     StoreConflict,
@@ -41,6 +42,7 @@ from adapter.stores import (
     StoredThread,
     StoreUnavailable,
     ThreadChange,
+    ThreadGone,
     ThreadHead,
     TurnStore,
 )
@@ -90,6 +92,12 @@ class RecordHandle:
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
         """The ids of the stored messages as this run last read or wrote them: all it may build on."""
         self.version = 0
+        self.incarnation: str | None = new_id("thread")
+        """The life of the thread this handle writes to: the one it read, or the one it creates (drawn here).
+
+        Every save names it (`TurnStore.save`): a save meant for a thread deleted since (and perhaps created again
+        under its id) is refused, and the run ends with THREAD_DELETED instead of writing into another life.
+        """
         self.base = 0
         """The position of `stored[0]` in the thread: above 0 when only its tail was read (`load_tail`)."""
         self.stored: Sequence[StoredMessage] = ()
@@ -118,6 +126,7 @@ class RecordHandle:
             self._parsed_thread = KnownThread()
             return None
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
+        self.incarnation = stored.head.incarnation
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         listed = stored.messages if kept is None else kept.stored
         self.stored, self.synced, self._conversation = listed, len(listed), None
@@ -138,8 +147,8 @@ class RecordHandle:
     def _known_as_read(self, messages: Sequence[Message]) -> KnownThread:
         """The whole thread as this handle read it (`stored`, of the head it read) and as protocol `messages`."""
         head = self._head
-        incarnation, version = (head.incarnation, head.version) if head is not None else (None, 0)
-        return KnownThread(tuple(self.stored), tuple(messages), -1, incarnation, version)
+        stamp, version = (head.stamp, head.version) if head is not None else (None, 0)
+        return KnownThread(tuple(self.stored), tuple(messages), -1, stamp, version)
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
         """Read the thread's records and its messages at positions `[start, stop)` alone into `stored`.
@@ -150,6 +159,7 @@ class RecordHandle:
         if stored is None:
             return None
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
+        self.incarnation = stored.head.incarnation
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self.synced, self._conversation, self._parsed_thread = stored.messages, 0, None, None
         return self.record
@@ -592,16 +602,25 @@ class RecordHandle:
         return ThreadChange(append=append, replace=replace, **records)
 
     async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
+        """Save `change` on the version and life this handle read (see `incarnation`).
+
+        Raises:
+            AdapterError: THREAD_DELETED when the thread's life this run read is over; nothing was stored.
+            StoreConflict: As `TurnStore.save`, after renames in between were let pass (`_only_renamed`).
+        """
         if self.version == 0:
             # The save that creates the thread names its owner, and this creation of it.
-            change = dataclasses.replace(change, owner=self.record.owner, incarnation=new_id("thread"))
+            change = dataclasses.replace(change, owner=self.record.owner, incarnation=self.incarnation)
         read = self.version
+        life = self.incarnation if self.version else ANY_INCARNATION
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
                 version = await self.store.save(
-                    self.thread_id, change, expected_version=self.version, fence=self._fence
+                    self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
                 )
                 break
+            except ThreadGone:
+                self._gone(change)
             except StaleClaim:
                 raise
             except StoreConflict:
@@ -619,6 +638,16 @@ class RecordHandle:
         if history is not None:
             self.synced = len(history)
             self._known = [*self._known, *(message.id for message in change.append)]
+
+    def _gone(self, change: ThreadChange) -> NoReturn:
+        """The thread this run read was deleted: nothing more is stored, and what was not is named in the log."""
+        unsaved = [message.id for message in change.append]
+        log.warning(
+            "thread %s was deleted while a run was in progress; the run stores nothing more (unsaved messages: %s)",
+            self.thread_id,
+            ", ".join(unsaved) or "none",
+        )
+        raise AdapterError("the thread was deleted while this run was in progress", code=codes.THREAD_DELETED)
 
     async def _only_renamed(self) -> bool:
         """After a conflict: whether the thread changed only in what no run builds on (a rename: its title).
@@ -642,7 +671,7 @@ _RENAMES_TOLERATED = 3
 
 def _built_on(head: ThreadHead) -> tuple[object, ...]:
     """What a save of a run builds on: everything of the head but its version, title and update time."""
-    return (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner)
+    return (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner, head.incarnation)
 
 
 def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> ThreadHead:
@@ -660,6 +689,7 @@ def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> Threa
         owner=head.owner if head is not None else change.owner,
         title=None if head is None else head.title,
         incarnation=head.incarnation if head is not None else change.incarnation,
+        stamp=change.stamp,
     )
 
 

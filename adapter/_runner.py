@@ -673,7 +673,7 @@ class Run:
     async def _failed(self, exc: AdapterError) -> None:
         if isinstance(exc, ResumeError) or self.phase is Phase.GIVEN_BACK:
             return  # the turn was refused, not failed: it still waits exactly as before
-        if self.turn.resumed:
+        if self.turn.resumed and exc.code != codes.THREAD_DELETED:  # a deleted thread has no record to keep it
             outcome = {"type": "error", "code": exc.code, "message": exc.message}
             try:
                 await self.handle.record_outcome(self.input.run_id, outcome)

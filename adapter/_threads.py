@@ -126,7 +126,12 @@ async def rename_thread(config: EngineConfig, thread_id: str, title: object, pri
         if stored is None or not await _may(config, principal, stored.head.owner):
             return False
         try:
-            await config.store.save(thread_id, ThreadChange(title=checked), expected_version=stored.head.version)
+            await config.store.save(
+                thread_id,
+                ThreadChange(title=checked),
+                expected_version=stored.head.version,
+                incarnation=stored.head.incarnation,
+            )
         except StoreConflict:
             continue  # a run saved meanwhile: read the new version and rename that
         return True
@@ -149,7 +154,7 @@ async def delete_thread(config: EngineConfig, thread_id: str, principal: str | N
     if stored is None or not await _may(config, principal, stored.head.owner):
         return False
     deleted = await config.store.delete_thread(thread_id)
-    for live in config.journals.of_thread(thread_id):
+    for live in config.journals.of_thread(thread_id, stored.head.incarnation):
         live.stop.request()
     config.parsed.forget(thread_id)
     return deleted

@@ -43,7 +43,7 @@ from ag_ui.core import (
 from ag_ui.core import ToolCall as WireToolCall
 
 from adapter._conversation import HistoryView, chosen_view
-from adapter._errors import AdapterError, BackendError
+from adapter._errors import UNKNOWN_BACKEND_ITEM, AdapterError, BackendError
 from adapter._events import result_event
 from adapter._ids import new_id
 from adapter._jsonpatch import MAX_PATCHED_BYTES, WORK_FACTOR, PatchedDocument, StateWork
@@ -151,6 +151,7 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
     if type(item) is TextDelta and item.message_id is None:  # most items: a piece of text, with no id to check
         return step.close_reasoning() + _text(item, step)
+    _check_kind(item)
     _check_ids(item)
     _check_new_call(item, step)
     if isinstance(item, ReasoningDelta):
@@ -173,6 +174,22 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     elif isinstance(item, Usage):
         step.usage.append(item)
     return []
+
+
+def _check_kind(item: object) -> None:
+    """Refuse what is not a backend item (a bare `str`, a `dict`): ignored, it would end the run as a silent success.
+
+    Raises:
+        BackendError: UNKNOWN_BACKEND_ITEM, naming the item's type.
+    """
+    if not isinstance(item, BackendItem):
+        kind = f"{type(item).__module__}.{type(item).__qualname__}".removeprefix("builtins.")
+        log.error("the backend yielded a %s, which is not a backend item", kind)
+        raise BackendError(
+            f"The agent backend yielded a {kind}, which is not a backend item: yield TextDelta, ToolCall or another"
+            " item of adapter.backends (docs/backends.md).",
+            code=UNKNOWN_BACKEND_ITEM,
+        )
 
 
 def _check_ids(item: BackendItem) -> None:

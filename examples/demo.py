@@ -90,8 +90,8 @@ def open_store(db: str) -> TurnStore:
     return SQLiteStore(db)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Parse the flags and serve the demo with uvicorn."""
+def parse_flags(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags of `agui-demo`, each with the default the docs tell a reader to start with."""
     parser = serving.add_server_flags(argparse.ArgumentParser(description="Serve the AG-UI adapter demo."))
     parser.add_argument("--db", default="demo.db", help="SQLite file for suspended turns, or a postgresql:// URL")
     parser.add_argument(
@@ -107,18 +107,38 @@ def main(argv: list[str] | None = None) -> None:
         default="client",
         help="who keeps the conversation; 'server' lets a client send only its new messages",
     )
-    parser.add_argument("--inspector", action="store_true", help="serve the agui-inspector page at /agui/inspector/")
-    args = parser.parse_args(argv)
-    print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
-    if args.inspector:
-        print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
-    app = build_app(
+    parser.add_argument(
+        "--inspector",
+        action="store_true",
+        help="serve the agui-inspector page at /agui/inspector/ (needs the inspector extra: "
+        "pip install 'agui-adapter[inspector]')",
+    )
+    return parser.parse_args(argv)
+
+
+def app_from_flags(args: argparse.Namespace, environ: Mapping[str, str]) -> Starlette:
+    """The app `agui-demo` serves for these flags: what a test of the docs serves, so it serves what they say."""
+    return build_app(
         args.db,
         frontend_outcome=args.frontend_outcome,
         history=args.history,
         inspector=args.inspector,
-        environ=os.environ,
+        environ=environ,
     )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the flags and serve the demo with uvicorn."""
+    args = parse_flags(argv)
+    try:
+        app = app_from_flags(args, os.environ)
+    except ImportError as exc:
+        if "pip install" not in str(exc):
+            raise
+        raise SystemExit(str(exc)) from None  # a flag whose extra is missing: its one-line hint, exit status 1
+    print(f"Demo page: http://{args.host}:{args.port}/  AG-UI endpoint: http://{args.host}:{args.port}/agui")
+    if args.inspector:
+        print(f"Inspector: http://{args.host}:{args.port}/agui/inspector/")
     serving.run(app, args, drain=app.state.adapter.drain)
 
 

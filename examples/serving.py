@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import gc
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
@@ -63,10 +64,20 @@ def run(app: Any, args: argparse.Namespace, *, drain: Callable[[], Awaitable[Non
         import uvicorn
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise SystemExit("Serving needs uvicorn: pip install 'agui-adapter[demo]'") from exc
-    config = uvicorn.Config(app, **uvicorn_options(args))
+    config = uvicorn.Config(app, **uvicorn_options(args), log_config=log_config(uvicorn))
     server = uvicorn.Server(config) if drain is None else _draining_server(uvicorn, config, drain)
     freeze_startup_objects()
     server.run()
+
+
+def log_config(uvicorn: Any) -> dict[str, Any]:
+    """Uvicorn's logging, with the adapter's own lines (INFO and up: a drain, a run cut) in its terminal output.
+
+    Without it they would reach no handler: a drain on SIGTERM would say nothing until uvicorn's "Shutting down".
+    """
+    config: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["loggers"]["adapter"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
+    return config
 
 
 def freeze_startup_objects() -> None:

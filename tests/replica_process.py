@@ -7,6 +7,7 @@ can kill it mid-tool or mid-save (kill -9) and check what another replica makes 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -55,11 +56,13 @@ def wait_until(condition: Callable[[], bool], what: str, bound: float = BOUND) -
 class Replica:
     """`script` (a path under the checkout) run with `port` and `args`, its adapter served on 127.0.0.1:port."""
 
-    def __init__(self, script: str, *args: object) -> None:
+    def __init__(self, script: str, *args: object, log: Path | None = None) -> None:
         self.port = free_port()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         command = [sys.executable, str(ROOT / script), str(self.port), *(str(arg) for arg in args)]
-        self.process = subprocess.Popen(command, env=env)
+        with contextlib.ExitStack() as files:  # the child keeps its own copy of the log's descriptor
+            stderr = files.enter_context(log.open("ab")) if log is not None else None
+            self.process = subprocess.Popen(command, env=env, stderr=stderr)
         self.url = f"http://127.0.0.1:{self.port}"
 
     async def ready(self, http: httpx.AsyncClient) -> None:

@@ -16,6 +16,7 @@ import httpx
 import pytest
 from pg import fresh_schema_dsn
 
+from adapter._journal import journal_name  # private on purpose: the tests read the store's journals by their name
 from adapter.backends import BackendItem, ModelRequest, TextDelta
 from adapter.stores import PostgresStore, SQLiteStore, TurnStore
 
@@ -180,3 +181,9 @@ PAIRS = [
     pytest.param(postgres_pair, id="postgres", marks=pytest.mark.postgres),
 ]
 """The shared stores two replicas run on, for `pytest.fixture(params=PAIRS)`."""
+
+
+async def journal_of(store: TurnStore, thread_id: str, run_id: str, attempt: int = 1) -> str:
+    """The store's name of the run's journal (an attempt of it) in the life its thread has now."""
+    stored = await store.load(thread_id, since=None)
+    return journal_name(run_id, stored.head.incarnation if stored is not None else None, attempt)

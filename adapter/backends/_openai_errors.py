@@ -109,13 +109,17 @@ def not_found_error(body: bytes, model: str) -> BackendError:
 
 
 def names_model(message: str, model: str) -> bool:
-    """Whether a provider's message names `model` as a whole name (`gpt-4o` is not named by `gpt-4o-mini`).
+    """Whether a provider's message names `model` where providers name one: as the name after the word "model".
 
-    A sentence's full stop may follow the name; a dot that goes on (`llama3` in `llama3.1`) makes another name.
+    OpenAI and vLLM write "The model `x` does not exist", Ollama `model "x" not found`, LiteLLM `model=x`, Gemini
+    `models/x`. The name anywhere else is prose, not a name ("do" in "you do not have access"). It is a whole
+    name (`gpt-4o` is not named by `gpt-4o-mini`): a sentence's full stop may follow it, but a dot that goes on
+    (`llama3` in `llama3.1`) makes another name.
     """
     if not model:
         return False
-    return re.search(rf"(?<![\w.:/-]){re.escape(model)}(?![\w:/-]|\.[\w-])", message) is not None
+    named = rf"(?i:\bmodels?)(?:\s*[:=]\s*|\s+|/)[`'\"]?{re.escape(model)}(?![\w:/-]|\.[\w-])"
+    return re.search(named, message) is not None
 
 
 def not_sse_error(body: bytes, redact: Redactor) -> BackendError:

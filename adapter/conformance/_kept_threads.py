@@ -19,7 +19,14 @@ from typing import Final
 from adapter.conformance._held import held
 from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._memory import MemoryStore
-from adapter.stores._protocol import JournalEvent, RunJournal, StoredThread, ThreadChange, ThreadSummary
+from adapter.stores._protocol import (
+    ANY_INCARNATION,
+    JournalEvent,
+    RunJournal,
+    StoredThread,
+    ThreadChange,
+    ThreadSummary,
+)
 
 MAX_THREADS: Final = 200
 MAX_BYTES: Final = 64 * 1024 * 1024
@@ -66,13 +73,21 @@ class KeptThreads:
         return None if kept is None else await kept.store.find_message(thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         """Save as `MemoryStore` does, then forget what the bounds no longer hold."""
         kept = self._threads.get(thread_id)
         if kept is None:  # made and kept before any await: two first saves of a thread meet in one store
             kept = self._threads[thread_id] = _Kept()
-        version = await kept.store.save(thread_id, change, expected_version=expected_version, fence=fence)
+        version = await kept.store.save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
         if self._threads.get(thread_id) is kept:
             self._threads.move_to_end(thread_id)
             size = await _measure(kept.store, thread_id) + kept.journaled

@@ -3,6 +3,7 @@
 from adapter.stores._memory import MemoryStore
 from adapter.stores._postgres import PostgresStore
 from adapter.stores._protocol import (
+    ANY_INCARNATION,
     KEEP,
     JournalEvent,
     RunJournal,
@@ -12,6 +13,7 @@ from adapter.stores._protocol import (
     StoredThread,
     StoreUnavailable,
     ThreadChange,
+    ThreadGone,
     ThreadHead,
     ThreadSummary,
     TurnStore,
@@ -19,6 +21,7 @@ from adapter.stores._protocol import (
 from adapter.stores._sqlite import SQLiteStore
 
 __all__ = [
+    "ANY_INCARNATION",
     "KEEP",
     "JournalEvent",
     "MemoryStore",
@@ -31,6 +34,7 @@ __all__ = [
     "StoredMessage",
     "StoredThread",
     "ThreadChange",
+    "ThreadGone",
     "ThreadHead",
     "ThreadSummary",
     "TurnStore",

@@ -31,13 +31,24 @@ def parse_cursor(text: str) -> tuple[datetime, str]:
         ValueError: `text` is not a cursor `next_cursor` makes.
     """
     moment, bar, thread_id = text.partition("|")
+    if "\x00" in thread_id or not _encodes(thread_id):  # no store keeps such an id: no page ends at one
+        raise ValueError(f"{text!r} is not a cursor of list_threads: pass the `next` a page returned")
     try:
         updated_at = datetime.fromisoformat(moment) if bar else None
-    except ValueError:
-        updated_at = None
-    if updated_at is None or updated_at.tzinfo is None:
-        raise ValueError(f"{text!r} is not a cursor of list_threads: pass the `next` a page returned")
-    return updated_at.astimezone(UTC), thread_id
+        if updated_at is not None and updated_at.tzinfo is not None:
+            return updated_at.astimezone(UTC), thread_id
+    except (ValueError, OverflowError):  # not a date, or one UTC cannot hold (0001-01-01 at UTC+14)
+        pass
+    raise ValueError(f"{text!r} is not a cursor of list_threads: pass the `next` a page returned")
+
+
+def _encodes(text: str) -> bool:
+    """Whether `text` has a UTF-8 form (no lone surrogate), as every store needs of what it compares."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def check_limit(limit: int) -> int:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._protocol import (
+    ANY_INCARNATION,
     KEEP,
     JournalEvent,
     JSONValue,
@@ -22,6 +23,7 @@ from adapter.stores._protocol import (
     ThreadHead,
     ThreadSummary,
     check_append,
+    check_life,
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 
@@ -38,6 +40,7 @@ class _Thread:
     owner: str | None = None
     incarnation: str | None = None
     title: str | None = None
+    stamp: str | None = None
 
 
 @dataclass(slots=True)
@@ -74,6 +77,7 @@ class MemoryStore:
             title=thread.title,
             updated_at=thread.saved_at,
             incarnation=thread.incarnation,
+            stamp=thread.stamp,
             **{name: json.loads(text) for name, text in thread.records.items()},
         )
         start = len(thread.messages) if since is None else min(max(since, 0), len(thread.messages))
@@ -90,11 +94,21 @@ class MemoryStore:
         return next((i for i, message in enumerate(messages) if message.id == message_id), None)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
-        """Write `change` if the thread is at `expected_version` (and, with `fence`, at that claim)."""
+        """Write `change` if the thread is of `incarnation` and at `expected_version` (with `fence`, at that claim)."""
         async with self._lock:
-            current = self._threads.get(thread_id) or _Thread(owner=change.owner, incarnation=change.incarnation)
+            found = self._threads.get(thread_id)
+            check_life(
+                thread_id, expected_version, incarnation, (found is not None, found.incarnation if found else None)
+            )
+            current = found or _Thread(owner=change.owner, incarnation=change.incarnation)
             if fence is not None and current.claim != fence:
                 raise StaleClaim(thread_id, expected_version, fence)
             if current.version != expected_version:
@@ -103,6 +117,7 @@ class MemoryStore:
             records = {name: _text(value) for name, value in change.records().items()}
             _apply(current, change, records)
             current.saved_at = datetime.now(UTC)
+            current.stamp = change.stamp
             if change.title is not KEEP:
                 current.title = change.title
             if "open_turn" in records:

@@ -12,6 +12,7 @@ from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline, checked_timeout
 from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
+    ANY_INCARNATION,
     KEEP,
     JournalEvent,
     JSONValue,
@@ -22,6 +23,7 @@ from adapter.stores._protocol import (
     StoredThread,
     StoreUnavailable,
     ThreadChange,
+    ThreadGone,
     ThreadHead,
     ThreadSummary,
     check_append,
@@ -42,6 +44,7 @@ _CONFLICT: Final = "AG002"
 _BAD_POSITION: Final = "AG003"
 _JOURNAL_ENDED: Final = "AG004"
 _JOURNAL_SEQ: Final = "AG005"  # its message is the journal's last seq
+_GONE: Final = "AG006"
 _UNIQUE_VIOLATION: Final = "23505"
 _LAST: Final = 2**31 - 1  # past any position (an integer column)
 _READ_ONLY: Final = "25006"  # read_only_sql_transaction: a standby, or default_transaction_read_only
@@ -50,7 +53,7 @@ _T = TypeVar("_T")
 
 _LOAD: Final = """
     SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner, t.title, t.saved_at,
-           t.incarnation, m.message_id, m.role, m.body
+           t.incarnation, t.stamp, m.message_id, m.role, m.body
     FROM agui_threads t
     LEFT JOIN agui_messages m
         ON m.thread_id = t.thread_id AND m.position >= %(since)s AND m.position < %(until)s
@@ -59,7 +62,7 @@ _LOAD: Final = """
 """
 _FIND: Final = "SELECT min(position) FROM agui_messages WHERE thread_id = %s AND message_id = %s"
 _SAVE: Final = """
-    SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+    SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 _SET_CREATED: Final = "UPDATE agui_threads SET owner = %s, incarnation = %s WHERE thread_id = %s"
 _SET_TITLE: Final = "UPDATE agui_threads SET title = %s WHERE thread_id = %s"
@@ -209,10 +212,20 @@ class PostgresStore:
         open_turn, applied, queued = (json.loads(text) for text in first[3:6])
         updated_at = first[8].astimezone(UTC)
         head = ThreadHead(
-            first[0], first[1], first[2], open_turn, applied, queued, first[6], first[7], updated_at, first[9]
+            first[0],
+            first[1],
+            first[2],
+            open_turn,
+            applied,
+            queued,
+            first[6],
+            first[7],
+            updated_at,
+            first[9],
+            first[10],
         )
         start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[10], row[11], row[12]) for row in rows if row[10] is not None]
+        messages = [StoredMessage(row[11], row[12], row[13]) for row in rows if row[11] is not None]
         return StoredThread(head, start, messages)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
@@ -221,21 +234,28 @@ class PostgresStore:
         return None if not rows or rows[0][0] is None else int(rows[0][0])
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
-        """Write `change` if the thread is at `expected_version` (0: absent) and, with `fence`, at that claim.
+        """Write `change` if the thread is of `incarnation`, at `expected_version` (0: absent) and, with `fence`, claim.
 
         Returns:
             The new version, `expected_version + 1`.
 
         Raises:
+            ThreadGone: The thread is absent or of another incarnation than the one named; nothing was written.
             StaleClaim: `fence` is not the thread's claim number; nothing was written.
             StoreConflict: The stored version differs from `expected_version`; nothing was written.
             ValueError: `keep` or a replaced position is past the thread's messages.
         """
         import psycopg
 
-        params = _save_params(thread_id, change, expected_version, fence)
+        params = _save_params(thread_id, change, expected_version, fence, incarnation)
 
         # A save that creates the thread sets its owner and incarnation, and one that names a title sets it: in its
         # transaction.
@@ -259,7 +279,7 @@ class PostgresStore:
         try:
             row = await self._call("a save", saved)
         except psycopg.Error as error:
-            refused = _refusal(error.sqlstate, thread_id, change, expected_version, fence)
+            refused = _refusal(error.sqlstate, thread_id, change, (expected_version, fence, incarnation))
             if refused is None:
                 raise
             raise refused from None
@@ -474,7 +494,9 @@ def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]
     return True, json.dumps(records[name])
 
 
-def _save_params(thread_id: str, change: ThreadChange, expected_version: int, fence: int | None) -> tuple[Any, ...]:
+def _save_params(
+    thread_id: str, change: ThreadChange, expected_version: int, fence: int | None, incarnation: object
+) -> tuple[Any, ...]:
     """The arguments of `agui_save`, in its order: the change as arrays of columns, then the records it sets."""
     records = change.records()
     replaced = sorted(change.replace.items())
@@ -495,13 +517,19 @@ def _save_params(thread_id: str, change: ThreadChange, expected_version: int, fe
         *_record(records, "applied"),
         *_record(records, "queued"),
         turn_expiry(change.open_turn),
+        incarnation is not ANY_INCARNATION,
+        incarnation if isinstance(incarnation, str) else None,
+        change.stamp,
     )
 
 
 def _refusal(
-    sqlstate: str | None, thread_id: str, change: ThreadChange, expected_version: int, fence: int | None
+    sqlstate: str | None, thread_id: str, change: ThreadChange, expected: tuple[int, int | None, object]
 ) -> Exception | None:
     """The protocol's exception for what `agui_save` refused, by the SQLSTATE it raised; None for any other error."""
+    expected_version, fence, incarnation = expected
+    if sqlstate == _GONE:
+        return ThreadGone(thread_id, expected_version, incarnation if isinstance(incarnation, str) else None)
     if sqlstate == _STALE_CLAIM:
         return StaleClaim(thread_id, expected_version, fence or 0)
     if sqlstate in (_CONFLICT, _UNIQUE_VIOLATION):

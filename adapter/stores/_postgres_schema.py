@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -189,6 +189,87 @@ MIGRATIONS: Final[dict[int, str]] = {
     # thread deleted and created again under the same id is told apart (`ThreadHead.incarnation`).
     5: """
     ALTER TABLE agui_threads ADD COLUMN incarnation text;
+    """,
+    # Version 6 (issue 40): a save names the life of the thread it is meant for, refused for another one (a thread
+    # deleted and created again under its id), and draws the head a fresh stamp (`ThreadHead.stamp`). The save of
+    # version 1 stays beside it, for a replica not yet upgraded.
+    6: """
+    ALTER TABLE agui_threads ADD COLUMN stamp text;
+    CREATE FUNCTION agui_save(
+        p_thread text, p_expected bigint, p_fence bigint, p_claim boolean, p_keep integer,
+        p_replace_at integer[], p_replace_id text[], p_replace_role text[], p_replace_body text[],
+        p_append_id text[], p_append_role text[], p_append_body text[],
+        p_set_open boolean, p_open text, p_set_applied boolean, p_applied text,
+        p_set_queued boolean, p_queued text, p_expires timestamptz,
+        p_life_check boolean, p_life text, p_stamp text
+    ) RETURNS bigint LANGUAGE plpgsql AS $$
+    DECLARE
+        v_version bigint := 0;
+        v_claim bigint := 0;
+        v_count integer := 0;
+        v_kept integer;
+        v_found boolean;
+        v_life text;
+    BEGIN
+        SELECT version, claim, message_count, incarnation INTO v_version, v_claim, v_count, v_life
+            FROM agui_threads WHERE thread_id = p_thread FOR UPDATE;
+        v_found := FOUND;
+        IF NOT v_found THEN
+            v_version := 0; v_claim := 0; v_count := 0;
+        END IF;
+        -- A save meant for another life of the thread (deleted, perhaps created again) is refused first.
+        IF p_life_check AND p_expected <> 0 AND (NOT v_found OR v_life IS DISTINCT FROM p_life) THEN
+            RAISE EXCEPTION 'thread gone' USING ERRCODE = 'AG006';
+        END IF;
+        IF p_fence IS NOT NULL AND v_claim <> p_fence THEN
+            RAISE EXCEPTION 'stale claim' USING ERRCODE = 'AG001';
+        END IF;
+        IF v_version <> p_expected THEN
+            RAISE EXCEPTION 'conflict' USING ERRCODE = 'AG002';
+        END IF;
+        v_kept := coalesce(p_keep, v_count);
+        IF v_kept < 0 OR v_kept > v_count
+           OR EXISTS (SELECT 1 FROM unnest(p_replace_at) AS r(at) WHERE r.at < 0 OR r.at >= v_kept) THEN
+            RAISE EXCEPTION 'position' USING ERRCODE = 'AG003';
+        END IF;
+        IF p_keep IS NOT NULL AND p_keep < v_count THEN
+            DELETE FROM agui_messages WHERE thread_id = p_thread AND position >= p_keep;
+        END IF;
+        IF cardinality(p_replace_at) > 0 THEN
+            UPDATE agui_messages m SET message_id = r.id, role = r.role, body = r.body
+                FROM unnest(p_replace_at, p_replace_id, p_replace_role, p_replace_body) AS r(at, id, role, body)
+                WHERE m.thread_id = p_thread AND m.position = r.at;
+        END IF;
+        IF cardinality(p_append_id) > 0 THEN
+            INSERT INTO agui_messages (thread_id, position, message_id, role, body)
+                SELECT p_thread, v_kept + a.n - 1, a.id, a.role, a.body
+                FROM unnest(p_append_id, p_append_role, p_append_body) WITH ORDINALITY AS a(id, role, body, n);
+        END IF;
+        v_count := v_kept + cardinality(p_append_id);
+        IF v_found THEN
+            UPDATE agui_threads SET
+                version = v_version + 1,
+                claim = v_claim + p_claim::integer,
+                message_count = v_count,
+                open_turn = CASE WHEN p_set_open THEN p_open ELSE open_turn END,
+                applied = CASE WHEN p_set_applied THEN p_applied ELSE applied END,
+                queued = CASE WHEN p_set_queued THEN p_queued ELSE queued END,
+                expires_at = CASE WHEN p_set_open THEN p_expires ELSE expires_at END,
+                saved_at = now(),
+                stamp = p_stamp
+            WHERE thread_id = p_thread;
+        ELSE
+            -- A racing creator that committed first makes this a unique violation: a conflict.
+            INSERT INTO agui_threads
+                (thread_id, version, claim, message_count, open_turn, applied, queued, expires_at, stamp)
+            VALUES (p_thread, 1, p_claim::integer, v_count,
+                    CASE WHEN p_set_open THEN p_open ELSE 'null' END,
+                    CASE WHEN p_set_applied THEN p_applied ELSE 'null' END,
+                    CASE WHEN p_set_queued THEN p_queued ELSE 'null' END,
+                    p_expires, p_stamp);
+        END IF;
+        RETURN v_version + 1;
+    END $$;
     """,
 }
 

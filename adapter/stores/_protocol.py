@@ -9,10 +9,13 @@ A thread is stored as two parts:
   records of the engine (the open turn with its pending calls, the last applied resume with its
   fingerprints, answers queued for a worker), each an opaque JSON value to the store.
 
-Every save is a compare-and-set on the version. A save may also carry a fencing token: the claim
-number the writer holds. Claiming a turn increments the thread's claim number; a save whose token
-is not the current claim number is refused, so a writer whose claim was taken over (its lease ran
-out while it was slow, not dead) can never write after the new claimant, even after re-reading.
+Every save is a compare-and-set on the version, within one life of the thread: a thread deleted and created
+again under the same id is another life (its `incarnation`), whose version and claim number start again, so a
+writer names the life it read (`save(..., incarnation=...)`) and a save meant for another life is refused
+(`ThreadGone`) whatever its version. A save may also carry a fencing token: the claim number the writer
+holds. Claiming a turn increments the thread's claim number; a save whose token is not the current claim
+number is refused, so a writer whose claim was taken over (its lease ran out while it was slow, not dead)
+can never write after the new claimant, even after re-reading.
 
 Beside its threads a store keeps the runs' journals: each run's events, in order, numbered 1, 2, 3, ...
 (the SSE ids a client reattaches with), with the run's status (ended, asked to stop). A journal is keyed
@@ -25,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from secrets import token_hex
 from typing import Any, Final, Protocol, runtime_checkable
 
 JSONValue = Any
@@ -38,6 +42,20 @@ class _Keep:
 
 KEEP: Final = _Keep()
 """Leaves a head record as it is in a `ThreadChange`."""
+
+
+class _AnyIncarnation:
+    def __repr__(self) -> str:
+        return "ANY_INCARNATION"
+
+
+ANY_INCARNATION: Final = _AnyIncarnation()
+"""A save that names no life of the thread (`TurnStore.save`'s default): only the version is compared."""
+
+
+def new_stamp() -> str:
+    """A value drawn fresh for every save (`ThreadChange.stamp`): no later state of any thread repeats it."""
+    return token_hex(16)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +92,16 @@ class ThreadHead:
     incarnation: str | None = None
     """Names this creation of the thread: set by the save that creates it (`ThreadChange.incarnation`), never changed.
 
-    A thread deleted and created again under the same id has another, so (incarnation, version) names one state of
-    one thread for good: what lets an adapter trust the messages it keeps without reading them again. None when the
-    creating save named none, or the store keeps none.
+    A thread deleted and created again under the same id has another: a write names the incarnation it is meant
+    for (`TurnStore.save`), and one meant for an earlier life is refused. None when the creating save named none,
+    or the store keeps none.
+    """
+    stamp: str | None = None
+    """Names this state of the thread for good: drawn fresh by every save (`ThreadChange.stamp`).
+
+    Unlike (incarnation, version), no later state repeats it: not a thread created again, not a store restored
+    from a backup and written again up to the same version. What an adapter keeps of a thread is valid while the
+    head names the stamp (and version) it was kept at. None when the store keeps none.
     """
 
 
@@ -114,6 +139,8 @@ class ThreadChange:
     """A unique name for the creation of the thread this save creates (`ThreadHead.incarnation`); else ignored."""
     title: JSONValue = KEEP
     """The thread's title: a str, None to clear it, or KEEP. Not an engine record: `records()` leaves it out."""
+    stamp: str = field(default_factory=new_stamp)
+    """The head's new `stamp`: drawn fresh for each change, so each saved state has its own."""
 
     def __post_init__(self) -> None:
         if not (self.title is KEEP or self.title is None or isinstance(self.title, str)):
@@ -250,6 +277,33 @@ class StaleClaim(StoreConflict):
         self.args = (f"thread {thread_id!r} was claimed again after claim {fence}",)
 
 
+class ThreadGone(StoreConflict):
+    """The save was meant for a life of the thread that is over: it was deleted (and perhaps created again).
+
+    Nothing was written. The writer's run must store nothing more: what it holds belongs to a thread that is gone.
+    """
+
+    def __init__(self, thread_id: str, expected_version: int, incarnation: str | None) -> None:
+        super().__init__(thread_id, expected_version)
+        self.incarnation = incarnation
+        self.args = (f"thread {thread_id!r} of incarnation {incarnation!r} is gone: it was deleted",)
+
+
+def check_life(thread_id: str, expected_version: int, incarnation: object, stored: tuple[bool, str | None]) -> None:
+    """Refuse a save meant for another life of the thread than the one stored (`stored`: found, its incarnation).
+
+    A save that creates the thread (`expected_version` 0) and one that names no life (`ANY_INCARNATION`) pass.
+
+    Raises:
+        ThreadGone: The thread is absent, or holds another incarnation than the one named.
+    """
+    if expected_version == 0 or incarnation is ANY_INCARNATION:
+        return
+    found, current = stored
+    if not found or current != incarnation:
+        raise ThreadGone(thread_id, expected_version, incarnation if isinstance(incarnation, str) else None)
+
+
 class StoreUnavailable(Exception):
     """The store could not be used: not reached, not in time, or not writable. The message names which.
 
@@ -269,6 +323,11 @@ class TurnStore(Protocol):
     - `save` is atomic: all of a `ThreadChange` is written, or none of it.
     - `save` is a compare-and-set on the version: against a stale `expected_version` it raises
       `StoreConflict` and writes nothing, so of two requests racing on one thread exactly one applies.
+    - With `incarnation` (the life the writer read: a str, or None for a thread stored without one), `save`
+      refuses, with `ThreadGone` and nothing written, unless the thread exists with that incarnation: a
+      write meant for a deleted thread never lands in a thread created again under its id, whatever its
+      version and claim number. This is checked before the fence and the version.
+    - Every save sets the head's `stamp` to the change's (`ThreadChange.stamp`).
     - With `fence`, `save` also refuses, with `StaleClaim` and nothing written, unless `fence` is the
       thread's current claim number. A claim (`ThreadChange.claim`) advances the number by one; it
       never goes back, not even when the turn is released or closed.
@@ -315,11 +374,18 @@ class TurnStore(Protocol):
         ...
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         """Write `change` if the thread is at `expected_version` (0: absent); return the new version.
 
         Raises:
+            ThreadGone: `incarnation` is named and the thread is absent or of another incarnation (`check_life`).
             StaleClaim: `fence` is given and is not the thread's claim number.
             StoreConflict: The thread is not at `expected_version`.
             ValueError: `keep` or a replaced position is past the thread's messages.

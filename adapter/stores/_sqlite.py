@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, TypeVar
 from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline
 from adapter.stores._listing import check_limit, from_micros, next_cursor, parse_cursor, to_micros
 from adapter.stores._protocol import (
+    ANY_INCARNATION,
     KEEP,
     JournalEvent,
     JSONValue,
@@ -28,6 +29,7 @@ from adapter.stores._protocol import (
     ThreadHead,
     ThreadSummary,
     check_append,
+    check_life,
     pack_events,
     unpack_rows,
 )
@@ -138,14 +140,21 @@ class SQLiteStore:
         return await self._call("a lookup", self._find_message, thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
-        """Write `change` if the thread is at `expected_version` (0: absent) and, with `fence`, at that claim.
+        """Write `change` if the thread is of `incarnation`, at `expected_version` (0: absent) and, with `fence`, claim.
 
         Returns:
             The new version, `expected_version + 1`.
 
         Raises:
+            ThreadGone: The thread is absent or of another incarnation than the one named; nothing was written.
             StaleClaim: `fence` is not the thread's claim number; nothing was written.
             StoreConflict: The stored version differs from `expected_version`; nothing was written.
         """
@@ -154,12 +163,15 @@ class SQLiteStore:
         now = time.time_ns() // 1000
         records["saved_at"] = now / 1_000_000
         records["updated_at"] = now
+        records["stamp"] = change.stamp
         if change.title is not KEEP:
             records["title"] = change.title
         if change.open_turn is not KEEP:
             expiry = turn_expiry(change.open_turn)
             records["expires_at"] = None if expiry is None else expiry.timestamp()
-        return await self._call("a save", self._save, thread_id, change, records, expected_version, fence)
+        return await self._call(
+            "a save", self._save, thread_id, change, records, (expected_version, fence, incarnation)
+        )
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -405,7 +417,7 @@ class SQLiteStore:
         try:
             row = connection.execute(
                 "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at, "
-                "incarnation FROM agui_threads WHERE thread_id = ?",
+                "incarnation, stamp FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
@@ -422,6 +434,7 @@ class SQLiteStore:
                 title=row[7],
                 updated_at=from_micros(row[8]),
                 incarnation=row[9],
+                stamp=row[10],
             )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until
@@ -439,17 +452,18 @@ class SQLiteStore:
         thread_id: str,
         change: ThreadChange,
         records: dict[str, object],
-        expected_version: int,
-        fence: int | None,
+        expected: tuple[int, int | None, object],
     ) -> int:
+        expected_version, fence, incarnation = expected
         connection = self._connect()
         # IMMEDIATE takes the write lock before the read, so no other writer can slip in between.
         connection.execute("BEGIN IMMEDIATE")
         try:
             row = connection.execute(
-                "SELECT version, claim, message_count FROM agui_threads WHERE thread_id = ?", (thread_id,)
+                "SELECT version, claim, message_count, incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,)
             ).fetchone()
-            version, claim, count = row if row is not None else (0, 0, 0)
+            check_life(thread_id, expected_version, incarnation, (row is not None, row[3] if row else None))
+            version, claim, count = row[:3] if row is not None else (0, 0, 0)
             if fence is not None and claim != fence:
                 raise StaleClaim(thread_id, expected_version, fence)
             if version != expected_version:

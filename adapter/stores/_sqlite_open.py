@@ -94,6 +94,7 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         _add_owner_column(connection)
         _add_listing_columns(connection)
         _add_incarnation_column(connection)
+        _add_stamp_column(connection)
     except sqlite3.Error as error:
         connection.close()
         raise naming(error, path) from error
@@ -171,6 +172,11 @@ def _add_listing_columns(connection: sqlite3.Connection) -> None:
 def _add_incarnation_column(connection: sqlite3.Connection) -> None:
     """Add the nullable `incarnation` to a file from before it, once: its threads have none (`ThreadHead`)."""
     _once(connection, "incarnation", lambda: connection.execute("ALTER TABLE agui_threads ADD COLUMN incarnation TEXT"))
+
+
+def _add_stamp_column(connection: sqlite3.Connection) -> None:
+    """Add the nullable `stamp` to a file from before it, once: its threads gain one at their next save."""
+    _once(connection, "stamp", lambda: connection.execute("ALTER TABLE agui_threads ADD COLUMN stamp TEXT"))
 
 
 def _once(connection: sqlite3.Connection, column: str, upgrade: Callable[[], object]) -> None:

@@ -35,7 +35,7 @@ const $ = (selector) => document.querySelector(selector);
 const state = {
   threadId: localStorage.getItem(`${KEY}:thread`) ?? newId("thread"),
   messages: [],
-  notes: [],
+  notes: loadNotes(), // what the page said; those on how a run ended are kept, as the stored thread does not say it
   cards: new Map(), // by tool call id (or interrupt id when there is no call)
   pending: [], // the open interrupts of the last run: {interrupt, toolName, args, kind, card, entry}
   answerWith: "resume", // how `pending` is answered: "resume" entries, or "messages" (ToolMessages, for pending calls)
@@ -104,10 +104,26 @@ function forgetRun() {
   localStorage.removeItem(RUN);
 }
 
-function note(kind, text, code) {
+/** Say something in the conversation, after its last message; `kept`: it tells how a run ended, so it outlives a
+ * reload (a stopped or failed run's answer, drawn again from the store, would look like a finished reply). */
+function note(kind, text, code, { kept = false } = {}) {
   const after = state.messages.at(-1)?.id ?? null;
-  state.notes.push({ id: newId("note"), after, kind, text, code });
+  state.notes.push({ id: newId("note"), after, kind, text, code, kept });
+  if (kept) localStorage.setItem(notesKey(), JSON.stringify(state.notes.filter((n) => n.kept)));
   render();
+}
+
+function notesKey() {
+  return `${KEY}:notes:${localStorage.getItem(`${KEY}:thread`)}`;
+}
+
+function loadNotes() {
+  try {
+    const kept = JSON.parse(localStorage.getItem(notesKey()) ?? "[]");
+    return Array.isArray(kept) ? kept : [];
+  } catch {
+    return [];
+  }
 }
 
 // ---- runs ---------------------------------------------------------------------------------------
@@ -188,7 +204,7 @@ async function follow(open, whole) {
 /** A note saying why a run has no end the page saw (`sending`: the page had just sent its input). */
 function report({ terminal, failure, error }, { sending = false } = {}) {
   if (terminal?.type === "RUN_ERROR") {
-    note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR");
+    note("error", terminal.message || "The run failed.", terminal.code ?? "RUN_ERROR", { kept: true });
   } else if (failure === "unreachable") {
     const unsent = sending && !state.run?.lastId ? " Nothing was sent." : "";
     note("error", `The server could not be reached (${error.message}).${unsent}`, error.code);
@@ -224,7 +240,9 @@ async function settle({ terminal, failure }, { resuming }) {
   const outcome = terminal.outcome ?? { type: "success" };
   if (outcome.type === "interrupt") openBatch(outcome.interrupts ?? []);
   else if (outcome.pendingToolCallIds?.length) openBatch(outcome.pendingToolCallIds.map(asInterrupt), "messages");
-  else if (outcome.type === "cancelled") note("info", "The agent stopped before it finished (cancelled).");
+  else if (outcome.type === "cancelled") {
+    note("info", "The agent stopped before it finished (cancelled).", undefined, { kept: true });
+  }
 }
 
 // ---- interrupts ---------------------------------------------------------------------------------

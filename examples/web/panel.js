@@ -47,7 +47,7 @@ export function draftPanel(root, draft, { onSubmit, canSubmit }) {
   const history = h("ol", { class: "draft-log" });
   const receipt = h("div", { class: "receipt", "data-testid": "receipt" });
   const message = h("p", { class: "field-error", role: "alert" });
-  const submit = h("button", { type: "submit", class: "primary", "data-testid": "submit-draft" }, "确认提交");
+  const submit = h("button", { type: "submit", class: "primary", "data-testid": "submit-draft" }, "确认提交 Submit");
   const element = h("form", { class: "draft", novalidate: true, onsubmit: (e) => (e.preventDefault(), confirm()) }, [
     h("div", { class: "draft-head" }, [h("h2", {}, DRAFT_SCHEMA.title), version]),
     form.element,

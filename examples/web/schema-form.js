@@ -142,6 +142,11 @@ function makeField(name, property, { required, id, single, onChange }) {
       input.setAttribute("aria-invalid", message ? "true" : "false");
     },
   };
+  // A field that shows an error is checked again as it changes: filled in, it loses "This field is required." at
+  // once, not at the next submit. A field without an error is left alone while the person types.
+  const recheck = () => element.classList.contains("invalid") && field.showError(field.read().error ?? "");
+  input.addEventListener("input", recheck);
+  input.addEventListener("change", recheck);
   if (onChange) {
     input.addEventListener("change", () => {
       const result = field.read();

@@ -26,22 +26,22 @@ export function threadList(root, { base, current, open, forgotten }) {
 
   function item({ threadId, title, updatedAt, interrupts }) {
     const mine = threadId === current;
-    const waiting = interrupts?.length ? h("span", { class: "status status-pending" }, "等待回答") : null;
+    const waiting = interrupts?.length ? h("span", { class: "status status-pending" }, "等待回答 Waiting for you") : null;
     return h("li", { class: mine ? "current" : "", "data-thread-id": threadId, "aria-current": mine ? "true" : null }, [
       h("button", { type: "button", class: "quiet thread-open", onclick: () => mine || open(threadId) }, [
-        title ?? "(无标题)",
+        title ?? "(无标题 Untitled)",
       ]),
       waiting,
       h("span", { class: "hint" }, localTime(updatedAt)),
       h("span", { class: "thread-actions" }, [
-        h("button", { type: "button", class: "quiet", onclick: () => rename(threadId, title) }, "重命名"),
-        h("button", { type: "button", class: "quiet danger", onclick: () => remove(threadId, title, mine) }, "删除"),
+        h("button", { type: "button", class: "quiet", onclick: () => rename(threadId, title) }, "重命名 Rename"),
+        h("button", { type: "button", class: "quiet danger", onclick: () => remove(threadId, title, mine) }, "删除 Delete"),
       ]),
     ]);
   }
 
   async function rename(threadId, title) {
-    const typed = prompt("新标题 New title", title ?? "");
+    const typed = prompt("新标题（留空则用默认标题）New title (empty: the default title)", title ?? "");
     if (typed === null) return;
     await act(() => renameThread(base, threadId, typed.trim() || null));
   }

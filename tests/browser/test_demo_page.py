@@ -207,6 +207,25 @@ def test_a_form_is_validated_filled_and_submitted(page: Page) -> None:
     assert re.fullmatch(r"[0-9a-f-]{36}", entry["metadata"]["requestId"])
 
 
+def test_a_filled_field_loses_its_error_at_once(page: Page) -> None:
+    say(page, "create a high priority login incident ticket")
+    form = page.locator('.form-card[data-form-key="support_ticket_details"]')
+    form.get_by_role("button", name="Submit").click()
+    system, scope = form.locator('[data-field="affectedSystem"]'), form.locator('[data-field="impactScope"]')
+    expect(form.locator(".field-error")).to_have_text(["This field is required.", "This field is required."])
+
+    form.get_by_label("受影响系统").press_sequentially("登录")  # typed, not yet left: no submit, no blur
+
+    expect(system.locator(".field-error")).to_have_text("")
+    expect(system).not_to_have_class(re.compile(r"\binvalid\b"))
+    expect(scope.locator(".field-error")).to_have_text("This field is required.")  # not filled: still said
+    form.get_by_label("影响范围").select_option(label="全部用户 (all users)")
+    expect(scope.locator(".field-error")).to_have_text("")
+    form.get_by_label("受影响系统").fill("")
+    expect(system.locator(".field-error")).to_have_text("")  # emptied again: said at the next submit, not while typing
+    expect(form).to_have_attribute("data-status", "PENDING")
+
+
 def test_a_meeting_room_form_sends_a_date_time(page: Page) -> None:
     say(page, "book a meeting room")
     form = page.locator('.form-card[data-form-key="meeting_room_booking"]')

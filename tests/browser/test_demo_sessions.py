@@ -12,11 +12,11 @@ Besides: a reload while an approval waits, the Stop button, and the list of conv
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,8 +33,7 @@ from browserkit import DemoServer
 from hypothesis import given
 from hypothesis import strategies as st
 from pg import fresh_schema_dsn
-from playwright.sync_api import Browser, Locator, Page, expect
-from playwright.sync_api import Error as PlaywrightError
+from playwright.sync_api import Browser, Dialog, Locator, Page, expect
 from replica_process import free_port, wait_until
 from tcp_proxy import Proxy
 
@@ -63,7 +62,7 @@ def thread_id(page: Page) -> str:
 @dataclass
 class Stream:
     """One event stream the page read: its URL, the `Last-Event-ID` it asked with (None for a run it started), and
-    every byte it received, as it arrived."""
+    every byte it received."""
 
     url: str
     after: int | None
@@ -73,46 +72,59 @@ class Stream:
         return [int(frame.id) for frame in parse_sse(bytes(self.body)).frames if frame.id is not None]
 
 
-class Wire:
-    """The event streams the page reads from now on (`POST /agui/` and `GET .../runs/{runId}/events`), byte for byte,
-    through the DevTools protocol: Playwright keeps no body of a response the page was reloaded away from."""
+RECORD_STREAMS = """
+(() => {
+  // Each event stream's bytes are kept in sessionStorage before the page can read them: what the page received is
+  // recorded by then, a reload does not lose it, and a chunk the page never read is never taken for one it read.
+  const KEY = "test:streams";
+  const kept = () => JSON.parse(sessionStorage.getItem(KEY) ?? "[]");
+  const keep = (streams) => sessionStorage.setItem(KEY, JSON.stringify(streams));
+  const fetched = window.fetch;
+  window.fetch = async (input, init) => {
+    const response = await fetched(input, init);
+    const url = new URL(input instanceof Request ? input.url : String(input), location.href).href;
+    if (!(url.endsWith("/agui/") || url.includes("/runs/")) || response.status !== 200 || !response.body) {
+      return response;
+    }
+    const asked = new Headers(init?.headers ?? (input instanceof Request ? input.headers : undefined));
+    const after = asked.get("last-event-id");
+    const streams = kept();
+    const index = streams.push({ url, after: after === null ? null : Number(after), body: "" }) - 1;
+    keep(streams);
+    const reader = response.body.getReader();
+    const decoder = new TextDecoder();
+    const body = new ReadableStream({
+      async pull(controller) {
+        const { value, done } = await reader.read();
+        if (done) return controller.close();
+        const now = kept();
+        now[index].body += decoder.decode(value, { stream: true });
+        keep(now);
+        controller.enqueue(value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers });
+  };
+})();
+"""
+
+
+class Received:
+    """The event streams the page reads from now on (`POST /agui/` and `GET .../runs/{runId}/events`) as the page
+    received them: the page's `fetch` keeps each chunk in sessionStorage before the page reads it (`RECORD_STREAMS`).
+    A recorder outside the page (the DevTools protocol) could lose a stream's last chunk at a reload, and the page
+    then seemed to ask after an event it never received."""
 
     def __init__(self, page: Page) -> None:
-        self.cdp = page.context.new_cdp_session(page)
-        self.asked: dict[str, Stream] = {}
-        self.streams: list[Stream] = []
-        self.cdp.on("Network.requestWillBeSent", self._request)
-        self.cdp.on("Network.responseReceived", self._response)
-        self.cdp.on("Network.dataReceived", self._data)
-        self.cdp.send("Network.enable")
+        self.page = page
+        page.add_init_script(RECORD_STREAMS)
+        page.reload()  # the page loaded before the recorder: it starts recording from a load of its own
 
-    def _request(self, sent: dict[str, Any]) -> None:
-        url, headers = sent["request"]["url"], sent["request"]["headers"]
-        if url.endswith("/agui/") or "/runs/" in url:
-            after = next((int(v) for k, v in headers.items() if k.lower() == "last-event-id"), None)
-            self.asked[sent["requestId"]] = Stream(url, after)
-
-    def _response(self, received: dict[str, Any]) -> None:
-        request_id = received["requestId"]
-        if request_id in self.asked and received["response"]["status"] != 200:
-            del self.asked[request_id]  # a refusal, or nothing left to read (204)
-        elif request_id in self.asked:
-            self.asked[request_id].body += self._so_far(request_id)
-            self.streams.append(self.asked[request_id])
-
-    def _so_far(self, request_id: str) -> bytes:
-        """What the response brought before now; what it brings later arrives as `Network.dataReceived`."""
-        try:
-            start = self.cdp.send("Network.streamResourceContent", {"requestId": request_id})  # data from now on
-            return base64.b64decode(start["bufferedData"])  # and what came before
-        except PlaywrightError:  # a short stream may have ended already: its whole body is kept then
-            whole = self.cdp.send("Network.getResponseBody", {"requestId": request_id})
-            return base64.b64decode(whole["body"]) if whole["base64Encoded"] else whole["body"].encode()
-
-    def _data(self, received: dict[str, Any]) -> None:
-        stream = self.asked.get(received["requestId"])
-        if stream is not None and received.get("data"):
-            stream.body += base64.b64decode(received["data"])
+    @property
+    def streams(self) -> list[Stream]:
+        kept = json.loads(self.page.evaluate("sessionStorage.getItem('test:streams') ?? '[]'"))
+        return [Stream(each["url"], each["after"], bytearray(each["body"].encode())) for each in kept]
 
 
 def mid_answer(page: Page) -> None:
@@ -130,7 +142,7 @@ def answered_once(page: Page) -> None:
     assert page.locator(".note-error").count() == 0
 
 
-def continued(wire: Wire) -> None:
+def continued(wire: Received) -> None:
     """Every stream the page read is numbered on from where it asked; it never asked after an id it had not
     received; the last one came back mid-run and went on to the end; the run's journal is numbered 1, 2, 3, ...
     with no gap and holds the long answer once."""
@@ -152,7 +164,7 @@ def continued(wire: Wire) -> None:
 
 
 def test_a_reload_in_the_middle_of_a_long_answer_shows_the_rest_of_it_once(page: Page) -> None:
-    wire = Wire(page)
+    wire = Received(page)
     mid_answer(page)
 
     page.reload()
@@ -192,6 +204,51 @@ def test_stop_ends_the_answer_where_it_is_and_the_thread_keeps_what_was_said(pag
     shown = replies(page).last.text_content() or ""
     assert LONG_ANSWER.startswith(shown) and 0 < len(shown) < len(LONG_ANSWER)
     assert demo.thread_record(thread_id(page))["messages"][-1]["content"] == shown
+
+
+def test_a_reload_after_stop_still_says_the_run_stopped(page: Page) -> None:
+    mid_answer(page)
+    page.click("#stop")
+    stopped = page.locator(".note-info")
+    expect(stopped).to_have_text(["The agent stopped before it finished (cancelled)."])
+    shown = replies(page).last.text_content()
+
+    page.reload()
+
+    expect(replies(page).last).to_have_text(shown or "")
+    expect(stopped).to_have_text(["The agent stopped before it finished (cancelled)."])  # once, and after the answer
+    assert page.locator(".msg").last.get_attribute("class") == "msg note note-info"
+
+
+CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uff00-\uffef]")
+
+
+def test_no_label_on_the_page_is_chinese_only(page: Page) -> None:
+    """Every control of the page says what it does in Chinese and English ("停止 Stop"): a label with Chinese in it
+    has an English word too, the Chats tab's and its dialogs' included. Thread titles and the suggestion chips are
+    what people say, not labels."""
+    say(page, "refund order A100")
+    expect(page.locator("#status")).to_have_text("waiting for you")
+    dialogs: list[str] = []
+
+    def read_and_dismiss(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    page.on("dialog", read_and_dismiss)
+
+    page.click('.tabs [data-tab="threads"]')
+    row = page.locator("ul.threads li[data-thread-id]").first
+    expect(row.locator(".status")).to_be_visible()  # the approval that waits
+    row.locator(".thread-actions button").first.click()
+    row.locator(".thread-actions button").last.click()
+    expect(row).to_be_visible()  # both dismissed: nothing renamed or deleted
+
+    controls = page.locator("button:not(.thread-open):not(.suggestions button), h1, h2, h3, label, .status, .hint")
+    labels = [" ".join(text.split()) for text in controls.evaluate_all("all => all.map(e => e.textContent)")]
+    labels += dialogs
+    assert [label for label in labels if CJK.search(label) and not re.search(r"[A-Za-z]{2,}", label)] == []
+    assert len(dialogs) == 2 and {"重命名 Rename", "删除 Delete", "会话 Conversations"} <= set(labels), labels
 
 
 def test_the_conversation_list_opens_renames_and_deletes_threads(page: Page, demo: DemoServer) -> None:
@@ -320,7 +377,7 @@ def test_a_reload_that_reaches_the_other_replica_shows_the_rest_of_the_answer_on
             errors: list[str] = []
             page.on("pageerror", lambda error: errors.append(str(error)))
             page.goto("/")
-            wire = Wire(page)
+            wire = Received(page)
             mid_answer(page)
             before = origin.proxy.served[second]
 

@@ -13,6 +13,7 @@ import pytest
 from ag_ui.core import ResumeEntry, TextMessageContentEvent, ToolCallChunkEvent
 from hypothesis import given
 from hypothesis import strategies as st
+from served_demo import serve_agui_demo
 from starlette.routing import Mount
 
 import adapter.client
@@ -321,13 +322,16 @@ def test_parse_sse_keeps_comments_and_strange_lines_apart() -> None:
     assert parsed.frames[1].strange == ["bogus"]
 
 
-async def test_the_docs_example_drives_the_demo(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+async def test_the_docs_example_drives_the_demo_as_agui_demo_serves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     page = (Path(__file__).parents[2] / "docs" / "client.md").read_text(encoding="utf-8")
     code = page.split("```python\n", 1)[1].split("```", 1)[0].replace("asyncio.run(main())", "")
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/client.md", "exec"), namespace)
 
-    await namespace["main"](demo(tmp_path))  # the example's URL, served in-process
+    with serve_agui_demo(tmp_path / "demo.db") as base:  # `agui-demo`, as the page says to start it
+        await namespace["main"](base + "/agui/")
 
     printed = capsys.readouterr().out.splitlines()
     assert printed[0].startswith("Done: order A100 was refunded. 5.00") and printed[1] == printed[0]

@@ -15,7 +15,7 @@ from agui import new_id
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from offices import by_header, manager_may_read_and_approve
-from served_demo import serve_demo
+from served_demo import serve_agui_demo
 from sessions_kit import BOUND, Held, answer, body_of
 
 from adapter import Adapter
@@ -455,7 +455,7 @@ async def test_the_docs_session_example_drives_the_demo(tmp_path: Path, capsys: 
     namespace: dict[str, Any] = {}
     exec(compile(code, "docs/client.md", "exec"), namespace)
 
-    with serve_demo(tmp_path / "demo.db") as base:
+    with serve_agui_demo(tmp_path / "demo.db") as base:  # `agui-demo`, as the page says to start it
         await namespace["session"](base + "/agui/")
 
     printed = capsys.readouterr().out.splitlines()

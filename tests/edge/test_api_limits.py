@@ -33,7 +33,7 @@ from adapter.backends import (
     ToolCall,
     ToolCallChunk,
 )
-from adapter.stores import MemoryStore, StoredThread, ThreadChange, TurnStore
+from adapter.stores import ANY_INCARNATION, MemoryStore, StoredThread, ThreadChange, TurnStore
 
 if TYPE_CHECKING:
     from conftest import Serve
@@ -58,10 +58,18 @@ class Spy(MemoryStore):
         return await super().find_message(thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         self.asked.append("save")
-        return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
+        return await super().save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
 
 
 def nested(levels: int) -> Any:
@@ -202,12 +210,13 @@ async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monke
 class Rewriting:
     """App code between the edge and the adapter: a handler that changes the input before it runs it."""
 
-    def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None]) -> None:
-        self.adapter, self.change = adapter, change
+    def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None], *, in_place: bool) -> None:
+        self.adapter, self.change, self.in_place = adapter, change, in_place
+        """`in_place`: the handler passes on the `CheckedInput` it changed, not the plain input."""
 
     async def start(self, checked: CheckedInput, **options: Any) -> AsyncIterator[Any]:
         self.change(checked.input)
-        return await self.adapter.start(checked.input, **options)  # a plain input: checked again
+        return await self.adapter.start(checked if self.in_place else checked.input, **options)
 
     def capabilities(self) -> Any:
         return self.adapter.capabilities()
@@ -224,12 +233,15 @@ def deep_state(run_input: RunAgentInput) -> None:
     run_input.state = nested(300)
 
 
+@pytest.mark.parametrize("in_place", [False, True], ids=["passed-plain", "passed-checked"])
 @pytest.mark.parametrize(("change", "code"), [(bad_thread_id, "INVALID_ID"), (deep_state, "INPUT_TOO_DEEP")])
 async def test_an_input_changed_after_the_edge_checked_it_is_checked_again(
-    serve: Serve, change: Callable[[RunAgentInput], None], code: str
+    serve: Serve, change: Callable[[RunAgentInput], None], code: str, in_place: bool
 ) -> None:
+    """What the edge checked is what runs: a handler that changed the input in place gets it checked again."""
     store = Spy()
-    served = await serve(create_app(Rewriting(Adapter(ScriptedBackend(fallback="ok"), store=store), change)))
+    rewriting = Rewriting(Adapter(ScriptedBackend(fallback="ok"), store=store), change, in_place=in_place)
+    served = await serve(create_app(rewriting))
 
     reply = await served.client.post(run_input("t", [user("hi")]))
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import socket
+import sys
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 import uvicorn
@@ -53,6 +56,17 @@ def test_a_keep_alive_that_is_not_a_positive_number_of_seconds_is_refused(value:
         parse("--timeout-keep-alive", value)
 
 
+@pytest.fixture
+def logging_kept() -> Iterator[None]:
+    """Undo the logging configuration that `uvicorn.Config` applies to this process (serving.log_config's)."""
+    loggers = [logging.getLogger(name) for name in ("adapter", "uvicorn", "uvicorn.error", "uvicorn.access")]
+    kept = [(each, each.handlers[:], each.level, each.propagate) for each in loggers]
+    yield
+    for each, handlers, level, propagate in kept:
+        each.handlers[:], each.level, each.propagate = handlers, level, propagate
+
+
+@pytest.mark.usefixtures("logging_kept")
 def test_the_demo_takes_the_keep_alive_flag(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[uvicorn.Config] = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: served.append(server.config))
@@ -61,6 +75,42 @@ def test_the_demo_takes_the_keep_alive_flag(monkeypatch: pytest.MonkeyPatch) -> 
 
     (config,) = served
     assert (config.host, config.port, config.timeout_keep_alive) == ("127.0.0.1", 8000, 90)
+    assert logging.getLogger("adapter").handlers == logging.getLogger("uvicorn").handlers  # its lines, in the terminal
+    assert logging.getLogger("adapter").getEffectiveLevel() == logging.INFO  # a drain's line among them
+
+
+@pytest.mark.parametrize(
+    ("flags", "missing", "hint"),
+    [
+        pytest.param(["--inspector"], "agui_inspector", "pip install 'agui-adapter[inspector]'", id="inspector"),
+        pytest.param(
+            ["--db", "postgresql://nowhere/db"], "psycopg_pool", "pip install 'agui-adapter[postgres]'", id="pg"
+        ),
+    ],
+)
+def test_a_flag_whose_extra_is_missing_exits_with_its_one_line_hint(
+    flags: list[str], missing: str, hint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, missing, None)  # as if the extra were not installed: importing it fails
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets=None: pytest.fail("it served"))
+
+    with pytest.raises(SystemExit) as exited:
+        demo.main(["--db", ":memory:", *flags])
+
+    assert isinstance(exited.value.code, str)  # Python prints it alone to stderr and exits with status 1
+    assert hint in exited.value.code and "\n" not in exited.value.code
+    assert capsys.readouterr() == ("", "")  # nothing else: no "Demo page" line for a demo that never served
+
+
+def test_the_demos_help_says_which_flag_needs_an_extra(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # one line per flag: argparse wraps at hyphens
+    with pytest.raises(SystemExit):
+        demo.main(["--help"])
+
+    shown = capsys.readouterr().out
+    assert "/agui/inspector/ (needs the inspector extra: pip install 'agui-adapter[inspector]')" in shown
 
 
 def _serve_in_thread(config: uvicorn.Config) -> tuple[uvicorn.Server, threading.Thread, int]:

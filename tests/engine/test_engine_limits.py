@@ -9,7 +9,7 @@ from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import MemoryStore, StoreConflict, StoredThread, ThreadChange
+from adapter.stores import ANY_INCARNATION, MemoryStore, StoreConflict, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
     from clock import Clock
@@ -52,12 +52,20 @@ class RacingStore(MemoryStore):
     race = False
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         if self.race and change.claim:
             self.race = False
             raise StoreConflict(thread_id, expected_version)
-        return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
+        return await super().save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
 
 
 async def test_a_claim_that_loses_a_race_changes_nothing(serve: Serve, make_adapter: MakeAdapter, kit: Kit) -> None:

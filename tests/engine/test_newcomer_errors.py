@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from agui import run_events, run_input, user
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Mount, Route
 
 from adapter import Adapter, ConfigurationError, ScriptedBackend, create_app, mount, tool
-from adapter.backends import OpenAIChatBackend
+from adapter.backends import BackendItem, ModelRequest, OpenAIChatBackend, TextDelta
 from adapter.backends._openai_errors import not_found_error  # private on purpose: the 404 rule alone
 from adapter.client import AGUIClient, RequestRefused
 from adapter.stores import SQLiteStore, StoreUnavailable
@@ -78,6 +79,89 @@ def test_a_typed_documented_tool_warns_nothing(recwarn: pytest.WarningsRecorder)
     assert [str(w.message) for w in recwarn] == []
 
 
+# A backend that is not a backend, or that yields what is not a backend item
+
+
+class NoStream:
+    async def run(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield TextDelta("hi")
+
+
+class SyncStream:
+    def stream(self, request: ModelRequest) -> Iterator[TextDelta]:
+        yield TextDelta("hi")
+
+
+class ReturnsItems:
+    async def stream(self, request: ModelRequest) -> list[TextDelta]:
+        return [TextDelta("hi")]
+
+
+class StreamIsAName:
+    stream = "gpt-4o"
+
+
+class ReturnsAnIterator:
+    """A plain `def` that returns an async iterator is a backend (examples/dojo_features.py is one)."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        return ScriptedBackend().stream(request)
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        pytest.param(NoStream(), "backend (NoStream) has no stream(request) method", id="no-stream"),
+        pytest.param(ScriptedBackend, "backend is the class ScriptedBackend, not a backend", id="a-class"),
+        pytest.param(SyncStream(), "(SyncStream).stream is a generator: write it `async def`", id="sync-generator"),
+        pytest.param(ReturnsItems(), "(ReturnsItems).stream is `async def` without `yield`", id="async-return"),
+        pytest.param("gpt-4o", "backend (str) has no stream(request) method", id="a-model-name"),
+        pytest.param(StreamIsAName(), "backend (StreamIsAName) has a stream attribute that is not a method", id="attr"),
+    ],
+)
+def test_a_backend_that_is_not_a_backend_is_refused_when_the_adapter_is_built(given: Any, says: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        Adapter(given)
+
+    assert says in str(refused.value)
+
+
+async def test_a_stream_that_returns_an_async_iterator_is_a_backend() -> None:
+    events = await run_events(Adapter(ReturnsAnIterator()), run_input("t-plain-def", [user("hi")]))
+
+    assert events[-1]["type"] == "RUN_FINISHED"
+
+
+@dataclass
+class Said:
+    text: str
+
+
+@pytest.mark.parametrize(
+    ("item", "named"),
+    [
+        pytest.param("Hello", "a str", id="str"),
+        pytest.param({"type": "text", "text": "Hello"}, "a dict", id="dict"),
+        pytest.param(None, "a NoneType", id="none"),
+        pytest.param(Said("Hello"), f"a {__name__}.Said", id="own-class"),
+    ],
+)
+async def test_an_item_that_is_not_a_backend_item_ends_the_run_naming_its_type(
+    item: object, named: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Yields:
+        async def stream(self, request: ModelRequest) -> AsyncIterator[object]:
+            yield TextDelta("Before it. ")
+            yield item
+
+    events = await run_events(Adapter(Yields()), run_input("t-unknown-item", [user("hi")]))  # type: ignore[arg-type]
+
+    assert [e["type"] for e in events][-3:] == ["TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert events[-1]["code"] == "UNKNOWN_BACKEND_ITEM"
+    assert f"The agent backend yielded {named}, which is not a backend item" in events[-1]["message"]
+    assert f"yielded {named}, which is not a backend item" in caplog.text
+
+
 # A 404 from the model server: an unknown model, or a `base_url` that misses the API's path
 
 MODEL_NAMES = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._:/-]{0,24}[A-Za-z0-9]", fullmatch=True)
@@ -109,6 +193,8 @@ def test_a_404_that_names_the_model_says_the_model_is_unknown(model: str, body: 
 
 
 @given(model=MODEL_NAMES, body=st.sampled_from(A_PATH_PROBLEM) | st.binary(max_size=200), other=st.booleans())
+@example(model="do", body=b"", other=True).via("a draw that failed: 'do' in the message's prose, not as its model")
+@example(model="access", body=b"", other=True)
 def test_a_404_that_does_not_name_the_model_says_to_check_base_url(model: str, body: bytes, other: bool) -> None:
     if other:  # another model's name that starts with this one's does not name it
         body = NAMING_THE_MODEL[0](model + "-mini")
@@ -119,6 +205,25 @@ def test_a_404_that_does_not_name_the_model_says_to_check_base_url(model: str, b
 
     assert WRONG_PATH in message and "/v1" in message
     assert UNKNOWN_MODEL not in message
+
+
+PROSE: list[Callable[[str], str]] = [
+    lambda m: f"you {m} not have access to it",
+    lambda m: f"Did you mean {m}? It is not served at this path.",
+    lambda m: f"{m}: no such route",
+]
+
+
+@given(model=MODEL_NAMES, prose=st.sampled_from(PROSE))
+def test_a_404_whose_message_has_the_name_only_in_its_prose_says_to_check_base_url(
+    model: str, prose: Callable[[str], str]
+) -> None:
+    """The rule: a provider names the model right after the word "model"; the same letters elsewhere are prose."""
+    body = json.dumps({"error": {"message": prose(model)}}).encode()
+
+    message = not_found_error(body, model).message
+
+    assert WRONG_PATH in message
 
 
 async def test_a_base_url_without_v1_ends_the_run_saying_the_path_was_not_found() -> None:

@@ -15,7 +15,7 @@ from agui import interrupts_of
 
 from adapter import Adapter, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import KEEP, SQLiteStore, ThreadChange
+from adapter.stores import ANY_INCARNATION, KEEP, SQLiteStore, ThreadChange
 
 NAVIGATE = Tool(
     name="navigate",
@@ -35,9 +35,17 @@ class Recording(SQLiteStore):
         self.saves: list[tuple[bool, Any, list[str]]] = []
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
-        version = await super().save(thread_id, change, expected_version=expected_version, fence=fence)
+        version = await super().save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
         turn = change.open_turn
         claimant = "kept" if turn is KEEP else turn.get("claimed_by") if isinstance(turn, dict) else turn
         self.saves.append((change.claim, claimant, [m.role for m in change.append]))

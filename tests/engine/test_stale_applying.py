@@ -29,6 +29,7 @@ from replica_process import BOUND, Replica, journaled, until
 from adapter import Adapter, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
 from adapter.stores import (
+    ANY_INCARNATION,
     JournalEvent,
     MemoryStore,
     RunJournal,
@@ -73,10 +74,18 @@ class CutAfterClosing:
         return await self.inner.find_message(thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         self._check()
-        version = await self.inner.save(thread_id, change, expected_version=expected_version, fence=fence)
+        version = await self.inner.save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
         self.cut = change.open_turn is None  # the answers are stored; the outcome will not be
         return version
 

@@ -13,7 +13,7 @@ from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import ScriptedBackend
-from adapter.stores import MemoryStore, ThreadChange
+from adapter.stores import ANY_INCARNATION, MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve
@@ -27,10 +27,18 @@ class RecordingStore(MemoryStore):
         self.changes: list[ThreadChange] = []
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         self.changes.append(change)
-        return await super().save(thread_id, change, expected_version=expected_version, fence=fence)
+        return await super().save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
 
 
 def seen_by_model(backend: ScriptedBackend) -> list[str]:

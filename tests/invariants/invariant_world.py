@@ -23,7 +23,15 @@ from adapter import Action, Adapter, ScriptedBackend, ToolContext, tool
 # private on purpose: the adapter's default policy, one of the policies the machines run under
 from adapter._access import owner_only
 from adapter.backends import Call, Rule
-from adapter.stores import JournalEvent, RunJournal, StoredThread, ThreadChange, ThreadSummary, TurnStore
+from adapter.stores import (
+    ANY_INCARNATION,
+    JournalEvent,
+    RunJournal,
+    StoredThread,
+    ThreadChange,
+    ThreadSummary,
+    TurnStore,
+)
 
 LEASE = timedelta(minutes=5)
 PRINCIPALS = ("alice", "bob", "manager")
@@ -79,7 +87,13 @@ class Mortal:
         return await self.inner.find_message(thread_id, message_id)
 
     async def save(
-        self, thread_id: str, change: ThreadChange, *, expected_version: int, fence: int | None = None
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
     ) -> int:
         if self.dead:
             raise Died(thread_id)
@@ -88,9 +102,13 @@ class Mortal:
             if self.saves_left == 0:
                 self.dead = True
                 if self.commit_first:
-                    await self.inner.save(thread_id, change, expected_version=expected_version, fence=fence)
+                    await self.inner.save(
+                        thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+                    )
                 raise Died(thread_id)
-        return await self.inner.save(thread_id, change, expected_version=expected_version, fence=fence)
+        return await self.inner.save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None

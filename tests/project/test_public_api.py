@@ -101,6 +101,7 @@ DOORS = {
     ],
     # A store author's kit: the protocol, what it reads and writes, its errors; and the stores that ship.
     "adapter.stores": [
+        "ANY_INCARNATION",
         "KEEP",
         "JournalEvent",
         "MemoryStore",
@@ -113,6 +114,7 @@ DOORS = {
         "StoredMessage",
         "StoredThread",
         "ThreadChange",
+        "ThreadGone",
         "ThreadHead",
         "ThreadSummary",
         "TurnStore",

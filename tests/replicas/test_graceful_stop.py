@@ -21,7 +21,7 @@ LEASE = 300.0  # seconds: longer than any test may wait
 
 
 def replica(db: Path, journal: Path, grace: float) -> Replica:
-    return Replica("tests/crash_server.py", db, journal, LEASE, grace)
+    return Replica("tests/crash_server.py", db, journal, LEASE, grace, log=journal.with_name("replica.log"))
 
 
 async def draining(http: httpx.AsyncClient, server: Replica) -> None:
@@ -67,6 +67,12 @@ async def test_a_run_that_ends_within_the_grace_finishes_and_the_replica_then_ex
 
             await until(says_draining, "the replica to say it drains")
             await draining(http, server)
+
+            async def logged_draining() -> str | None:
+                log = journal.with_name("replica.log").read_text(encoding="utf-8")
+                return next((line for line in log.splitlines() if "draining" in line), None)
+
+            logged = await until(logged_draining, "the replica to log that it drains")
             journal.with_name(journal.name + ".hold").unlink()  # the tool ends within the grace
             await resuming
             await server.exited()
@@ -78,6 +84,7 @@ async def test_a_run_that_ends_within_the_grace_finishes_and_the_replica_then_ex
         "type": "success"
     }
     assert len(journaled(journal)) == 1  # the tool ran once, and finished there
+    assert f"waiting up to {BOUND:g} s for 1 run in progress" in logged, logged  # said while it waited, not after
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from ag_ui.core import RunAgentInput
 from agui import new_id
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sessions_kit import Held, answer, body_of, frames_of, read_some, reattach
+from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import Rule, ScriptedBackend
@@ -120,7 +120,8 @@ async def test_every_run_of_the_stream_is_in_the_journal_over_http(serve: Serve,
 async def written(adapter: Adapter, thread_id: str, run_id: str) -> RunJournal:
     """The run's journal once the store holds it ended (its writer appends in batches, after the run)."""
     for _ in range(1000):
-        journal = await adapter.store.read_events(thread_id, run_id, limit=100_000)
+        name = await journal_of(adapter.store, thread_id, run_id)
+        journal = await adapter.store.read_events(thread_id, name, limit=100_000)
         if journal is not None and journal.ended:
             return journal
         await asyncio.sleep(0.01)

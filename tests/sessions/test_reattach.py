@@ -11,7 +11,7 @@ import pytest
 from agui import new_id
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sessions_kit import PAIRS, Held, Sent, answer, body_of, frames_of, read_some, reattach, texts
+from sessions_kit import PAIRS, Held, Sent, answer, body_of, frames_of, journal_of, read_some, reattach, texts
 
 from adapter import Adapter
 from adapter.stores import SQLiteStore, TurnStore
@@ -117,7 +117,7 @@ async def until_written(served: Served, thread_id: str, run_id: str) -> None:
     assert served.adapter is not None
     store = served.adapter.store
     for _ in range(1000):
-        journal = await store.read_events(thread_id, run_id, limit=0)
+        journal = await store.read_events(thread_id, await journal_of(store, thread_id, run_id), limit=0)
         if journal is not None and journal.ended:
             return
         await asyncio.sleep(0.01)

@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pg import every_store
 
 from adapter.stores import (
@@ -23,8 +25,10 @@ from adapter.stores import (
     StoreConflict,
     StoredMessage,
     ThreadChange,
+    ThreadGone,
     TurnStore,
 )
+from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
 
 # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
 # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
@@ -682,8 +686,30 @@ async def test_list_threads_gives_each_threads_open_turn(store: TurnStore) -> No
 
 @pytest.mark.parametrize(
     "cursor",
-    ["", "nope", "|t1", "2024-01-01T00:00:00|t1", "yesterday|t1", "2024-13-01T00:00:00+00:00|t1"],
-    ids=["empty", "no-bar", "no-time", "naive-time", "not-a-time", "bad-month"],
+    [
+        "",
+        "nope",
+        "|t1",
+        "2024-01-01T00:00:00|t1",
+        "yesterday|t1",
+        "2024-13-01T00:00:00+00:00|t1",
+        "0001-01-01T00:00:00+14:00|t1",
+        "9999-12-31T23:59:59-14:00|t1",
+        "2024-01-01T00:00:00+00:00|t\x00",
+        "2024-01-01T00:00:00+00:00|\ud800",
+    ],
+    ids=[
+        "empty",
+        "no-bar",
+        "no-time",
+        "naive-time",
+        "not-a-time",
+        "bad-month",
+        "before-utc",
+        "after-utc",
+        "nul",
+        "lone",
+    ],
 )
 async def test_a_cursor_list_threads_did_not_make_is_refused(store: TurnStore, cursor: str) -> None:
     with pytest.raises(ValueError, match="cursor"):
@@ -787,3 +813,72 @@ async def test_bounds_past_any_integer_a_database_holds_are_clipped(store: TurnS
     assert tail == RunJournal([], ended=False, stop_requested=False, last_seq=2)
     assert whole is not None and list(whole.events) == events(1, 2)
     assert ([s.thread_id for s in page], after) == (["t1"], None)
+
+
+async def test_a_save_meant_for_a_deleted_life_is_refused_whatever_its_version_and_claim(store: TurnStore) -> None:
+    """The HIGH of issue 40: a late save of a deleted thread's run lands in no later thread under its id."""
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice", claim=True), expected_version=0)
+    await store.delete_thread("t1")
+    await store.save("t1", ThreadChange(append=[msg("b0")], incarnation="bob", claim=True), expected_version=0)
+    bob = await store.load("t1")
+    assert bob is not None
+
+    # Alice's late save names her life, at the very version and claim number Bob's thread is at now.
+    late = ThreadChange(append=[msg("a1", "paid 5")], open_turn=None)
+    with pytest.raises(ThreadGone):
+        await store.save("t1", late, expected_version=1, fence=1, incarnation="alice")
+
+    after = await store.load("t1")
+    assert after is not None
+    assert after.head == bob.head
+    assert ids(after.messages) == ["b0"]
+
+
+async def test_a_save_meant_for_a_life_is_refused_once_the_thread_is_gone(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice"), expected_version=0)
+    await store.delete_thread("t1")
+
+    with pytest.raises(ThreadGone):
+        await store.save("t1", ThreadChange(append=[msg("a1")]), expected_version=1, incarnation="alice")
+
+    assert await store.load("t1") is None
+
+
+async def test_a_save_of_the_life_it_names_is_kept_and_a_thread_without_one_is_named_by_none(store: TurnStore) -> None:
+    await store.save("t1", ThreadChange(append=[msg("a0")], incarnation="alice"), expected_version=0)
+    await store.save("t2", ThreadChange(append=[msg("x0")]), expected_version=0)
+
+    assert await store.save("t1", ThreadChange(append=[msg("a1")]), expected_version=1, incarnation="alice") == 2
+    assert await store.save("t2", ThreadChange(append=[msg("x1")]), expected_version=1, incarnation=None) == 2
+    with pytest.raises(ThreadGone):
+        await store.save("t2", ThreadChange(append=[msg("x2")]), expected_version=2, incarnation="alice")
+
+
+async def test_every_save_stamps_the_head_afresh(store: TurnStore) -> None:
+    """A stamp names one state for good: a thread created again, at the same version and count, has another."""
+    first = ThreadChange(append=[msg("m0")], incarnation="i")
+    await store.save("t1", first, expected_version=0)
+    created = await store.load("t1", since=None)
+    second = ThreadChange(title="x")
+    await store.save("t1", second, expected_version=1)
+    renamed = await store.load("t1", since=None)
+    await store.delete_thread("t1")
+    again = ThreadChange(append=[msg("m0")], incarnation="i")
+    await store.save("t1", again, expected_version=0)
+    recreated = await store.load("t1", since=None)
+
+    assert created is not None and renamed is not None and recreated is not None
+    assert [created.head.stamp, renamed.head.stamp, recreated.head.stamp] == [first.stamp, second.stamp, again.stamp]
+    assert len({first.stamp, second.stamp, again.stamp}) == 3
+    assert (created.head.version, created.head.message_count) == (recreated.head.version, 1)
+
+
+@given(st.text() | st.builds("{}|{}".format, st.datetimes(timezones=st.timezones()).map(str), st.text()))
+def test_any_text_is_a_cursor_or_a_value_error(text: str) -> None:
+    """The listing's one refusal: not a cursor (a date UTC cannot hold, an id no store keeps) is a ValueError."""
+    try:
+        updated_at, thread_id = parse_cursor(text)
+    except ValueError:
+        return
+    assert updated_at.tzinfo is not None and "\x00" not in thread_id
+    assert to_micros(updated_at) == to_micros(parse_cursor(next_cursor(updated_at, thread_id))[0])
