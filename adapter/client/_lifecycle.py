@@ -19,6 +19,12 @@ _OPENERS: Final = {
     "REASONING_MESSAGE_START": ("reasoning message", "messageId"),
     "SUBAGENT_STARTED": ("subagent", "subagentRunId"),
 }
+_CONTINUERS: Final = {
+    "TEXT_MESSAGE_CONTENT": ("text message", "messageId"),
+    "TOOL_CALL_ARGS": ("tool call", "toolCallId"),
+    "REASONING_MESSAGE_CONTENT": ("reasoning message", "messageId"),
+}
+"""What continues an open item: its opener must have come, and it belongs to the opener's subagent."""
 _LANES: Final = {
     "TEXT_MESSAGE_CHUNK": ("messageId", "role", "assistant", "TXT-5"),
     "REASONING_MESSAGE_CHUNK": ("messageId", "role", "reasoning", "TXT-5"),
@@ -49,7 +55,8 @@ class Lifecycle:
         self.seen = 0
         self.started = 0
         self.terminal: str | None = None
-        self.opened: dict[tuple[str, str], None] = {}
+        self.opened: dict[tuple[str, str], Any] = {}
+        """Each open item, with the subagentRunId its opener named (None: the run's own)."""
         self.late = False
         """A late RUN_ERROR came after RUN_FINISHED: the run closed twice, as 1.0 allows once."""
         self.run_ids: list[Any] = []
@@ -85,12 +92,23 @@ class Lifecycle:
                 problems.append(f"open at RUN_FINISHED: {shown} (LIFE-4)")
         elif kind in _OPENERS:
             item, key = _OPENERS[kind]
-            self.opened[(item, str(event.get(key)))] = None
-        elif kind in _CLOSERS:
-            item, key = _CLOSERS[kind]
-            if self.opened.pop((item, str(event.get(key))), "gone") == "gone" and not self.joined:
-                problems.append(f"{kind} for a {item} that is not open: {event.get(key)} (LIFE-4)")
+            self.opened[(item, str(event.get(key)))] = event.get("subagentRunId")
+        elif kind in _CONTINUERS or kind in _CLOSERS:
+            problems += self._continued(kind, event)
         return problems
+
+    def _continued(self, kind: str, event: Mapping[str, Any]) -> list[str]:
+        """A continuation or a closer: of an item that is open, and by the subagent that opened it (if it says)."""
+        closing = kind in _CLOSERS
+        item, key = _CLOSERS[kind] if closing else _CONTINUERS[kind]
+        name = (item, str(event.get(key)))
+        if name not in self.opened:
+            return [] if self.joined else [f"{kind} for a {item} that is not open: {event.get(key)} (LIFE-4)"]
+        owner = self.opened.pop(name) if closing else self.opened[name]
+        said = event.get("subagentRunId")
+        if item != "subagent" and said is not None and said != owner:
+            return [f"{kind} subagentRunId {said!r} does not match its opener's {owner!r} (TXT-5, TOOL-3)"]
+        return []
 
     def _chunk(self, kind: str, event: Mapping[str, Any]) -> list[str]:
         """A chunk opens its stream (naming its item) or continues the open one; any other event but RAW ends it."""

@@ -51,7 +51,9 @@ class MessageFolder:
             kept = [m for m in snapshot if isinstance(m, Mapping) and m.get("role") not in self.drop_roles]
             self.messages = [dict(message) for message in kept]
         elif kind == "TEXT_MESSAGE_START":
-            self._message(str(event.get("messageId")), str(event.get("role") or "assistant"))
+            opened = self._message(str(event.get("messageId")), str(event.get("role") or "assistant"))
+            if event.get("subagentRunId") is not None:
+                opened.setdefault("subagentRunId", event["subagentRunId"])
         elif kind in ("TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_CHUNK"):
             self._content(event)
         elif kind == "TOOL_CALL_RESULT" and not any(m.get("id") == event.get("messageId") for m in self.messages):
@@ -127,6 +129,8 @@ class MessageFolder:
         message_id = event.get("messageId") or self._text or new_id("message")
         role = str(event.get("role") or "assistant")
         message = self._message(str(message_id), role)
+        if event.get("subagentRunId") is not None:  # the message is the subagent's (AG-UI 1.1, subagents)
+            message.setdefault("subagentRunId", event["subagentRunId"])
         message["content"] = (message.get("content") or "") + str(event.get("delta") or "")
         if event.get("type") == "TEXT_MESSAGE_CHUNK":
             self._text = str(message_id)

@@ -117,6 +117,12 @@ async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: by
         pytest.param(sse(STARTED) + b'data: {"type": "RUN_FINISHED"', "TRANS-4", id="partial-frame"),
         pytest.param(b"", "LIFE-1", id="empty"),
         pytest.param(sse(STARTED, {"type": "TEXT_MESSAGE_CHUNK", "delta": "x"}, FINISHED), "TXT-5", id="chunk-no-id"),
+        pytest.param(sse(STARTED, TEXT[1], FINISHED), "LIFE-4", id="content-without-start"),
+        pytest.param(
+            sse(STARTED, {**TEXT[0], "subagentRunId": "s1"}, {**TEXT[1], "subagentRunId": "s2"}, TEXT[2], FINISHED),
+            "TXT-5",
+            id="another-subagents-content",
+        ),
         pytest.param(
             sse(STARTED, *TEXT_CHUNKS, {**TEXT_CHUNKS[1], "role": "user"}, FINISHED), "TXT-5", id="chunk-role-changes"
         ),

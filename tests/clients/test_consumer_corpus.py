@@ -38,6 +38,9 @@ OUR_WORDS = {
     "First event must be 'RUN_STARTED'": "not RUN_STARTED (LIFE-1)",
     "Cannot send 'RUN_FINISHED' while text messages are still active": "open at RUN_FINISHED: text message",
     "First TEXT_MESSAGE_CHUNK must have a messageId": "the first TEXT_MESSAGE_CHUNK of a stream has no messageId",
+    "No active reasoning message found with ID 'm-reasoning-discipline-1'": (
+        "REASONING_MESSAGE_CONTENT for a reasoning message that is not open: m-reasoning-discipline-1"
+    ),
 }
 DECLARES = "1.0"
 """The `protocolVersion` this client's input declares: the version of the `ag_ui.core` models it is written in
