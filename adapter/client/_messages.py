@@ -13,7 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from adapter._ids import new_id
+from adapter._jsonpatch import PatchError, apply_patch
 from adapter.client._calls import CallReader, StreamedCall
+from adapter.client._enforce import known_operations
 
 Message = dict[str, Any]
 _REASONING = frozenset(
@@ -60,6 +62,8 @@ class MessageFolder:
             self.messages.append(_tool_message(event))
         elif kind == "ACTIVITY_SNAPSHOT" and "activity" not in self.drop_roles:
             self._activity(event)
+        elif kind == "ACTIVITY_DELTA" and "activity" not in self.drop_roles:
+            self._activity_delta(event)
         elif kind in _REASONING and "reasoning" not in self.drop_roles:
             self._reasoning(event)
         if isinstance(event.get("metadata"), Mapping) and event["metadata"]:
@@ -124,6 +128,21 @@ class MessageFolder:
             )
         elif event.get("replace", True) is not False:
             kept["content"] = event.get("content")
+
+    def _activity_delta(self, event: Mapping[str, Any]) -> None:
+        """An activity message's content patched in place.
+
+        A delta for no activity, or one that does not apply as a whole, changes nothing and invents nothing (AG-UI
+        1.1, activity).
+        """
+        kept = next((m for m in self.messages if m.get("id") == event.get("messageId")), None)
+        if kept is None or kept.get("role") != "activity":
+            return
+        patch, _ = known_operations(event.get("patch") or [])
+        try:
+            kept["content"] = apply_patch(kept.get("content"), patch)
+        except PatchError:
+            return
 
     def _content(self, event: Mapping[str, Any]) -> None:
         message_id = event.get("messageId") or self._text or new_id("message")

@@ -212,3 +212,22 @@ async def test_a_patch_operation_no_rfc_defines_is_dropped_and_the_rest_applies(
     assert run.warnings == ["event 2 (STATE_DELTA): stripped /delta/0: an unrecognised union member"]
     kept = run.events[2].model_dump(mode="json", by_alias=True, exclude_unset=True)["delta"]
     assert kept == events[2]["delta"][1:], "the rest arrives whole, the remove's leftover value too"
+
+
+def test_an_activity_delta_patches_its_activity_and_invents_none() -> None:
+    """AG-UI 1.1 activity: a delta patches the activity message in place; one naming no activity changes nothing."""
+    snapshot = {"type": "ACTIVITY_SNAPSHOT", "messageId": "a", "activityType": "search", "content": {"found": 0}}
+    delta = {"type": "ACTIVITY_DELTA", "messageId": "a", "activityType": "search"}
+    patch = [{"op": "replace", "path": "/found", "value": 3}]
+
+    folded = fold_messages(
+        [],
+        [
+            snapshot,
+            {**delta, "patch": patch},
+            {**delta, "messageId": "never-made", "patch": patch},
+            {**delta, "patch": [{"op": "replace", "path": "/missing/x", "value": 1}]},
+        ],
+    )
+
+    assert folded == [{"id": "a", "role": "activity", "activityType": "search", "content": {"found": 3}}]
