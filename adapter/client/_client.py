@@ -396,14 +396,15 @@ class Thread:
         self.runs.append(run)
         if run.outcome is not None or (run.finished is not None and run.error is not None):
             # a late RUN_ERROR fails the run, and what it delivered before stays delivered (AG-UI 1.0 and 1.1)
-            self.messages = fold_messages(self.messages, run.wire, drop_roles=self.drop_roles)
-            self.state = _state(self.state, run)
+            handed = run.handed()  # what the processing model left of each event
+            self.messages = fold_messages(self.messages, handed, drop_roles=self.drop_roles)
+            self.state = _state(self.state, run, handed)
         return run
 
 
-def _state(state: Any, run: Run) -> Any:
+def _state(state: Any, run: Run, events: Sequence[Mapping[str, Any]]) -> Any:
     """The state after the run's STATE_SNAPSHOTs and STATE_DELTAs; a delta that does not apply changes nothing."""
-    for index, event in enumerate(run.wire):
+    for index, event in enumerate(events):
         if event.get("type") == "STATE_SNAPSHOT":
             state = event.get("snapshot")
         elif event.get("type") == "STATE_DELTA":

@@ -44,6 +44,8 @@ class Run:
     problems: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     """Events that do not match the `ag_ui.core` models, by index and type."""
+    stripped: dict[int, BaseEvent] = field(default_factory=dict)
+    """The events the processing model stripped something from, by their index in `wire`, as handed on."""
     warnings: list[str] = field(default_factory=list)
     """What AG-UI 1.1's processing model left out of `events`, by index and type: an event of an unrecognised type
     (dropped), an undescribed property or union member (stripped), each with its path (`adapter.client._enforce`)."""
@@ -71,6 +73,15 @@ class Run:
     def is_stream(self) -> bool:
         """True for a 200 `text/event-stream` answer."""
         return self.status == 200 and self.content_type.startswith("text/event-stream")
+
+    def handed(self) -> list[dict[str, Any]]:
+        """The wire events as the client hands them on: an event it stripped something from, as stripped."""
+        if not self.stripped:
+            return self.wire
+        return [
+            self.stripped[i].model_dump(mode="json", by_alias=True, exclude_unset=True) if i in self.stripped else e
+            for i, e in enumerate(self.wire)
+        ]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """The wire events of one type, in order."""
@@ -236,6 +247,8 @@ class RunReader:
             run.invalid.append(f"event {index} ({event.get('type')}): {enforced.problem} (EVT-2)")
         if enforced.model is None:
             return []
+        if enforced.warnings:
+            run.stripped[index] = enforced.model
         run.events.append(enforced.model)
         return [enforced.model]
 

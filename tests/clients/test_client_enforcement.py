@@ -231,3 +231,29 @@ def test_an_activity_delta_patches_its_activity_and_invents_none() -> None:
     )
 
     assert folded == [{"id": "a", "role": "activity", "activityType": "search", "content": {"found": 3}}]
+
+
+async def test_a_thread_keeps_what_the_processing_model_hands_on_not_what_was_sent() -> None:
+    """An unrecognised content part stripped from a snapshot is not in the conversation the thread keeps either."""
+    import json
+
+    parts = [{"type": "text", "text": "before"}, {"type": "hologram", "x": 1}, {"type": "text", "text": "after"}]
+    events = [
+        {"type": "RUN_STARTED", "threadId": "t", "runId": "r"},
+        {"type": "MESSAGES_SNAPSHOT", "messages": [{"id": "u", "role": "user", "content": parts}]},
+        {"type": "RUN_FINISHED", "threadId": "t", "runId": "r"},
+    ]
+    body = "".join(f"data: {json.dumps(e)}\n\n" for e in events).encode()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        while (await receive())["type"] != "http.request":
+            pass
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/event-stream")]})
+        await send({"type": "http.response.body", "body": body})
+
+    async with AGUIClient(app) as client:
+        thread = client.thread(thread_id="t")
+        run = await thread.send(thread.input(runId="r"))
+
+    assert thread.messages == [{"id": "u", "role": "user", "content": [parts[0], parts[2]]}]
+    assert run.wire[1]["messages"][0]["content"] == parts, "the wire keeps what was sent"
