@@ -41,6 +41,14 @@ OUR_WORDS = {
     "No active reasoning message found with ID 'm-reasoning-discipline-1'": (
         "REASONING_MESSAGE_CONTENT for a reasoning message that is not open: m-reasoning-discipline-1"
     ),
+    "No active text message found with ID 'orphan-content-m1'": (
+        "TEXT_MESSAGE_CONTENT for a text message that is not open: orphan-content-m1"
+    ),
+    "The run has already finished with 'RUN_FINISHED'": "after RUN_FINISHED (LIFE-3)",
+    "First TOOL_CALL_CHUNK must have a toolCallName": "has no toolCallName (TOOL-7)",
+    "Cannot send 'RUN_STARTED' while a run is still active": "a RUN_STARTED while a run is active (LIFE-5)",
+    "that was not started": "STEP_FINISHED for a step that is not open",
+    "expected object, received array": "outcome: Input should be a valid dictionary",
 }
 DECLARES = "1.0"
 """The `protocolVersion` this client's input declares: the version of the `ag_ui.core` models it is written in
