@@ -25,12 +25,13 @@ _CONTINUERS: Final = {
     "REASONING_MESSAGE_CONTENT": ("reasoning message", "messageId"),
 }
 """What continues an open item: its opener must have come, and it belongs to the opener's subagent."""
-_LANES: Final = {
-    "TEXT_MESSAGE_CHUNK": ("messageId", "role", "assistant", "TXT-5"),
-    "REASONING_MESSAGE_CHUNK": ("messageId", "role", "reasoning", "TXT-5"),
-    "TOOL_CALL_CHUNK": ("toolCallId", "toolCallName", None, "TOOL-7"),
+_LANES: Final[dict[str, tuple[str, dict[str, str | None], str]]] = {
+    "TEXT_MESSAGE_CHUNK": ("messageId", {"role": "assistant"}, "TXT-5"),
+    "REASONING_MESSAGE_CHUNK": ("messageId", {"role": "reasoning"}, "TXT-5"),
+    "TOOL_CALL_CHUNK": ("toolCallId", {"toolCallName": None, "parentMessageId": None}, "TOOL-7"),
 }
-"""The chunked forms: the key their first chunk must carry, the field a continuation may repeat only unchanged."""
+"""The chunked forms: the key their first chunk must carry, and the fields (with their defaults) a continuation may
+repeat only unchanged."""
 _CLOSERS: Final = {
     "TEXT_MESSAGE_END": ("text message", "messageId"),
     "TOOL_CALL_END": ("tool call", "toolCallId"),
@@ -63,8 +64,8 @@ class Lifecycle:
         """The runId of each RUN_STARTED: a stream that replays history carries the runs before the one asked for."""
         self._active = False
         """Between a RUN_STARTED and its terminal event."""
-        self._chunks: dict[str, tuple[Any, Any]] = {}
-        """The open chunk stream of each chunked form: its item's id and the value a continuation may repeat."""
+        self._chunks: dict[str, tuple[Any, dict[str, Any]]] = {}
+        """The open chunk stream of each chunked form: its item's id and the values a continuation may repeat."""
 
     def feed(self, event: Mapping[str, Any]) -> list[str]:
         """The problems this event shows."""
@@ -117,19 +118,20 @@ class Lifecycle:
         self._chunks = {lane: opened for lane, opened in self._chunks.items() if lane == kind}
         if kind not in _LANES:
             return []
-        key, repeated, default, rule = _LANES[kind]
+        key, repeated, rule = _LANES[kind]
         opened, given = self._chunks.get(kind), event.get(key)
         if given is None and opened is None:
             return [f"the first {kind} of a stream has no {key} ({rule})"]
         if opened is None or (given is not None and given != opened[0]):
-            self._chunks[kind] = (given, event.get(repeated) or default)
-            if kind == "TOOL_CALL_CHUNK" and not event.get(repeated):
-                return [f"the first {kind} of call {given} has no {repeated} ({rule})"]
+            self._chunks[kind] = (given, {name: event.get(name) or default for name, default in repeated.items()})
+            if kind == "TOOL_CALL_CHUNK" and not event.get("toolCallName"):
+                return [f"the first {kind} of call {given} has no toolCallName ({rule})"]
             return []
-        value = event.get(repeated)
-        if value is not None and value != opened[1]:
-            return [f"{kind} {repeated} {value!r} does not match the open stream's {repeated} {opened[1]!r} ({rule})"]
-        return []
+        return [
+            f"{kind} {name} {event[name]!r} does not match the open stream's {name} {opened[1][name]!r} ({rule})"
+            for name in repeated
+            if event.get(name) is not None and opened[1][name] is not None and event[name] != opened[1][name]
+        ]
 
     def close(self) -> list[str]:
         """The stream ended: without a terminal event, that is a problem."""

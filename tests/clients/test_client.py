@@ -134,7 +134,23 @@ async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: by
         pytest.param(
             sse(STARTED, {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}, FINISHED),
             "TOOL-7",
-            id="no-name",
+            id="first-tool-chunk-without-a-name",
+        ),
+        pytest.param(
+            sse(
+                STARTED,
+                {
+                    "type": "TOOL_CALL_CHUNK",
+                    "toolCallId": "c",
+                    "toolCallName": "f",
+                    "parentMessageId": "a",
+                    "delta": "",
+                },
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "parentMessageId": "b", "delta": "{}"},
+                FINISHED,
+            ),
+            "TOOL-7",
+            id="tool-chunk-moves-to-another-message",
         ),
     ],
 )
