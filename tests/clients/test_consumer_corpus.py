@@ -49,6 +49,7 @@ OUR_WORDS = {
     "Cannot send 'RUN_STARTED' while a run is still active": "a RUN_STARTED while a run is active (LIFE-5)",
     "that was not started": "STEP_FINISHED for a step that is not open",
     "expected object, received array": "outcome: Input should be a valid dictionary",
+    'expected \\"reasoning\\"': "role: Input should be 'reasoning'",
 }
 DECLARES = "1.0"
 """The `protocolVersion` this client's input declares: the version of the `ag_ui.core` models it is written in
