@@ -31,6 +31,10 @@ NOT_FOR_THIS_CLIENT = {
     "era-0-0-47-upgrades-binary-content": "an era shim for pre-1.0 peers (0.0.47's binary content)",
     "era-0-0-57-subagent-dropped-with-warning": "an era shim for pre-1.0 peers (0.0.57); not translated here",
     "era-pinned-peer-omits-protocol-version": "pins the peer to a pre-1.0 era, which this client never declares",
+    "era-current-peer-keeps-modern-content": (
+        "asserts the TypeScript client's always-on upgrade of a retired `binary` input part to an image part; this"
+        " client sends the input it is given and translates no retired shape"
+    ),
 }
 """The corpus README: a third-party client relaxes the `era-*` fixtures, whose translations the spec only permits."""
 
