@@ -23,6 +23,9 @@ READS: Final = (1, 1)
 """The protocol version whose processing model the client follows; a producer declaring a newer one is read under
 it, with a warning (AG-UI 1.1, Versioning)."""
 _VERSION = re.compile(r"(\d{1,9})\.(\d{1,9})(?:\.\d{1,9})?")
+_ADDED_IN_1_1: Final = frozenset({"encryptedValueType"})
+"""What AG-UI 1.1 adds beside every `encryptedValue` (the event, a message, a tool call), which the 1.0 models this
+client is written in do not describe: kept, since 1.1 has a consumer store and return it with the value."""
 _PATCHES: Final = {"STATE_DELTA": "delta", "ACTIVITY_DELTA": "patch"}
 """The events that carry a JSON Patch, and its field: a patch operation is an open object (RFC 6902 section 4 has
 it ignore members it does not define), so what it carries besides is kept; an unknown `op` is still stripped."""
@@ -120,8 +123,10 @@ def _strip_extras(model: BaseModel, path: str, *, open_field: str | None = None)
     found: list[str] = []
     extra = model.__pydantic_extra__
     if extra:
-        found += [f"{path}/{name}" for name in extra]
-        extra.clear()
+        described = _ADDED_IN_1_1 if "encrypted_value" in type(model).model_fields else frozenset()
+        for name in [name for name in extra if name not in described]:
+            found.append(f"{path}/{name}")
+            del extra[name]
     for name, field in type(model).model_fields.items():
         if name != open_field:
             found += _in_value(getattr(model, name), f"{path}/{field.alias or name}")

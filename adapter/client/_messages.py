@@ -112,6 +112,10 @@ class MessageFolder:
             target = next((m for m in self.messages if m.get("id") == entity_id and m.get("role") != "activity"), None)
         if target is not None:
             target["encryptedValue"] = event.get("encryptedValue")
+            if event.get("encryptedValueType") is not None:  # AG-UI 1.1: kept and returned with the value
+                target["encryptedValueType"] = event["encryptedValueType"]
+            else:
+                target.pop("encryptedValueType", None)
 
     def _activity(self, event: Mapping[str, Any]) -> None:
         """An activity message, new or replacing the one of its id (unless `replace` is false)."""

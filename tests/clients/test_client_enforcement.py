@@ -257,3 +257,19 @@ async def test_a_thread_keeps_what_the_processing_model_hands_on_not_what_was_se
 
     assert thread.messages == [{"id": "u", "role": "user", "content": [parts[0], parts[2]]}]
     assert run.wire[1]["messages"][0]["content"] == parts, "the wire keeps what was sent"
+
+
+def test_the_encrypted_value_type_1_1_adds_is_kept_and_folded_with_its_value() -> None:
+    """AG-UI 1.1: `encryptedValueType` beside every `encryptedValue` is stored and returned with it, never read; the
+    same property elsewhere is still undescribed, and stripped."""
+    valued = {"type": "REASONING_ENCRYPTED_VALUE", "subtype": "message", "entityId": "m", "encryptedValue": "x"}
+    typed = {**valued, "encryptedValueType": "provider.thinking"}
+    text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant", "encryptedValueType": "t"}
+
+    assert enforce(typed).warnings == [] and enforce(typed).model is not None
+    assert enforce(text).warnings == ["stripped /encryptedValueType: an undescribed property"]
+    started = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
+    (message,) = fold_messages([], [started, typed])
+    assert (message["encryptedValue"], message["encryptedValueType"]) == ("x", "provider.thinking")
+    (untyped,) = fold_messages([message], [valued])
+    assert "encryptedValueType" not in untyped, "a value sent again without a type has none"
