@@ -28,7 +28,15 @@ from ag_ui.core.capabilities import (
 from adapter import _reattach, _thread_api, _threads
 from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
-from adapter._config import EngineConfig, HistoryMode, OnDisconnect, check_backend, check_options, checked_predictions
+from adapter._config import (
+    EngineConfig,
+    HistoryMode,
+    OnDisconnect,
+    UnknownResumeEntries,
+    check_backend,
+    check_options,
+    checked_predictions,
+)
 from adapter._conversation import HistoryView
 from adapter._errors import ConfigurationError, Draining
 from adapter._events import Listener
@@ -55,6 +63,14 @@ from adapter.stores import JournalEvent, MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 
 log = logging.getLogger("adapter")
+
+
+REATTACH_EXTENSION: Final = {
+    "route": "GET {mount}/threads/{threadId}/runs/{runId}/events",
+    "resumeFrom": "Last-Event-ID",
+    "binding": "an extension beside AG-UI's HTTP + SSE binding: each event is sent with its number as the SSE id",
+}
+"""What `capabilities().custom["reattach"]` declares: where a run's stream is taken up again after a drop."""
 
 
 class Adapter:
@@ -110,6 +126,9 @@ class Adapter:
             on, its events journaled for a reattach (`GET /threads/{threadId}/runs/{runId}/events`,
             `run_events`); "stop" ends it then, as before journals (a resume records `RUN_INTERRUPTED`), and
             lets a slow client slow it down. Either way its events are journaled and sent with ids.
+        unknown_resume_entries: What a resume entry naming no interrupt of the thread gets: "refuse" (the
+            default, `RESUME_UNKNOWN_INTERRUPT`) or "warn": left out, the run goes on without it and says so in a
+            `CUSTOM` event named `warning` (AG-UI 1.1; a 1.0 client passes a CUSTOM event by).
         max_journal_events: Events one run's journal keeps; a run past it is stopped and ends with `RUN_ERROR`
             `JOURNAL_LIMIT` (docs/security.md).
         max_journal_chars: Characters of wire JSON one run's journal keeps; past it, as `max_journal_events`.
@@ -150,6 +169,7 @@ class Adapter:
         history_view: HistoryView | None = None,
         authorize: Authorize | None = None,
         on_disconnect: OnDisconnect = "continue",
+        unknown_resume_entries: UnknownResumeEntries = "refuse",
         max_journal_events: int = DEFAULT_MAX_EVENTS,
         max_journal_chars: int = DEFAULT_MAX_CHARS,
         max_run_time: timedelta | None = timedelta(seconds=DEFAULT_MAX_RUN_TIME),
@@ -173,6 +193,7 @@ class Adapter:
             history_view,
             on_disconnect,
             journal_limits,
+            unknown_resume_entries,
         )
         registered = list(forms)
         self.config = EngineConfig(
@@ -193,6 +214,7 @@ class Adapter:
             clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),
             on_disconnect=on_disconnect,
+            unknown_resume_entries=unknown_resume_entries,
             journal_limits=journal_limits,
         )
         """The engine's frozen configuration, which every run reads."""
@@ -282,7 +304,9 @@ class Adapter:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
         return AgentCapabilities(
             identity=self.identity,
-            transport=TransportCapabilities(streaming=True),
+            # AG-UI 1.1 lets an agent declare `resumable` for a transport of its own: the reattach route is one, an
+            # extension beside the standard SSE binding, which resumes nothing (`custom.reattach` says where).
+            transport=TransportCapabilities(streaming=True, resumable=True),
             tools=ToolsCapabilities(
                 supported=True,
                 items=[tool.spec() for tool in self.config.tools],
@@ -306,6 +330,7 @@ class Adapter:
                 approvals=True,
                 approve_with_edits=self.config.policy.approve_with_edits,
             ),
+            custom={"reattach": REATTACH_EXTENSION},
         )
 
     async def submit_resume(

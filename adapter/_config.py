@@ -32,6 +32,9 @@ HistoryMode = Literal["client", "server"]
 OnDisconnect = Literal["continue", "stop"]
 """What a run does when the client that started it leaves: go on (and be reattached to), or stop."""
 
+UnknownResumeEntries = Literal["refuse", "warn"]
+"""What a resume entry naming no interrupt of the thread gets: refused, or left out with a warning (AG-UI 1.1)."""
+
 
 class BackgroundTasks:
     """Work that must finish even if the request that started it goes away (a shielded resume, a run's driver).
@@ -94,6 +97,9 @@ class EngineConfig:
     parsed: ParsedThreads = field(default_factory=ParsedThreads)
     """The threads this adapter last stored or read, as protocol messages (`adapter._parsed`)."""
     on_disconnect: OnDisconnect = "continue"
+    unknown_resume_entries: UnknownResumeEntries = "refuse"
+    """`"refuse"`: a resume entry naming no interrupt of the thread is refused (RESUME_UNKNOWN_INTERRUPT); `"warn"`:
+    it is left out and the run goes on, with a warning (AG-UI 1.1)."""
     journal_limits: JournalLimits = field(default_factory=JournalLimits)
     journals: Journals = field(init=False)
     """The runs this adapter drives, and their journals (`adapter._journal`)."""
@@ -161,6 +167,7 @@ def check_options(
     history_view: HistoryView | None,
     on_disconnect: str = "continue",
     journal_limits: JournalLimits | None = None,
+    unknown_resume_entries: str = "refuse",
 ) -> None:
     """Refuse an option no run could use, when the adapter is built rather than at its first run."""
     for outcome in outcomes:
@@ -177,6 +184,8 @@ def check_options(
     declared_tail(history_view)  # a bad `tail` is refused here, not on the first run
     if on_disconnect not in get_args(OnDisconnect):
         raise ConfigurationError(f"on_disconnect must be 'continue' or 'stop', not {on_disconnect!r}")
+    if unknown_resume_entries not in get_args(UnknownResumeEntries):
+        raise ConfigurationError(f"unknown_resume_entries must be 'refuse' or 'warn', not {unknown_resume_entries!r}")
     limits = journal_limits or JournalLimits()
     counts = (
         ("max_journal_events", limits.max_events),

@@ -258,6 +258,29 @@ def _replay_of(
     return Replay(applied)
 
 
+def passed_over(record: ThreadRecord | None, run_input: RunAgentInput) -> tuple[RunAgentInput, tuple[str, ...]]:
+    """AG-UI 1.1's handling of unrecognised resume entries (`unknown_resume_entries="warn"`).
+
+    An entry naming an interrupt this thread never raised is left out, and the run goes on without it: the input
+    without those entries, and their interrupt ids for the warning. An entry naming an open interrupt, or one this
+    thread's last resume applied (a replay), is kept: the gate judges it as before.
+    """
+    turn = record.open_turn if record else None
+    applied = record.applied if record else None
+
+    def known(interrupt_id: str) -> bool:
+        return (turn is not None and turn.find(interrupt_id) is not None) or (
+            applied is not None and interrupt_id in applied.fingerprints
+        )
+
+    entries = run_input.resume or []
+    unknown = tuple(entry.interrupt_id for entry in entries if not known(entry.interrupt_id))
+    if not unknown:
+        return run_input, ()
+    kept = [entry for entry in entries if known(entry.interrupt_id)]
+    return run_input.model_copy(update={"resume": kept or None}), unknown
+
+
 def _collect_answers(turn: OpenTurn, entries: list[ResumeEntry], run_input: RunAgentInput) -> list[Answer]:
     by_interrupt: dict[str, Answer] = {}
     for entry in entries:

@@ -21,12 +21,13 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
     AssistantMessage,
     BaseEvent,
+    CustomEvent,
     Message,
     MessagesSnapshotEvent,
     ResumeEntry,
@@ -59,7 +60,7 @@ from adapter._conversation import declared_tail, of_kind
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._forms import pending_form
-from adapter._gate import Replay, Resume, check_resume
+from adapter._gate import Replay, Resume, check_resume, passed_over
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._jsonpatch import WORK_FACTOR, StateWork
@@ -77,6 +78,8 @@ from adapter.stores import StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
 
+WARNING_EVENT: Final = "adapter.warning"
+"""The name of the CUSTOM event that carries a warning about the input (a 1.0 client passes CUSTOM events by)."""
 _STORE_DOWN = "The store could not be used; what this run changed may not be stored. Read the thread before retrying."
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
@@ -275,6 +278,15 @@ class Run:
 
         It returns the stream rather than yielding from it: one generator less for every event to pass through.
         """
+        passed: tuple[str, ...] = ()
+        if self.config.unknown_resume_entries == "warn":
+            self.input, passed = passed_over(record, self.input)
+        if passed:
+            return _warned(passed, await self._gated(record, toolset))
+        return await self._gated(record, toolset)
+
+    async def _gated(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+        """The resume gate's verdict on the input, and the stream it leads to."""
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)
         try:
             gate = await check_resume(
@@ -751,6 +763,16 @@ class Run:
 
 _CUT: Any = object()
 """What `Run._stream` yields last when a stop cut its step short: never an event, never sent."""
+
+
+async def _warned(passed: tuple[str, ...], stream: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
+    """The run's events after a warning that names the resume entries it left out (AG-UI 1.1, unrecognised entry)."""
+    ids = ", ".join(passed)
+    message = f"resume entries left out, no such interrupt on this thread: {ids}"
+    value = {"code": codes.RESUME_UNKNOWN_INTERRUPT, "message": message, "interruptIds": list(passed)}
+    yield CustomEvent(name=WARNING_EVENT, value=value)
+    async for event in stream:
+        yield event
 
 
 def _calls_named(history: list[Message], call_ids: list[str]) -> list[ToolCall]:

@@ -26,6 +26,17 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
     recursive-schema   the interrupt's responseSchema is {"$ref": "#"}
     endless-stream     every run streams text after RUN_STARTED and never ends (`sent` counts its bytes)
     endless-executions `GET /executions` answers a body that never ends (`sent` counts its bytes)
+    bare-boolean       the interrupt's responseSchema is {"type": "boolean"} (AG2): a payload must be a bare boolean
+    enum-decision      the responseSchema is {"decision": "approve" | "reject"}: a payload must say one of them
+    never-interrupts   a refund message ends in success with a question, no interrupt (tRPC-Agent, Agent Spec)
+    reruns-first       a resume runs every call approved before in the turn again (10xGraph's streaming path)
+    unknown-warns      a resume entry naming an interrupt never raised is passed over with a warning, as AG-UI 1.1
+                       says a producer SHOULD, and the open interrupt is issued again
+    stateless          nothing is kept across runs (AG-UI 1.1 allows it): an interrupt id is `int-` and its call's id,
+                       a resume answers the calls its history leaves open, an entry naming none of them is passed
+                       over with a warning (1.1), and a new message while a call waits just gets a reply
+
+"refund orders A1 and B2" opens two interrupts at once; a resume that answers one of them issues the other again.
 
 `GET /executions?thread=ID` answers `{"executions": N}`: the refunds that really ran on the thread. `GET
 /threads/ID` answers `{"messages": [...]}`: the record, which keeps the first answer of each call and rewrites nothing.
@@ -34,6 +45,7 @@ switch on, each a way a real framework was seen to misbehave (issue 21).
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
@@ -47,6 +59,12 @@ from starlette.routing import Route
 
 Event = dict[str, Any]
 APPROVAL = {"type": "object", "properties": {"approved": {"type": "boolean"}}, "required": ["approved"]}
+DECISION = {
+    "type": "object",
+    "properties": {"decision": {"enum": ["reject", "approve"]}, "note": {"type": "string"}},
+    "required": ["decision", "note"],
+    "additionalProperties": False,
+}
 MISSING = "No result was recorded for this tool call."
 ENDLESS_UP_TO = 1 << 16
 """Chunks an endless body sends at most (1 KiB each), so that a missing limit fails a test instead of hanging it."""
@@ -61,8 +79,12 @@ class FaultyTarget:
     """The server; `faults` switches misbehaviours on (see the module docstring)."""
 
     faults: frozenset[str] = frozenset()
-    pending: Event | None = None
-    """The interrupt the current run ends with."""
+    pending: list[Event] = field(default_factory=list)
+    """The interrupts the current run ends with."""
+    interrupts: dict[str, Event] = field(default_factory=dict)
+    """Every interrupt issued, by id."""
+    approved: dict[str, list[str]] = field(default_factory=dict)
+    """Per thread: the calls approved so far in the turn (reruns-first runs them again)."""
     started: bool = False
     executions: Counter[str] = field(default_factory=Counter)
     open: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -142,6 +164,8 @@ class FaultyTarget:
             self.started = True
             yield {"type": "RUN_ERROR", "code": "WARMING_UP", "message": "try again"}
             return
+        if "stateless" in self.faults:
+            self.open[thread] = self._open_in(body["messages"])
         if body.get("resume"):
             yield from self._resume(thread, body["resume"])
             return
@@ -150,12 +174,17 @@ class FaultyTarget:
             yield from self._invent(thread, body["messages"])
         if last["role"] == "tool":
             yield from _text(f"Thanks: {last['content']}" if "echoes-answers" in self.faults else "Thanks.")
-        elif self.open.get(thread):
+        elif self.open.get(thread) and "stateless" not in self.faults:
             yield {"type": "RUN_ERROR", "code": "RESUME_REQUIRED", "message": "answer the open interrupt first"}
         elif "refund" in str(last.get("content")) and "refuses-approvals" in self.faults:
             yield {"type": "RUN_ERROR", "code": "NO_REFUNDS", "message": "refunds are off"}
+        elif "refund" in str(last.get("content")) and "never-interrupts" in self.faults:
+            yield from _text("Shall I refund it? Say yes to go ahead.")
         elif "refund" in str(last.get("content")):
-            yield from self._refund(thread, "navigate" if "approval-is-client" in self.faults else "refund_order")
+            self.approved[thread] = []
+            tool = "navigate" if "approval-is-client" in self.faults else "refund_order"
+            for order in re.findall(r"\b[A-Z]\d+\b", str(last["content"])) or ["A1"]:
+                yield from self._refund(thread, tool, order)
         elif "go to" in str(last.get("content")):
             yield from self._call("navigate", '{"page": "settings"}')
         else:
@@ -174,16 +203,22 @@ class FaultyTarget:
                     {"id": _id("missing"), "role": "tool", "toolCallId": call_id, "content": MISSING}
                 )
 
-    def _refund(self, thread: str, tool: str) -> Iterator[Event]:
+    def _refund(self, thread: str, tool: str, order: str) -> Iterator[Event]:
         call_id = _id("call")
-        yield from self._call(tool, '{"order_id": "A1"}', call_id)
+        yield from self._call(tool, json.dumps({"order_id": order}), call_id)
         if "runs-unasked" in self.faults:
             self.executions[thread] += 1
             yield from self._result(thread, call_id, "refunded A1")
             return
-        interrupt: Event = {"id": _id("int"), "reason": "tool_call", "toolCallId": call_id, "responseSchema": APPROVAL}
+        interrupt_id = f"int-{call_id}" if "stateless" in self.faults else _id("int")
+        interrupt: Event = {"id": interrupt_id, "reason": "tool_call", "toolCallId": call_id}
+        interrupt["responseSchema"] = APPROVAL
         if "recursive-schema" in self.faults:
             interrupt["responseSchema"] = {"$ref": "#"}
+        if "bare-boolean" in self.faults:
+            interrupt["responseSchema"] = {"type": "boolean"}
+        if "enum-decision" in self.faults:
+            interrupt["responseSchema"] = DECISION
         if "names-no-call" in self.faults:
             del interrupt["toolCallId"]
         if "adk-metadata" in self.faults:
@@ -191,30 +226,58 @@ class FaultyTarget:
             yield from self._call("adk_request_confirmation", "{}", confirm)
             interrupt |= {"toolCallId": confirm, "metadata": {"adk": {"originalFunctionCall": {"id": call_id}}}}
         self.open.setdefault(thread, {})[interrupt["id"]] = call_id
-        self.pending = interrupt
+        self.interrupts[interrupt["id"]] = interrupt
+        self.pending.append(interrupt)
 
     def _resume(self, thread: str, entries: list[Event]) -> Iterator[Event]:
         opened = self.open.get(thread, {})
+        if "reruns-first" in self.faults:
+            for rerun in self.approved.get(thread, []):
+                self.executions[thread] += 1
+                yield from self._result(thread, rerun, "refunded")
+        answered = {entry["interruptId"] for entry in entries}
         for entry in entries:
             call_id = opened.get(entry["interruptId"])
             if call_id is None and "any-id" in self.faults and opened:
                 call_id = next(iter(opened.values()))
+            if call_id is None and self.faults & {"stateless", "unknown-warns"}:
+                yield {"type": "CUSTOM", "name": "warning", "value": f"passed over {entry['interruptId']}"}
+                continue
             if call_id is None:
                 yield {"type": "RUN_ERROR", "code": "RESUME_UNKNOWN_INTERRUPT", "message": "no such interrupt"}
                 return
-            given = entry.get("payload")
-            payload = given if isinstance(given, dict) else {}
-            if "invalid-is-denial" in self.faults and not isinstance(payload.get("approved"), bool):
-                payload = {"approved": False}
-            if entry.get("status") == "resolved" and not isinstance(payload.get("approved"), bool):
-                yield {"type": "RUN_ERROR", "code": "RESUME_PAYLOAD_INVALID", "message": "approved must be a boolean"}
+            approved = self._approved(entry.get("payload"))
+            if entry.get("status") == "resolved" and approved is None:
+                yield {"type": "RUN_ERROR", "code": "RESUME_PAYLOAD_INVALID", "message": "not the answer asked for"}
                 return
             if "not-once" not in self.faults:
                 opened.pop(entry["interruptId"], None)
-            ran = entry.get("status") == "resolved" and payload.get("approved") is True
+            ran = entry.get("status") == "resolved" and approved is True
             self.executions[thread] += ran
+            self.approved.setdefault(thread, []).extend([call_id] if ran else [])
             yield from self._result(thread, call_id, "refunded A1" if ran else "The user denied this call.")
+        self.pending = [self.interrupts[i] for i in opened if i not in answered]
         yield from _text("Done.")
+
+    def _open_in(self, messages: list[Event]) -> dict[str, str]:
+        """The refund calls a history leaves without a result, by the interrupt id a stateless target gives each."""
+        answered = {m.get("toolCallId") for m in messages if m.get("role") == "tool"}
+        calls = [c for m in messages if m.get("role") == "assistant" for c in m.get("toolCalls") or []]
+        refunds = [c["id"] for c in calls if c["function"]["name"] == "refund_order" and c["id"] not in answered]
+        return {f"int-{call_id}": call_id for call_id in refunds}
+
+    def _approved(self, payload: Any) -> bool | None:
+        """What a resolved payload says, read as the interrupt's schema asks; None for a payload of another shape."""
+        if "bare-boolean" in self.faults:
+            return payload if isinstance(payload, bool) else None
+        given = payload if isinstance(payload, dict) else {}
+        if "enum-decision" in self.faults:
+            fits = set(given) == {"decision", "note"} and given["decision"] in ("approve", "reject")
+            return given["decision"] == "approve" if fits else None
+        if "invalid-is-denial" in self.faults and not isinstance(given.get("approved"), bool):
+            return False
+        approved = given.get("approved")
+        return approved if isinstance(approved, bool) else None
 
     def _result(self, thread: str, call_id: str, content: str) -> Iterator[Event]:
         message_id = _id("result")
@@ -232,7 +295,6 @@ class FaultyTarget:
 
     def _call(self, name: str, arguments: str, call_id: str | None = None) -> Iterator[Event]:
         call_id = call_id or _id("call")
-        self.pending = None
         if "chunk-only" in self.faults:
             yield {"type": "TOOL_CALL_CHUNK", "toolCallId": call_id, "toolCallName": name, "delta": arguments[:1]}
             yield {"type": "TOOL_CALL_CHUNK", "delta": arguments[1:]}
@@ -242,9 +304,9 @@ class FaultyTarget:
         yield {"type": "TOOL_CALL_END", "toolCallId": call_id}
 
     def _outcome(self, thread: str, events: list[Event]) -> Event:
-        interrupt, self.pending = self.pending, None
-        if interrupt is not None:
-            return {"outcome": {"type": "interrupt", "interrupts": [interrupt]}}
+        interrupts, self.pending = self.pending, []
+        if interrupts:
+            return {"outcome": {"type": "interrupt", "interrupts": interrupts}}
         kinds = ("TOOL_CALL_START", "TOOL_CALL_CHUNK")
         answered = {e["toolCallId"] for e in events if e["type"] == "TOOL_CALL_RESULT"}
         calls = [e["toolCallId"] for e in events if e["type"] in kinds and e.get("toolCallId") not in answered | {None}]

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 from adapter._ids import new_id
 from adapter._jsonpatch import PatchError, apply_patch
 from adapter.client._asgi import StreamingASGITransport
+from adapter.client._enforce import known_operations
 from adapter.client._errors import ProtocolError, RequestRefused, StreamLimitExceeded
 from adapter.client._limits import ACCEPTED_ENCODINGS, StreamLimitError, StreamLimits, UndecodableBody, read_prefix
 from adapter.client._messages import fold_messages
@@ -402,19 +403,23 @@ class Thread:
         """POST `body`; a run that finishes moves the conversation and the state on."""
         run = await self.client.run(body)
         self.runs.append(run)
-        if run.outcome is not None:
-            self.messages = fold_messages(self.messages, run.wire, drop_roles=self.drop_roles)
-            self.state = _state(self.state, run.wire)
+        if run.outcome is not None or (run.finished is not None and run.error is not None):
+            # a late RUN_ERROR fails the run, and what it delivered before stays delivered (AG-UI 1.0 and 1.1)
+            handed = run.handed()  # what the processing model left of each event
+            self.messages = fold_messages(self.messages, handed, drop_roles=self.drop_roles)
+            self.state = _state(self.state, run, handed)
         return run
 
 
-def _state(state: Any, events: Sequence[Mapping[str, Any]]) -> Any:
-    for event in events:
+def _state(state: Any, run: Run, events: Sequence[Mapping[str, Any]]) -> Any:
+    """The state after the run's STATE_SNAPSHOTs and STATE_DELTAs; a delta that does not apply changes nothing."""
+    for index, event in enumerate(events):
         if event.get("type") == "STATE_SNAPSHOT":
             state = event.get("snapshot")
         elif event.get("type") == "STATE_DELTA":
+            delta, _ = known_operations(event.get("delta") or [])  # the reader said what it left out
             try:
-                state = apply_patch(state, event.get("delta") or [])
-            except PatchError:
-                continue  # a delta that does not apply leaves the state as it was
+                state = apply_patch(state, delta)
+            except PatchError as error:  # applied whole or not at all (AG-UI 1.1, snapshots), and said
+                run.warnings.append(f"event {index} (STATE_DELTA): Failed to apply state patch: {error}")
     return state

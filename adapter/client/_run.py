@@ -15,6 +15,7 @@ from ag_ui.core import BaseEvent, Event, Interrupt
 from pydantic import TypeAdapter, ValidationError
 
 from adapter.client._calls import CallReader, StreamedCall
+from adapter.client._enforce import enforce, version_warning
 from adapter.client._lifecycle import Lifecycle
 from adapter.client._limits import StreamLimits
 from adapter.client._sse import Frame, SSEDecoder, event_of
@@ -43,6 +44,11 @@ class Run:
     problems: list[str] = field(default_factory=list)
     invalid: list[str] = field(default_factory=list)
     """Events that do not match the `ag_ui.core` models, by index and type."""
+    stripped: dict[int, BaseEvent] = field(default_factory=dict)
+    """The events the processing model stripped something from, by their index in `wire`, as handed on."""
+    warnings: list[str] = field(default_factory=list)
+    """What AG-UI 1.1's processing model left out of `events`, by index and type: an event of an unrecognised type
+    (dropped), an undescribed property or union member (stripped), each with its path (`adapter.client._enforce`)."""
     reader: CallReader = field(default_factory=CallReader)
     stopped: str = ""
     """Why the client stopped reading: the limit (`max_bytes`, `event_timeout` ...), or `content_encoding` for a body
@@ -67,6 +73,15 @@ class Run:
     def is_stream(self) -> bool:
         """True for a 200 `text/event-stream` answer."""
         return self.status == 200 and self.content_type.startswith("text/event-stream")
+
+    def handed(self) -> list[dict[str, Any]]:
+        """The wire events as the client hands them on: an event it stripped something from, as stripped."""
+        if not self.stripped:
+            return self.wire
+        return [
+            self.stripped[i].model_dump(mode="json", by_alias=True, exclude_unset=True) if i in self.stripped else e
+            for i, e in enumerate(self.wire)
+        ]
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         """The wire events of one type, in order."""
@@ -223,14 +238,19 @@ class RunReader:
         known = len(run.reader.problems)
         run.reader.feed(event)
         run.problems += run.reader.problems[known:]
-        try:
-            model: BaseEvent = _EVENT.validate_python(event)
-        except ValidationError as error:
-            where = "; ".join(f"{'/'.join(map(str, e['loc'][1:]))}: {e['msg']}" for e in error.errors()[:2])
-            run.invalid.append(f"event {len(run.wire) - 1} ({event.get('type')}): {where} (EVT-2)")
+        enforced = enforce(event)
+        index = len(run.wire) - 1
+        if event.get("type") == "RUN_STARTED" and (newer := version_warning(event.get("protocolVersion"))):
+            enforced.warnings.append(newer)
+        run.warnings += [f"event {index} ({event.get('type')}): {warning}" for warning in enforced.warnings]
+        if enforced.problem is not None:
+            run.invalid.append(f"event {index} ({event.get('type')}): {enforced.problem} (EVT-2)")
+        if enforced.model is None:
             return []
-        run.events.append(model)
-        return [model]
+        if enforced.warnings:
+            run.stripped[index] = enforced.model
+        run.events.append(enforced.model)
+        return [enforced.model]
 
 
 def _str(value: Any) -> str | None:

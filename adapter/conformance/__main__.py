@@ -37,6 +37,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--thread-url", metavar="URL", help='GET URL ({thread} replaced by a thread id) -> {"messages": [...]}'
     )
+    run.add_argument(
+        "--allow-not-graded",
+        action="store_true",
+        help="exit 0 even when a part (approvals, client tools) could not be graded at all",
+    )
     run.add_argument("--json", metavar="PATH", help="also write the report as JSON")
     run.add_argument("--junit", metavar="PATH", help="also write the report as JUnit XML, one test case per case")
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds per request (default 60)")
@@ -60,6 +65,7 @@ def _check(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             executions_url=args.executions_url,
             thread_url=args.thread_url,
+            allow_not_graded=args.allow_not_graded,
         )
     )
     if args.json:
@@ -67,7 +73,7 @@ def _check(args: argparse.Namespace) -> int:
     if args.junit:
         report.write_junit(args.junit)
     print(report.table(colour=sys.stdout.isatty() and "NO_COLOR" not in os.environ))
-    return 0 if report.ok else 1
+    return report.exit_code
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -8,7 +8,7 @@ from adapter.conformance._client import Reply, cancelled, new_id, resolved
 from adapter.conformance._probe import Frontend, Probe, Verdict, case, refused
 
 
-@case("frontend-call", "FE-1", "FE-2", "FE-3", "INT-1", "INT-6")
+@case("frontend-call", "FE-1", "FE-2", "FE-3", "INT-1", "INT-6", part="client tools")
 async def frontend_call(probe: Probe) -> Verdict:
     """A client-tool call ends the run with an interrupt, or with success and `pendingToolCallIds`."""
     call = await probe.frontend()
@@ -30,7 +30,7 @@ async def frontend_call(probe: Probe) -> Verdict:
     return "pass", f"success outcome with pendingToolCallIds {pending}"
 
 
-@case("frontend-resolved", "FE-4", "FE-5", "RES-1", "RES-2")
+@case("frontend-resolved", "FE-4", "FE-5", "RES-1", "RES-2", part="client tools")
 async def frontend_resolved(probe: Probe) -> Verdict:
     """A resolved answer becomes the ToolMessage for the original call, which is not streamed again."""
     call = await probe.frontend()
@@ -52,7 +52,7 @@ async def frontend_resolved(probe: Probe) -> Verdict:
     return "warn", f"accepted ({reply.ending()}), but no event shows a ToolMessage for {call.call_id}"
 
 
-@case("frontend-cancelled", "RES-4", "FE-6")
+@case("frontend-cancelled", "RES-4", "FE-6", part="client tools")
 async def frontend_cancelled(probe: Probe) -> Verdict:
     """A cancelled answer is an answer: the run goes on, without RUN_ERROR."""
     call = await probe.frontend()

@@ -1,4 +1,9 @@
-"""Cases about the resume gate: inputs that must not close an open approval, or must not run its tool."""
+"""Cases about the resume gate: inputs that must not close an open approval, or must not run its tool.
+
+Each input here is sent with the thread's history, which carries the gated call with neither a result nor an entry
+answering it: AG-UI 1.1 says a producer that can tell an interrupt is open, by its own record or by such a history,
+keeps it open. So these fail for a stateless target too, unlike a replay (`Probe.unless_stateless`).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,10 @@ from typing import Any
 
 from adapter.conformance._client import new_id, resolved
 from adapter.conformance._grader import schema_issues
-from adapter.conformance._probe import APPROVE, Probe, Skip, Verdict, case, held, refused
+from adapter.conformance._probe import Probe, Skip, Verdict, case, held, refused
 
 
-@case("new-message-while-open", "RES-7", "RES-6")
+@case("new-message-while-open", "RES-7", "RES-6", part="approvals")
 async def new_message_while_open(probe: Probe) -> Verdict:
     """A new user message while an approval is open is refused, or the interrupt is issued again."""
     approval = await probe.approval()
@@ -26,12 +31,12 @@ async def new_message_while_open(probe: Probe) -> Verdict:
     return verdict[0], f"{verdict[1]}; {ran}"
 
 
-@case("unknown-interrupt", "RES-8", "RES-6")
+@case("unknown-interrupt", "RES-8", "RES-6", part="approvals")
 async def unknown_interrupt(probe: Probe) -> Verdict:
     """A resume naming an interrupt the server never raised has no effect."""
     approval = await probe.approval()
     watch = await probe.watch(approval.thread, approval.gate())
-    reply = await approval.thread.resume(resolved(new_id("no-such-interrupt"), APPROVE))
+    reply = await approval.thread.resume(resolved(new_id("no-such-interrupt"), probe.answer(approval.first)))
     ran = await watch.ran(reply)
     if ran.count:
         return "fail", f"an unknown interrupt id approved the open call: the gated tool ran ({ran})"
@@ -42,7 +47,7 @@ async def unknown_interrupt(probe: Probe) -> Verdict:
     return verdict[0], f"{verdict[1]}; {ran}"
 
 
-@case("foreign-interrupt", "RES-8", "RES-9", "INT-3")
+@case("foreign-interrupt", "RES-8", "RES-9", "INT-3", part="approvals")
 async def foreign_interrupt(probe: Probe) -> Verdict:
     """Another thread's interrupt id does not approve anything on this thread."""
     mine = await probe.approval()
@@ -51,7 +56,7 @@ async def foreign_interrupt(probe: Probe) -> Verdict:
     if foreign == mine.first.get("id"):  # the foreign id is this thread's own: nothing to tell apart
         return "warn", f"both threads got the interrupt id {foreign}: ids are not unique across threads"
     watch = await probe.watch(mine.thread, mine.gate())
-    reply = await mine.thread.resume(resolved(foreign, APPROVE))
+    reply = await mine.thread.resume(resolved(foreign, probe.answer(theirs.first)))
     ran = await watch.ran(reply)
     if ran.count:
         return "fail", f"thread B's interrupt {foreign} approved thread A's call: the gated tool ran ({ran})"
@@ -62,7 +67,7 @@ async def foreign_interrupt(probe: Probe) -> Verdict:
     return verdict[0], f"{verdict[1]}; {ran}"
 
 
-@case("partial-resume", "RES-6", "RES-5", "RES-13")
+@case("partial-resume", "RES-6", "RES-5", "RES-13", part="approvals")
 async def partial_resume(probe: Probe) -> Verdict:
     """Answering one of two open interrupts is refused, or the other is issued again; nothing runs for it."""
     message = probe.options.parallel_approval_message
@@ -71,7 +76,7 @@ async def partial_resume(probe: Probe) -> Verdict:
     approval = await probe.approval(message, at_least=2)
     answered, *rest = approval.interrupts
     watches = [await probe.watch(approval.thread, approval.gate(i)) for i in (answered, *rest)]
-    reply = await approval.thread.resume(resolved(str(answered.get("id")), APPROVE))
+    reply = await approval.thread.resume(resolved(str(answered.get("id")), probe.answer(answered)))
     ran = [await watch.ran(reply) for watch in watches]
     rest_ids = {str(i.get("id")) for i in rest}
     if ran[0].exact:  # one count for the thread: more than the answered call, or anything before a refusal
@@ -88,11 +93,11 @@ async def partial_resume(probe: Probe) -> Verdict:
     return verdict[0], f"{verdict[1]}; {ran[0]}"
 
 
-@case("duplicate-entry", "RES-14")
+@case("duplicate-entry", "RES-14", part="approvals")
 async def duplicate_entry(probe: Probe) -> Verdict:
     """Two entries for one interrupt are refused, and never run the tool twice."""
     approval = await probe.approval()
-    entry = resolved(str(approval.first.get("id")), APPROVE)
+    entry = resolved(str(approval.first.get("id")), probe.answer(approval.first))
     watch = await probe.watch(approval.thread, approval.gate())
     reply = await approval.thread.resume(entry, entry)
     ran = await watch.ran(reply)
@@ -103,7 +108,7 @@ async def duplicate_entry(probe: Probe) -> Verdict:
     return "warn", f"accepted the duplicate (the tool ran {ran.count} time(s); {ran}): {reply.ending()}"
 
 
-@case("invalid-payload", "RES-11", "RES-13")
+@case("invalid-payload", "RES-11", "RES-13", part="approvals")
 async def invalid_payload(probe: Probe) -> Verdict:
     """A payload that violates `responseSchema` is refused; a corrected one then works."""
     approval = await probe.approval()
@@ -122,7 +127,7 @@ async def invalid_payload(probe: Probe) -> Verdict:
     if not refused(reply):
         return "warn", f"the payload {_json(bad)} violates responseSchema and was accepted ({reply.ending()})"
     first = reply.ending()
-    corrected = await approval.thread.resume(resolved(str(interrupt.get("id")), APPROVE))
+    corrected = await approval.thread.resume(resolved(str(interrupt.get("id")), probe.answer(interrupt)))
     ran = await watch.ran(reply, corrected)
     if refused(corrected) or ran.count != 1:
         return "fail", f"refused ({first}), but the corrected resume then failed: {corrected.ending()}; {ran}"

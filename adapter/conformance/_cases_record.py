@@ -17,7 +17,7 @@ from typing import Any
 from adapter.conformance._cases_frontend import answer_call
 from adapter.conformance._client import Reply, Thread, new_id, resolved
 from adapter.conformance._evidence import content_of, tool_answers
-from adapter.conformance._probe import DENY, Probe, Skip, Verdict, case, refused
+from adapter.conformance._probe import Probe, Skip, Verdict, case, refused
 from adapter.conformance._report import Status
 
 Part = Callable[[Probe], Awaitable[tuple[str, str]]]
@@ -176,7 +176,7 @@ async def _denied_approval(probe: Probe) -> Answered:
     call_id = approval.call_of()
     if call_id is None:
         raise Skip("the approval interrupt names no call to answer again")
-    reply = await approval.thread.resume(resolved(str(approval.first.get("id")), DENY))
+    reply = await approval.thread.resume(resolved(str(approval.first.get("id")), probe.answer(approval.first, False)))
     if refused(reply):
         raise Skip(f"the denial was refused: {reply.ending()}")
     return Answered(approval.thread, call_id, _held(approval.thread, call_id), f"the denied call {call_id}")
@@ -194,13 +194,17 @@ async def _answer_again(probe: Probe, answered: Answered, label: str, variant: V
     where = f"{label} for {answered.what}"
     echoed = [w for w, message in tool_answers(reply, answered.call_id) if nonce in content_of(message)]
     if echoed:
-        return "fail", f"{where} came back as the call's answer: {echoed[0]} carries it ({reply.ending()})"
+        return await probe.unless_stateless(
+            f"{where} came back as the call's answer: {echoed[0]} carries it ({reply.ending()})"
+        )
     kept, now = _answers_in(before, answered.call_id), _answers_in(after, answered.call_id)
     if before is not None and after is not None and _pairs(now) != _pairs(kept):
         shown = "; ".join(_quote(m) for m in now) or "none"
-        return "fail", f"{where} was stored: the thread read now holds {shown} ({reply.ending()})"
+        return await probe.unless_stateless(f"{where} was stored: the thread read now holds {shown} ({reply.ending()})")
     if nonce in reply.text:
-        return "fail", f"{where} was sent to the model as the call's answer: the reply quotes it (inferred)"
+        return await probe.unless_stateless(
+            f"{where} was sent to the model as the call's answer: the reply quotes it (inferred)"
+        )
     if refused(reply):
         code = reply.error.get("code") if reply.error is not None else None
         if code or 400 <= reply.status < 500:

@@ -11,7 +11,7 @@ from adapter.conformance import _cases_apply, _cases_frontend, _cases_gate, _cas
 from adapter.conformance._client import Client, Target
 from adapter.conformance._evidence import ExecutionsUnavailable
 from adapter.conformance._probe import CASES, Case, Fail, Options, Probe, Restart, Skip
-from adapter.conformance._report import CaseResult, Report, Status
+from adapter.conformance._report import CaseResult, Part, Report, Status
 
 _MODULES = [module.__name__ for module in (_cases_frontend, _cases_gate, _cases_apply, _cases_record, _cases_stream)]
 _SHOWN = 300  # characters of an exception's message shown as evidence
@@ -31,6 +31,7 @@ async def check(
     executions_url: str | None = None,
     thread_url: str | None = None,
     limits: StreamLimits | None = None,
+    allow_not_graded: bool = False,
 ) -> Report:
     """Run the black-box cases against an AG-UI endpoint and report each one.
 
@@ -51,6 +52,8 @@ async def check(
             without it the kit tries this adapter's own `<target>/threads/{thread}`.
         limits: What one of the target's streams may send; past a limit the case that sent it fails. Not
             given: `StreamLimits(event_timeout=timeout)`.
+        allow_not_graded: Accept a part of the contract none of whose cases could be graded (a target that never
+            opens an approval): the report is then `ok` without it. Not given: such a report is not `ok`.
     """
     options = Options(
         frontend_tool,
@@ -68,16 +71,31 @@ async def check(
     finally:
         await client.aclose()
     label = target if isinstance(target, str) else f"in-process ASGI app ({type(target).__name__})"
-    return Report(label, results)
+    return Report(label, results, _parts(results), allow_not_graded)
+
+
+def _parts(results: list[CaseResult]) -> list[Part]:
+    """Each part of the contract, graded when one of its cases was not skipped."""
+    parts: dict[str, list[CaseResult]] = {}
+    for each, result in zip(CASE_ORDER, results, strict=True):
+        if each.part:
+            parts.setdefault(each.part, []).append(result)
+    return [
+        Part(part, tuple(r.id for r in cases), any(r.status != "skip" for r in cases)) for part, cases in parts.items()
+    ]
 
 
 async def _run(probe: Probe, case: Case) -> CaseResult:
     """One case's verdict: whatever the case raises becomes its `fail` or `skip`, never a traceback."""
     probe.client.case = case.id
+    probe.answers = {}
     try:
         status, evidence = await case.run(probe)
     except Exception as error:
         status, evidence = _verdict(error)
+    if probe.answers:
+        answers = "; ".join(f"{payload} ({how})" for payload, how in probe.answers.items())
+        evidence = f"{evidence}; answered: {answers}"
     return CaseResult(case.id, status, evidence, case.rules)
 
 
@@ -115,6 +133,7 @@ async def assert_conformant(
     executions_url: str | None = None,
     thread_url: str | None = None,
     limits: StreamLimits | None = None,
+    allow_not_graded: bool = False,
 ) -> Report:
     """The pytest entry point: `check()`, then `ConformanceFailure` (an AssertionError) on any failure.
 
@@ -129,9 +148,10 @@ async def assert_conformant(
         executions_url: As for `check()`.
         thread_url: As for `check()`.
         limits: As for `check()`.
+        allow_not_graded: As for `check()`: without it, a part no case could grade raises too.
 
     Returns:
-        The report, when no case outside `allow` failed.
+        The report, when no case outside `allow` failed and every part was graded (or `allow_not_graded`).
     """
     report = await check(
         target,
@@ -143,6 +163,7 @@ async def assert_conformant(
         executions_url=executions_url,
         thread_url=thread_url,
         limits=limits,
+        allow_not_graded=allow_not_graded,
     )
     report.raise_for_failures(allow=allow)
     return report

@@ -2,20 +2,21 @@
 
 The reference agent is left running for anyone to play against, so nothing a client sends may make it
 keep more and more: each thread lives in a `MemoryStore` of its own, and a save that takes the store past
-`max_threads` threads or `max_bytes` bytes (its messages' JSON and its head records, as stored) forgets
+`max_threads` threads or `max_bytes` bytes (its messages, head records and journals as they take memory, `held`,
+not their JSON text) forgets
 the threads saved least recently, first. A forgotten thread is gone as if it was never stored: its next
 input starts afresh, and a resume of it is refused (there is no open interrupt left to answer).
 """
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Final
 
+from adapter.conformance._held import held
 from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._memory import MemoryStore
 from adapter.stores._protocol import (
@@ -44,8 +45,8 @@ class KeptThreads:
 
     Args:
         max_threads: Threads kept; a new one past it forgets the least recently saved.
-        max_bytes: Bytes kept, measured as stored (each message's JSON, each head record's JSON); a save past
-            it forgets the least recently saved threads, and the saved thread itself when it alone is larger.
+        max_bytes: Bytes kept, measured as held in memory (stored messages, head records, journal events); a save
+            past it forgets the least recently saved threads, and the saved thread itself when it alone is larger.
     """
 
     def __init__(self, *, max_threads: int = MAX_THREADS, max_bytes: int = MAX_BYTES) -> None:
@@ -104,7 +105,7 @@ class KeptThreads:
             kept = self._threads[thread_id] = _Kept()
         stop = await kept.store.append_events(thread_id, run_id, events, ended=ended)
         if self._threads.get(thread_id) is kept:
-            added = sum(len(event.json) for event in events)
+            added = held(list(events))
             kept.journaled += added
             kept.size += added
             self.size += added
@@ -174,10 +175,9 @@ class KeptThreads:
 
 
 async def _measure(store: MemoryStore, thread_id: str) -> int:
-    """The thread's bytes as stored: its messages' JSON and its head records' JSON."""
+    """The thread's bytes as held: its stored messages and its head records."""
     stored = await store.load(thread_id)
     if stored is None:
         return 0
     head = stored.head
-    records = (head.open_turn, head.applied, head.queued, head.grants)
-    return sum(len(message.json) for message in stored.messages) + sum(len(json.dumps(r)) for r in records)
+    return held(list(stored.messages)) + held((head.open_turn, head.applied, head.queued, head.grants))

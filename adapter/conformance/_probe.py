@@ -6,6 +6,7 @@ the exact channel (`--executions-url`). How the kit tells that a tool ran is in 
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -14,10 +15,12 @@ from typing import Any, NoReturn, TypeAlias
 import httpx
 
 from adapter.client import GatedCall, gated_call
-from adapter.conformance._client import Client, Reply, Thread
+from adapter.conformance._approvals import NoAnswer, approval_answer
+from adapter.conformance._client import Client, Reply, Thread, resolved
 from adapter.conformance._evidence import (
     MAX_PAGE_BODY,
     ExecutionCounter,
+    ExecutionsUnavailable,
     SideBodyRefused,
     Watch,
     executed,
@@ -30,8 +33,6 @@ Verdict: TypeAlias = tuple[Status, str]
 Restart: TypeAlias = Callable[[], Awaitable[None]]
 _MAX_PAGES = 20  # pages of a thread read the kit follows; its threads are a few messages long
 
-APPROVE = {"approved": True}
-DENY = {"approved": False}
 PERMISSIVE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 """The declared client tool's parameters: any object."""
 
@@ -67,6 +68,9 @@ class Case:
     rules: tuple[str, ...]
     run: Callable[[Probe], Awaitable[Verdict]]
     summary: str
+    part: str = ""
+    """The part of the contract the case grades (`approvals`, `client tools`): a part none of whose cases could
+    be graded is reported `not graded`, which is not a pass."""
 
     @property
     def module(self) -> str:
@@ -77,11 +81,13 @@ class Case:
 CASES: list[Case] = []
 
 
-def case(case_id: str, *rules: str) -> Callable[[Callable[[Probe], Awaitable[Verdict]]], Callable[..., Any]]:
+def case(
+    case_id: str, *rules: str, part: str = ""
+) -> Callable[[Callable[[Probe], Awaitable[Verdict]]], Callable[..., Any]]:
     """Register a case; cases run in the order they are registered."""
 
     def register(run: Callable[[Probe], Awaitable[Verdict]]) -> Callable[[Probe], Awaitable[Verdict]]:
-        CASES.append(Case(case_id, rules, run, (run.__doc__ or "").strip().splitlines()[0]))
+        CASES.append(Case(case_id, rules, run, (run.__doc__ or "").strip().splitlines()[0], part))
         return run
 
     return register
@@ -144,6 +150,58 @@ class Probe:
         """How many of those sends the target refused."""
         self._gated_names: set[str] = set()
         """The tools seen waiting for approval: a result for one of them, unasked, is the gated tool running."""
+        self._stateless: tuple[str | None] | None = None
+        """Why the target carries nothing across the gap, once the transplant probe ran (None inside: it does)."""
+        self.answers: dict[str, str] = {}
+        """The approval answers the current case sent, each with how the interrupt's schema led to it."""
+
+    def answer(self, interrupt: Mapping[str, Any], approve: bool = True) -> Any:
+        """The payload that approves (or denies) `interrupt`, as its `responseSchema` asks; Skip when none fits.
+
+        The case's evidence names each answer it sent (`_check`).
+        """
+        try:
+            built = approval_answer(interrupt, approve)
+        except NoAnswer as error:
+            raise Skip(str(error)) from None
+        self.answers.setdefault(json.dumps(built.payload), built.how)
+        return built.payload
+
+    async def unless_stateless(self, detail: str) -> Verdict:
+        """A failure only a target that keeps state across runs can avoid: `fail`, or `warn` for one that keeps none.
+
+        AG-UI 1.1 (Interrupts and Resume): "A producer that carries nothing across the gap is conformant"; replays,
+        partial or duplicate resumes and a history's second answer are then the consumer's to prevent.
+        """
+        why = await self.stateless()
+        if why is None:
+            return "fail", detail
+        return "warn", f"{detail}; AG-UI 1.1 allows it: the target carries nothing across the gap ({why})"
+
+    async def stateless(self) -> str | None:
+        """How the target showed that it keeps nothing across runs, or None when it keeps something (or cannot tell).
+
+        The transplant: an approval opened on one thread is resumed on a new thread, with the first thread's history.
+        A target that keeps the interrupts it raised refuses it, or issues an interrupt again; one that runs the
+        gated tool took everything from the input. Asked once, when a case first needs it.
+        """
+        if self._stateless is None:
+            self._stateless = (await self._transplant(),)
+        return self._stateless[0]
+
+    async def _transplant(self) -> str | None:
+        try:
+            approval = await self.approval()
+            thread = self.thread()
+            thread.messages = [dict(m) for m in approval.thread.messages]
+            watch = await self.watch(thread, approval.gate())
+            reply = await thread.resume(resolved(str(approval.first.get("id")), self.answer(approval.first)))
+            ran = await watch.ran(reply)
+        except (Skip, Fail, ExecutionsUnavailable):
+            return None
+        if refused(reply) or reply.wire_interrupts or not ran.count:
+            return None
+        return f"a resume of another thread's approval, sent with that thread's history on a new thread, ran it: {ran}"
 
     @property
     def tools(self) -> list[dict[str, Any]]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -28,6 +28,7 @@ from adapter._errors import CONTENT_TOO_LARGE
 from adapter._http import create_app
 from adapter.client import parse_sse
 from adapter.conformance._grader import Received, grade
+from adapter.conformance._held import held
 from adapter.conformance._kept_threads import KeptThreads
 from adapter.conformance._scenarios import (
     BY_ID,
@@ -40,14 +41,23 @@ from adapter.conformance._scenarios import (
 )
 from adapter.stores import TurnStore
 
+PARSED_CHARS: Final = 1_000_000
+"""Stored text each of the reference agent's four adapters keeps parsed (`adapter._parsed`): with the messages
+parsed from it, about 11 bytes a character for ordinary messages, 2 for one long text."""
+HELD_BOUND: Final = 64 * 1024 * 1024 + 64 * 1024 * 1024 + 4 * 11 * PARSED_CHARS
+"""What the reference agent keeps at most, whatever its clients send (the requests in flight aside): its store
+(`KeptThreads.max_bytes`), its recording (`Recording.max_bytes`), both counted as held, and its adapters' parsed
+threads. About 170 MiB."""
+
 
 @dataclass
 class Recording:
     """The threads the agent served: each one's scenario and the inputs it received, bounded.
 
     At most `max_threads` threads are kept, `max_inputs` inputs a thread, and `max_bytes` bytes of inputs and
-    answers (as sent) in all; past a bound the oldest thread (or the thread's oldest input) is forgotten first,
-    and past `max_bytes` the thread being recorded keeps at least its latest input.
+    answers in all, measured as held (`held`: the parsed input and events, several times their JSON text); past a
+    bound the oldest thread (or the thread's oldest input) is forgotten first, and past `max_bytes` the thread
+    being recorded keeps at least its latest input.
     """
 
     scenarios: dict[str, str] = field(default_factory=dict)
@@ -56,7 +66,7 @@ class Recording:
     max_inputs: int = 40
     max_bytes: int = 64 * 1024 * 1024
     size: int = 0
-    """Bytes of the inputs and answers kept."""
+    """Bytes the inputs and answers kept take in memory (`held`)."""
 
     def report(self) -> dict[str, object]:
         """The graded report."""
@@ -123,7 +133,7 @@ class _Recorder:
             parsed = json.loads(body)
         except ValueError:
             parsed = None
-        received = self._record(parsed, len(body)) if isinstance(parsed, dict) else None
+        received = self._record(parsed) if isinstance(parsed, dict) else None
         thread = str(parsed.get("threadId")) if isinstance(parsed, dict) else None
         scenario = self.recording.scenarios.get(thread) if received and thread else None
         app = self.apps[BY_ID[scenario].adapter if scenario else "default"]
@@ -149,16 +159,16 @@ class _Recorder:
         if received is not None and thread is not None:
             answer = b"".join(chunks)
             received.events = parse_sse(answer).events if received.status == 200 else []
-            self.recording.grow(thread, received, len(answer))
+            self.recording.grow(thread, received, held(received.events))
 
-    def _record(self, body: dict[str, object], size: int) -> Received | None:
+    def _record(self, body: dict[str, object]) -> Received | None:
         thread = str(body.get("threadId"))
         if thread not in self.recording.scenarios:
             scenario = pick(body)
             if scenario is None:
                 return None
             self.recording.add(thread, scenario)
-        received = Received(body, datetime.now(UTC), size=size)
+        received = Received(body, datetime.now(UTC), size=held(body))
         self.recording.take(thread, received)
         return received
 
@@ -184,7 +194,9 @@ def _adapters(backend: ReferenceBackend, store: TurnStore) -> dict[str, ASGIApp]
     def adapter(**options: Any) -> ASGIApp:
         # its scenarios grade clients that resume a client tool's interrupt, but for "pending"
         options = {"frontend_outcome": "interrupt", **options}
-        return create_app(Adapter(backend, store=store, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options))
+        made = Adapter(backend, store=store, tools=SERVER_TOOLS, forms=[ORDER_FORM], **options)
+        made.config.parsed.max_chars = PARSED_CHARS  # four adapters: the engine's default would keep 4 x 45 MiB
+        return create_app(made)
 
     return {
         "default": adapter(),

@@ -1,4 +1,9 @@
-"""What a check found: one result per case, as JSON (the pinned `--json` shape) and as a terminal table."""
+"""What a check found: one result per case, as JSON (the pinned `--json` shape) and as a terminal table.
+
+Cases grade parts of the contract (`approvals`, `client tools`). A part none of whose cases could be graded (every
+one skipped: the target never opened an approval) is `not graded`: that is not a pass, so the report is not `ok`
+unless the caller said it accepts it (`allow_not_graded`, `--allow-not-graded`).
+"""
 
 from __future__ import annotations
 
@@ -38,16 +43,47 @@ class CaseResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Part:
+    """A part of the contract and the cases that grade it: graded when at least one of them was not skipped."""
+
+    id: str
+    cases: tuple[str, ...]
+    graded: bool
+
+    @property
+    def status(self) -> str:
+        """`graded` or `not graded`."""
+        return "graded" if self.graded else "not graded"
+
+    def as_json(self) -> dict[str, Any]:
+        """The part as the JSON report carries it."""
+        return {"id": self.id, "status": self.status, "cases": list(self.cases)}
+
+
+@dataclass(frozen=True, slots=True)
 class Report:
-    """The result of `check()`: the target and one result per case, in the order they ran."""
+    """The result of `check()`: the target, one result per case in the order they ran, and the parts they grade."""
 
     target: str
     cases: Sequence[CaseResult]
+    parts: Sequence[Part] = ()
+    allow_not_graded: bool = False
+    """Whether a part left `not graded` is acceptable to whoever ran the check."""
 
     @property
     def ok(self) -> bool:
-        """True when no case failed: the CLI's exit code 0."""
-        return not self.failures
+        """True when no case failed and every part was graded (or `allow_not_graded`): the CLI's exit code 0."""
+        return not self.failures and (self.allow_not_graded or not self.not_graded)
+
+    @property
+    def not_graded(self) -> list[Part]:
+        """The parts none of whose cases could be graded."""
+        return [part for part in self.parts if not part.graded]
+
+    @property
+    def exit_code(self) -> int:
+        """0 when `ok`; 1 when a case failed; 3 when none failed but a part was not graded (and that is not allowed)."""
+        return 0 if self.ok else 1 if self.failures else 3
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -65,8 +101,14 @@ class Report:
         raise KeyError(case_id)
 
     def as_json(self) -> dict[str, Any]:
-        """`{"target": ..., "cases": [{"id", "status", "detail", "rules"}]}`."""
-        return {"target": self.target, "cases": [case.as_json() for case in self.cases]}
+        """`{"target", "cases": [{"id", "status", "detail", "rules"}], "parts": [{"id", "status", "cases"}], ...}`."""
+        return {
+            "target": self.target,
+            "cases": [case.as_json() for case in self.cases],
+            "parts": [part.as_json() for part in self.parts],
+            "allowNotGraded": self.allow_not_graded,
+            "ok": self.ok,
+        }
 
     def write_json(self, path: str | Path) -> None:
         """Write the JSON report to `path`."""
@@ -83,9 +125,10 @@ class Report:
             skipped=str(counts["skip"]),
             errors="0",
         )
-        ElementTree.SubElement(
-            ElementTree.SubElement(suite, "properties"), "property", name="target", value=self.target
-        )
+        properties = ElementTree.SubElement(suite, "properties")
+        ElementTree.SubElement(properties, "property", name="target", value=self.target)
+        for part in self.parts:
+            ElementTree.SubElement(properties, "property", name=f"part {part.id}", value=part.status)
         for case in self.cases:
             element = ElementTree.SubElement(suite, "testcase", classname="ag-ui-conformance", name=case.id)
             if case.status == "fail":
@@ -93,6 +136,15 @@ class Report:
             elif case.status == "skip":
                 ElementTree.SubElement(element, "skipped", message=case.evidence)
             ElementTree.SubElement(element, "system-out").text = f"{case.status.upper()}: {case.detail}"
+        for part in self.not_graded:
+            element = ElementTree.SubElement(suite, "testcase", classname="ag-ui-conformance", name=f"{part.id} graded")
+            what = f"not graded: every case of {part.id} was skipped ({', '.join(part.cases)})"
+            if self.allow_not_graded:
+                ElementTree.SubElement(element, "skipped", message=what)
+            else:
+                ElementTree.SubElement(element, "failure", message=what).text = what
+        suite.set("tests", str(len(self.cases) + len(self.not_graded)))
+        suite.set("failures", str(counts["fail"] + (0 if self.allow_not_graded else len(self.not_graded))))
         suites = ElementTree.Element("testsuites")
         suites.append(suite)
         return ElementTree.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
@@ -110,9 +162,14 @@ class Report:
         if unknown:
             raise ValueError(f"allow names cases the check does not have: {', '.join(sorted(unknown))}")
         failing = [case for case in self.failures if case.id not in allow]
-        if failing:
-            lines = "\n".join(f"  {case.id}: {case.detail}" for case in failing)
-            raise ConformanceFailure(f"{len(failing)} conformance case(s) failed against {self.target}:\n{lines}")
+        lines = [f"  {case.id}: {case.detail}" for case in failing]
+        if not self.allow_not_graded:
+            lines += [f"  {part.id}: not graded (every case was skipped)" for part in self.not_graded]
+        if lines:
+            raise ConformanceFailure(
+                f"{len(failing)} conformance case(s) failed, {len(lines) - len(failing)} part(s) not graded,"
+                f" against {self.target}:\n" + "\n".join(lines)
+            )
 
     def table(self, *, colour: bool = False) -> str:
         """The report as a readable table: status (coloured on a terminal), case, rules, evidence."""
@@ -127,4 +184,7 @@ class Report:
             lines.append(f"{status}  {case.id:{width}}  {', '.join(case.rules):{rules_width}}  {case.evidence}")
         counts = {s: sum(case.status == s for case in self.cases) for s in _COLOURS}
         lines += ["", ", ".join(f"{n} {s}" for s, n in counts.items())]
+        for part in self.not_graded:
+            accepted = " (accepted: --allow-not-graded)" if self.allow_not_graded else ""
+            lines.append(f"NOT GRADED: {part.id}: every case was skipped ({', '.join(part.cases)}){accepted}")
         return "\n".join(lines)

@@ -56,6 +56,10 @@ def demo(tmp_path: Path, frontend_outcome: Any = "interrupt") -> Any:
     return next(route.app for route in app.routes if isinstance(route, Mount) and route.path == "/agui")
 
 
+TEXT_CHUNKS = [
+    {"type": "TEXT_MESSAGE_CHUNK", "messageId": "m", "role": "assistant", "delta": "H"},
+    {"type": "TEXT_MESSAGE_CHUNK", "delta": "i"},
+]
 TEXT = [
     {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"},
     {"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": "Hi"},
@@ -64,13 +68,42 @@ TEXT = [
 
 
 @pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(sse(STARTED, *TEXT, FINISHED, {"type": "RUN_ERROR", "message": "flush failed"}), id="late-error"),
+        pytest.param(sse({**STARTED, "runId": "replayed"}, FINISHED, STARTED, *TEXT, FINISHED), id="two-runs"),
+        pytest.param(
+            sse(
+                STARTED, TEXT_CHUNKS[0], {"type": "RAW", "event": {}}, {**TEXT_CHUNKS[1], "role": "assistant"}, FINISHED
+            ),
+            id="raw-stands-aside-and-a-role-repeats-unchanged",
+        ),
+        pytest.param(
+            sse({**STARTED, "runId": "replayed"}, {"type": "RUN_ERROR", "message": "x"}, STARTED, FINISHED),
+            id="after-error",
+        ),
+    ],
+)
+async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: bytes) -> None:
+    """LIFE-3 (1.0 and 1.1): after RUN_FINISHED a late RUN_ERROR, or a new run; after RUN_ERROR, a new run."""
+    async with serving(body) as client:
+        run = await client.run(INPUT)
+
+    assert run.problems == [] and run.invalid == []
+    assert run.text == "Hi" or b"Hi" not in body
+
+
+@pytest.mark.parametrize(
     ("body", "rule"),
     [
         pytest.param(sse(*TEXT, FINISHED), "LIFE-1", id="no-run-started"),
-        pytest.param(sse(STARTED, STARTED, FINISHED), "LIFE-1", id="two-run-started"),
+        pytest.param(sse(STARTED, STARTED, FINISHED), "LIFE-5", id="run-started-while-active"),
         pytest.param(sse(STARTED, *TEXT), "LIFE-3", id="no-terminal-event"),
         pytest.param(sse(STARTED, FINISHED, *TEXT), "LIFE-3", id="event-after-terminal"),
-        pytest.param(sse(STARTED, FINISHED, {"type": "RUN_ERROR", "message": "x"}), "LIFE-3", id="two-terminals"),
+        pytest.param(sse(STARTED, {"type": "RUN_ERROR", "message": "x"}, *TEXT), "LIFE-3", id="event-after-run-error"),
+        pytest.param(
+            sse(STARTED, FINISHED, *[{"type": "RUN_ERROR", "message": "x"}] * 2), "LIFE-3", id="two-late-errors"
+        ),
         pytest.param(sse(STARTED, *TEXT[:2], FINISHED), "LIFE-4", id="text-open-at-finish"),
         pytest.param(
             sse(STARTED, {"type": "TOOL_CALL_START", "toolCallId": "c", "toolCallName": "f"}, FINISHED),
@@ -83,6 +116,42 @@ TEXT = [
         pytest.param(sse(STARTED, FINISHED).replace(b"\n", b"\r\n"), "TRANS-3", id="crlf"),
         pytest.param(sse(STARTED) + b'data: {"type": "RUN_FINISHED"', "TRANS-4", id="partial-frame"),
         pytest.param(b"", "LIFE-1", id="empty"),
+        pytest.param(sse(STARTED, {"type": "TEXT_MESSAGE_CHUNK", "delta": "x"}, FINISHED), "TXT-5", id="chunk-no-id"),
+        pytest.param(sse(STARTED, TEXT[1], FINISHED), "LIFE-4", id="content-without-start"),
+        pytest.param(
+            sse(STARTED, {**TEXT[0], "subagentRunId": "s1"}, {**TEXT[1], "subagentRunId": "s2"}, TEXT[2], FINISHED),
+            "TXT-5",
+            id="another-subagents-content",
+        ),
+        pytest.param(
+            sse(STARTED, *TEXT_CHUNKS, {**TEXT_CHUNKS[1], "role": "user"}, FINISHED), "TXT-5", id="chunk-role-changes"
+        ),
+        pytest.param(
+            sse(STARTED, TEXT_CHUNKS[0], {"type": "CUSTOM", "name": "n", "value": 1}, TEXT_CHUNKS[1], FINISHED),
+            "TXT-5",
+            id="custom-ends-the-chunk-stream",
+        ),
+        pytest.param(
+            sse(STARTED, {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "delta": "{}"}, FINISHED),
+            "TOOL-7",
+            id="first-tool-chunk-without-a-name",
+        ),
+        pytest.param(
+            sse(
+                STARTED,
+                {
+                    "type": "TOOL_CALL_CHUNK",
+                    "toolCallId": "c",
+                    "toolCallName": "f",
+                    "parentMessageId": "a",
+                    "delta": "",
+                },
+                {"type": "TOOL_CALL_CHUNK", "toolCallId": "c", "parentMessageId": "b", "delta": "{}"},
+                FINISHED,
+            ),
+            "TOOL-7",
+            id="tool-chunk-moves-to-another-message",
+        ),
     ],
 )
 async def test_a_broken_stream_is_named_with_its_rule(body: bytes, rule: str) -> None:

@@ -40,17 +40,13 @@ async def test_the_page_shows_what_the_script_measures(framework: str) -> None:
     found = {case.id: [measure.cell(m, case.id) for m in measured] for case in measured[0].report.cases}
     assert found == page_table(framework)
     behind = measured[1].report
-    assert behind.ok, behind.table()
+    if framework == "langgraph":  # ag-ui-langgraph 0.0.47 resumes two pending interrupts with one value: refused
+        assert {case.id for case in behind.failures} == {"approvals-one-by-one", "approvals-together"}
+    else:
+        assert behind.ok, behind.table()
     if framework == "pydantic_ai":
         failing = {case.id for case in measured[0].report.failures}
-        assert failing == {
-            "new-message-while-open",
-            "partial-resume",
-            "replay",
-            "concurrent-resume",
-            "forged-call",
-            "one-answer-per-call",
-        }
+        assert failing == {"new-message-while-open", "partial-resume"}, "stateless: the rest warn (AG-UI 1.1)"
         stored, stored_behind = measured[2:]
         assert (stored.where, stored_behind.where) == ("with a store, alone", "with a store, behind the adapter")
         assert {case.id for case in stored.report.failures} == {"new-message-while-open", "concurrent-resume"}

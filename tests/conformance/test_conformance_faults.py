@@ -125,7 +125,8 @@ async def test_chunk_only_calls_are_graded_rather_than_skipped() -> None:
 async def test_an_approval_message_that_opens_a_client_tool_interrupt_skips_what_depends_on_it() -> None:
     report, _ = await run_kit("approval-is-client")
 
-    assert report.ok, report.table()
+    assert not report.failures, report.table()
+    assert [part.id for part in report.not_graded] == ["approvals"], "nothing graded the approvals: not a pass"
     for case_id in APPROVAL_CASES:
         assert report[case_id].status == "skip", (case_id, report.table())
         assert "--approval-message opened a client-tool interrupt (navigate call" in report[case_id].evidence
@@ -236,7 +237,8 @@ async def test_a_target_that_refuses_every_request_fails_the_report(fault: str) 
 async def test_a_setup_message_refused_every_time_is_a_warning() -> None:
     report, _ = await run_kit("refuses-approvals")
 
-    assert report.ok, report.table()
+    assert not report.failures, report.table()
+    assert (report.exit_code, [p.id for p in report.not_graded]) == (3, ["approvals"])
     assert report["runs-accepted"].status == "warn"
     assert "refused --approval-message" in report["runs-accepted"].evidence
     assert report["frontend-resolved"].status == "pass"
