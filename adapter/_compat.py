@@ -1,4 +1,4 @@
-"""What a peer from before AG-UI 1.0 sends (the retired `binary` part) and receives (VER-5).
+"""What a peer older than the protocol it speaks sends and receives: 0.x's `binary` part (VER-5), 1.1's additions.
 
 In: a 0.x `binary` content part becomes the typed 1.0 part it stands for, as the TypeScript SDK's
 `convertBinaryToNewFormat` and pydantic-ai's AG-UI adapter read it: an `image`, `audio`, `video` or
@@ -14,6 +14,10 @@ parts reach it as their text, the way the specification's versioning rules permi
 `contentToText` does it): the text parts joined, every other part dropped with a warning. Nothing else
 changes: not the outcome's type, not an id, not the order of events. A `cancelled` outcome cannot be
 downgraded and is sent as it is.
+
+1.1: `encryptedValueType` beside an encrypted value (a `REASONING_ENCRYPTED_VALUE` event, a reasoning message, a
+tool call) is kept and returned with the value, as an extra field of the 1.0 models. A peer that declared 1.0 (or
+none) is sent the events without it (`without_1_1`), and nothing else of them changes.
 """
 
 from __future__ import annotations
@@ -22,21 +26,74 @@ import logging
 import re
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import aclosing
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from ag_ui.core import (
+    AssistantMessage,
     BaseEvent,
     ContentPart,
+    EventType,
     MessagesSnapshotEvent,
+    ReasoningEncryptedValueEvent,
     RunFinishedEvent,
     RunFinishedSuccessOutcome,
     TextPart,
     ToolCallResultEvent,
     ToolMessage,
 )
+from pydantic import BaseModel
 
 logger = logging.getLogger(__name__)
 
+ENCRYPTED_VALUE_TYPE: Final = "encryptedValueType"
+"""AG-UI 1.1's type beside an encrypted value: an extra field of the 1.0 models, never sent to a 1.0 peer."""
+CARRY_1_1: Final = frozenset({EventType.REASONING_ENCRYPTED_VALUE, EventType.MESSAGES_SNAPSHOT})
+"""The events that may carry what 1.1 adds (`without_1_1`)."""
+
+
+def speaks_1_1(protocol_version: str | None) -> bool:
+    """Whether a peer that declared `protocol_version` (None: none, a peer older than 1.0) reads what 1.1 adds."""
+    if protocol_version is None:
+        return False
+    major, _, rest = protocol_version.partition(".")
+    minor = rest.partition(".")[0]
+    return major.isdigit() and minor.isdigit() and (int(major), int(minor)) >= (1, 1)
+
+
+def without_1_1(event: BaseEvent) -> BaseEvent:
+    """`event` as a 1.0 peer is sent it: without `encryptedValueType`, wherever 1.1 puts it; the same event if none."""
+    if isinstance(event, ReasoningEncryptedValueEvent):
+        return _untyped(event)
+    if isinstance(event, MessagesSnapshotEvent) and any(_carries_type(message) for message in event.messages):
+        return event.model_copy(update={"messages": [_untyped_message(message) for message in event.messages]})
+    return event
+
+
+def _carries_type(message: Any) -> bool:
+    calls = message.tool_calls or [] if isinstance(message, AssistantMessage) else []
+    return any(ENCRYPTED_VALUE_TYPE in (model.model_extra or {}) for model in (message, *calls))
+
+
+def _untyped_message(message: Any) -> Any:
+    if not _carries_type(message):
+        return message
+    untyped = _untyped(message)
+    if isinstance(untyped, AssistantMessage) and untyped.tool_calls:
+        untyped = untyped.model_copy(update={"tool_calls": [_untyped(call) for call in untyped.tool_calls]})
+    return untyped
+
+
+def _untyped(model: _Model) -> _Model:
+    """`model` without the 1.1 type of its encrypted value (an extra field); `model` itself when it has none."""
+    extra = model.model_extra or {}
+    if ENCRYPTED_VALUE_TYPE not in extra:
+        return model
+    copied = model.model_copy()
+    copied.__pydantic_extra__ = {key: value for key, value in extra.items() if key != ENCRYPTED_VALUE_TYPE}
+    return copied
+
+
+_Model = TypeVar("_Model", bound=BaseModel)
 _DATA_URL: Final = re.compile(r"data:([^;,]*)((?:;[^;,]*)*);base64,(.*)", re.DOTALL)
 _LOGGED_CHARS: Final = 64
 

@@ -55,6 +55,7 @@ from adapter._answers import (
     settle_answers,
 )
 from adapter._calls import CallBudget, StepCalls, run_calls, tool_message
+from adapter._compat import CARRY_1_1, speaks_1_1, without_1_1
 from adapter._config import EngineConfig
 from adapter._conversation import declared_tail, of_kind
 from adapter._errors import AdapterError, BackendError, ResumeError
@@ -181,6 +182,8 @@ class Run:
         """A resume's settling, shielded from the client: what must be stored before the run's ending."""
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
+        self.speaks_1_1 = speaks_1_1(run_input.protocol_version)
+        """Whether the peer reads what AG-UI 1.1 adds; else its events go without it (`adapter._compat`)."""
         self.stop = StopSignal()
         """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
         self.streaming = False
@@ -230,6 +233,8 @@ class Run:
         outcome, code = "left", None  # the client went away before the end, unless said otherwise below
         try:
             async for event in await self._run(record, toolset):
+                if event.type in CARRY_1_1 and not self.speaks_1_1:
+                    event = without_1_1(event)
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
                 if self.view.reads:  # the usual case: every event as it is, without a call per event

@@ -42,6 +42,7 @@ from ag_ui.core import (
 )
 from ag_ui.core import ToolCall as WireToolCall
 
+from adapter._compat import ENCRYPTED_VALUE_TYPE
 from adapter._conversation import HistoryView, chosen_view
 from adapter._errors import UNKNOWN_BACKEND_ITEM, AdapterError, BackendError
 from adapter._events import result_event
@@ -312,10 +313,12 @@ def _reasoning(delta: ReasoningDelta, step: Step) -> list[BaseEvent]:
         thought.text.append(delta.text)
         events.append(ReasoningMessageContentEvent(message_id=thought.message_id, delta=delta.text))
     if delta.encrypted_value is not None:
-        step.encrypted[("message", thought.message_id)] = delta.encrypted_value
+        kind = delta.encrypted_value_type
+        step.encrypted[("message", thought.message_id)] = (delta.encrypted_value, kind)
+        typed = {} if kind is None else {ENCRYPTED_VALUE_TYPE: kind}  # AG-UI 1.1, beyond the 1.0 model: an extra
         events.append(
             ReasoningEncryptedValueEvent(
-                subtype="message", entity_id=thought.message_id, encrypted_value=delta.encrypted_value
+                subtype="message", entity_id=thought.message_id, encrypted_value=delta.encrypted_value, **typed
             )
         )
     return events
@@ -363,7 +366,11 @@ def _keep_reasoning(event: BaseEvent, step: Step) -> list[BaseEvent]:
     A reasoning message whose id the thread already uses is forwarded, but not stored: one id is one message.
     """
     if isinstance(event, ReasoningEncryptedValueEvent):
-        step.encrypted[(event.subtype, event.entity_id)] = event.encrypted_value
+        kind = (event.model_extra or {}).get(ENCRYPTED_VALUE_TYPE)
+        step.encrypted[(event.subtype, event.entity_id)] = (
+            event.encrypted_value,
+            kind if isinstance(kind, str) else None,
+        )
         if event.subtype == "message" and event.entity_id in step.spans and event.entity_id not in step.thoughts:
             return _thought_of(step, event.entity_id)  # a span with no text: its message is the encrypted value
         return []
@@ -629,8 +636,9 @@ class Step:
     """The ids of the reasoning spans a passthrough `REASONING_START` opened."""
     chunked_thought: str | None = None
     """The reasoning message the last `REASONING_MESSAGE_CHUNK` wrote: a chunk without an id continues it."""
-    encrypted: dict[tuple[str, str], str] = field(default_factory=dict)
-    """The encrypted values the backend gave, by (subtype, entity id): kept on the message or call they name."""
+    encrypted: dict[tuple[str, str], tuple[str, str | None]] = field(default_factory=dict)
+    """The encrypted values the backend gave, with their 1.1 type, by (subtype, entity id): kept on the message or
+    call they name."""
 
     def __post_init__(self) -> None:
         self.segments.append(Segment(self.message_id))
@@ -711,12 +719,12 @@ class Step:
             self.closers.pop(f"{family}:{getattr(event, key, '')}", None)
 
 
-def _sealed(message: Message, encrypted: Mapping[tuple[str, str], str]) -> Message:
+def _sealed(message: Message, encrypted: Mapping[tuple[str, str], tuple[str, str | None]]) -> Message:
     """`message` with the encrypted values the backend gave it and its calls (`REASONING_ENCRYPTED_VALUE`)."""
     update: dict[str, Any] = {}
-    value = encrypted.get(("message", message.id))
-    if value is not None and "encrypted_value" in type(message).model_fields:
-        update["encrypted_value"] = value
+    sealed_with = encrypted.get(("message", message.id))
+    if sealed_with is not None and "encrypted_value" in type(message).model_fields:
+        update |= _seal(*sealed_with)
     if isinstance(message, AssistantMessage) and message.tool_calls:
         sealed = [_sealed_call(call, encrypted) for call in message.tool_calls]
         if sealed != message.tool_calls:
@@ -724,9 +732,14 @@ def _sealed(message: Message, encrypted: Mapping[tuple[str, str], str]) -> Messa
     return message.model_copy(update=update) if update else message
 
 
-def _sealed_call(call: WireToolCall, encrypted: Mapping[tuple[str, str], str]) -> WireToolCall:
-    value = encrypted.get(("tool-call", call.id))
-    return call if value is None else call.model_copy(update={"encrypted_value": value})
+def _sealed_call(call: WireToolCall, encrypted: Mapping[tuple[str, str], tuple[str, str | None]]) -> WireToolCall:
+    sealed_with = encrypted.get(("tool-call", call.id))
+    return call if sealed_with is None else call.model_copy(update=_seal(*sealed_with))
+
+
+def _seal(value: str, kind: str | None) -> dict[str, Any]:
+    """The fields that keep an encrypted value on a message or call: the value, and its 1.1 type as an extra."""
+    return {"encrypted_value": value} if kind is None else {"encrypted_value": value, ENCRYPTED_VALUE_TYPE: kind}
 
 
 _OPENERS: Final = {

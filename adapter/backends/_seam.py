@@ -89,6 +89,9 @@ class ReasoningDelta:
     encrypted_value: str | None = None
     """The provider's opaque artefact for this reasoning message (a thinking signature): streamed untouched as a
     `REASONING_ENCRYPTED_VALUE` and kept on the stored message, so that it goes back with it; the last one stands."""
+    encrypted_value_type: str | None = None
+    """What kind of artefact `encrypted_value` is (AG-UI 1.1's `encryptedValueType`, e.g. a provider's name): kept
+    and returned beside the value, never read; left out for a peer that declared AG-UI 1.0."""
 
 
 @dataclass(frozen=True, slots=True)

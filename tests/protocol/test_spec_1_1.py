@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from ag_ui.core import RunAgentInput, UserMessage
 
 from adapter import Adapter, ConfigurationError, create_app, tool
-from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall, Usage
+from adapter.backends import (
+    BackendItem,
+    Call,
+    ModelRequest,
+    ReasoningDelta,
+    Rule,
+    ScriptedBackend,
+    TextDelta,
+    ToolCall,
+    Usage,
+)
 from adapter.client import AGUIClient, Run, approved, resolved
 
 WARNING = "adapter.warning"
@@ -162,3 +174,82 @@ async def test_the_reattach_route_is_declared_as_a_transport_of_our_own() -> Non
     assert body["transport"] == shown["transport"] == {"streaming": True, "resumable": True}
     assert body["custom"] == shown["custom"]
     assert body["custom"]["reattach"]["route"] == "GET {mount}/threads/{threadId}/runs/{runId}/events"
+
+
+class Thinking:
+    """A model that thinks with a signed artefact of a named type, then asks for a refund (or answers)."""
+
+    def __init__(self) -> None:
+        self.requests: list[ModelRequest] = []
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        self.requests.append(request)
+        yield ReasoningDelta(
+            "Thinking.", message_id="think-1", encrypted_value="c2ln", encrypted_value_type="anthropic"
+        )
+        if len(self.requests) == 1:
+            yield ToolCall("call-1", "refund_order", '{"order_id": "A1"}', message_id="ask-1")
+        else:
+            yield TextDelta("Done.", message_id="said-1")
+
+
+def without_type(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: without_type(item) for key, item in value.items() if key != "encryptedValueType"}
+    if isinstance(value, list):
+        return [without_type(item) for item in value]
+    return value
+
+
+async def turn(version: str) -> tuple[Thinking, Adapter, list[dict[str, Any]]]:
+    backend = Thinking()
+    adapter = Adapter(backend, tools=[refund_order])
+    opening = RunAgentInput(
+        thread_id="t1",
+        run_id="r1",
+        messages=[UserMessage(id="u1", content="refund A1")],
+        tools=[],
+        context=[],
+        protocol_version=version,
+    )
+    events = [event.model_dump(mode="json", by_alias=True, exclude_none=True) async for event in adapter.run(opening)]
+    return backend, adapter, events
+
+
+def same_ids(events: list[dict[str, Any]]) -> Any:
+    """The events with the interrupt ids each run draws afresh named alike, to compare two runs."""
+    return json.loads(re.sub(r"int_[0-9a-f]{32}", "int_", json.dumps(events)))
+
+
+def typed(events: list[dict[str, Any]]) -> list[str]:
+    """Where an encryptedValueType is, by event type."""
+    return [event["type"] for event in events if "encryptedValueType" in json.dumps(event)]
+
+
+async def test_the_type_of_an_encrypted_value_is_kept_returned_and_sent_to_a_1_1_peer() -> None:
+    backend, adapter, events = await turn("1.1.0")
+
+    assert typed(events) == ["REASONING_ENCRYPTED_VALUE", "MESSAGES_SNAPSHOT"]
+    (signed,) = [event for event in events if event["type"] == "REASONING_ENCRYPTED_VALUE"]
+    assert (signed["encryptedValue"], signed["encryptedValueType"]) == ("c2ln", "anthropic")
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    (thought,) = [message for message in thread["messages"] if message["role"] == "reasoning"]
+    assert (thought["encryptedValue"], thought["encryptedValueType"]) == ("c2ln", "anthropic")
+    (interrupt,) = events[-1]["outcome"]["interrupts"]
+    answer = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
+    [event async for event in adapter.resume("t1", [answer], run_id="r2")]
+    (returned,) = [message for message in backend.requests[-1].messages if message.role == "reasoning"]
+    assert (returned.encrypted_value, (returned.model_extra or {}).get("encryptedValueType")) == ("c2ln", "anthropic")
+
+
+async def test_a_1_0_peer_gets_the_same_events_without_the_type_and_the_store_keeps_it() -> None:
+    _, _, newer = await turn("1.1.0")
+    _, adapter, older = await turn("1.0.0")
+
+    assert typed(older) == []
+    assert same_ids(older) == same_ids(without_type(newer))
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    (thought,) = [message for message in thread["messages"] if message["role"] == "reasoning"]
+    assert thought["encryptedValueType"] == "anthropic"  # kept for a peer that reads it
