@@ -87,6 +87,10 @@ class Feeds:
         feed.followers += 1
         return feed
 
+    def feed(self, thread_id: str, journal: str) -> Feed | None:
+        """The feed of a journal while this replica follows it."""
+        return self._feeds.get((thread_id, journal))
+
     def drop(self, feed: Feed) -> None:
         """Forget a feed that ended or lost its last follower: the next follower starts another."""
         key = (feed.thread_id, feed.journal)

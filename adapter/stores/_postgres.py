@@ -484,7 +484,7 @@ class PostgresStore:
 
         await self._open()  # the schema that notifies first
         async with asyncio.timeout(self._deadline.seconds):
-            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True)
+            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, application_name="agui-listen")
 
     async def _probe(self, name: str) -> None:
         """Notify `name` through the pool, the path appends take."""

@@ -84,6 +84,8 @@ class Notifier:
         """The channels listened to on a connection that answers: their watches are live."""
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.backend_pid: int | None = None
+        """The PostgreSQL backend of the connection while it is open (`pg_stat_activity.pid`)."""
 
     def watch(self, thread_id: str, run_id: str, wake: Callable[[], None]) -> Watch:
         """Call `wake` on each append to the journal, once live; the connection is opened if none is."""
@@ -131,6 +133,7 @@ class Notifier:
     async def _listen(self) -> None:
         """One connection's life: probed, then listening to the watched channels until nothing is watched."""
         connection = await self._connect()
+        self.backend_pid = connection.info.backend_pid
         try:
             await self._check(connection)
             log.info("journal notifications are on: followers read once per append")
@@ -148,6 +151,7 @@ class Notifier:
                     answered = loop.time()
         finally:
             self._down()
+            self.backend_pid = None
             with contextlib.suppress(Exception):
                 await connection.close()
 
