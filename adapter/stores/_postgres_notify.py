@@ -32,6 +32,7 @@ HEARTBEAT: Final = 10.0
 """Seconds between two trivial queries on an idle connection: a connection the network lost is found out."""
 RETRY_PAUSES: Final = (0.5, 1.0, 2.0, 5.0, 10.0, 30.0)
 """Pauses before the connection is made again after a failure, one more each failure in a row, the last kept."""
+_ON: Final = "journal notifications are on: followers read once per append"
 PROBE_IDS: Final = ("agui-probe-é", "\u00fcber")
 """The thread and run ids of the probe's channel: not ASCII, so an encoding that hashes them otherwise shows."""
 
@@ -86,6 +87,9 @@ class Notifier:
         self._closed = False
         self.backend_pid: int | None = None
         """The PostgreSQL backend of the connection while it is open (`pg_stat_activity.pid`)."""
+        self._failures = 0
+        """Connections in a row that failed: the pause before the next grows with them."""
+        self._said_on = False
 
     def watch(self, thread_id: str, run_id: str, wake: Callable[[], None]) -> Watch:
         """Call `wake` on each append to the journal, once live; the connection is opened if none is."""
@@ -116,17 +120,15 @@ class Notifier:
 
     async def _run(self) -> None:
         """Keep a connection listening while something is watched; after a failure, poll meanwhile and retry."""
-        failures = 0
         while self._watches and not self._closed:
             try:
                 await self._listen()
-                failures = 0
             except Exception as error:
                 self._down()
-                pause = RETRY_PAUSES[min(failures, len(RETRY_PAUSES) - 1)]
-                if failures == 0:
+                pause = RETRY_PAUSES[min(self._failures, len(RETRY_PAUSES) - 1)]
+                if self._failures == 0:  # once an outage
                     log.warning("journal notifications are unavailable (%s); followers poll, trying again", error)
-                failures += 1
+                self._failures += 1
                 await asyncio.sleep(pause)
         self._down()
 
@@ -136,7 +138,9 @@ class Notifier:
         self.backend_pid = connection.info.backend_pid
         try:
             await self._check(connection)
-            log.info("journal notifications are on: followers read once per append")
+            # Said once, and again after an outage: a connection opened again for the next follower is not news.
+            log.log(logging.INFO if self._failures or not self._said_on else logging.DEBUG, _ON)
+            self._failures, self._said_on = 0, True
             loop = asyncio.get_running_loop()
             answered = loop.time()
             while self._watches and not self._closed:

@@ -20,6 +20,7 @@ from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair
 
 from adapter import Adapter
 from adapter.stores import JournalEvent, MemoryStore, PostgresStore, RunJournal, TurnStore
+from adapter.stores._postgres_notify import Notifier
 
 WORDS, HOLD = 12, 6
 BEFORE_HOLD = HOLD + 2
@@ -203,6 +204,41 @@ async def test_a_lost_listen_connection_is_made_again_and_its_followers_miss_not
             return await listening() and notifier.backend_pid != cut
 
         await until(made_again, "the LISTEN connection to be made again")
+        held.release(thread_id)
+        async with asyncio.timeout(BOUND):
+            got = await reading
+    finally:
+        held.release_all()
+        await a.aclose()
+        await b.aclose()
+
+    check_once_in_order(got, BEFORE_HOLD)
+
+
+@pytest.mark.postgres
+async def test_where_notifications_do_not_come_back_followers_poll_and_the_log_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transaction-mode pooler loses the probe's notification: here a probe that sends none stands for it."""
+    dsn = fresh_schema_dsn()
+    first, second = PostgresStore(dsn), PostgresStore(dsn, timeout=1.0)
+
+    async def lost(channel: str) -> None:
+        return None
+
+    notifier = second._notifier = Notifier(second._listen_connection, lost, 1.0)  # private on purpose: the loss
+    held = Held()
+    a, b = Adapter(held, store=first), Adapter(held, store=second)
+    try:
+        thread_id, run_id = new_id("thread"), new_id("run")
+        await held_run(a, thread_id, run_id)
+        reading = asyncio.ensure_future(follow(b, thread_id, run_id, BEFORE_HOLD))
+
+        async def warned() -> bool:
+            return any("journal notifications are unavailable" in r.getMessage() for r in caplog.records)
+
+        await until(warned, "the warning")
+        assert not notifier.listening
         held.release(thread_id)
         async with asyncio.timeout(BOUND):
             got = await reading
