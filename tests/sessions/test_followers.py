@@ -35,12 +35,15 @@ class Counted:
         self.feed_reads = 0
         """Reads that asked for events (`limit` > 0): a status look (`limit=0`) is a reattach's, once each."""
         self.events_read = 0
+        self.fruitful = 0
+        """Reads that returned events."""
         self.appends = 0
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
         journal = await self.store.read_events(thread_id, run_id, after=after, limit=limit)
         self.feed_reads += limit > 0
         self.events_read += 0 if journal is None else len(journal.events)
+        self.fruitful += journal is not None and bool(journal.events)
         return journal
 
     async def append_events(
@@ -138,13 +141,15 @@ async def test_followers_on_another_replica_read_each_event_from_the_store_once_
 
     for events, after in zip(got, afters, strict=True):
         check_once_in_order(events, after)
-    store = b.store
-    assert isinstance(store, Counted)
-    read = store.events_read
+    reads, writes = b.store, a.store
+    assert isinstance(reads, Counted) and isinstance(writes, Counted)
+    read, fruitful = reads.events_read, reads.fruitful
     whole = await follow(b, thread_id, run_id, 0)
     assert text_of(whole) == answer(WORDS)
-    # What B read from the store to serve them all: each event of the journal after the lowest `after`, once.
+    # What B read from the store to serve them all: each event of the journal after the lowest `after`, once, in
+    # at most one read per append of A's (and one for the events before the first follower's `after`).
     assert read == len(whole) - min(afters)
+    assert fruitful <= writes.appends + 1
 
 
 @pytest.mark.postgres
