@@ -125,7 +125,7 @@ class Feed:
         self.interrupted = False
         """The run is taken as over without an end (its replica died, its thread was deleted)."""
         self.followers = 0
-        self._waiters: list[asyncio.Future[None]] = []
+        self._waiters: set[asyncio.Future[None]] = set()
         self._wake = asyncio.Event()
         self._backfill = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
@@ -168,14 +168,13 @@ class Feed:
         """Wait until the feed holds more, is done, or `timeout` seconds passed."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[None] = loop.create_future()
-        self._waiters.append(waiter)
+        self._waiters.add(waiter)
         timer = loop.call_later(timeout, _expire, waiter)
         try:
             await waiter
         finally:
             timer.cancel()
-            if waiter in self._waiters:
-                self._waiters.remove(waiter)
+            self._waiters.discard(waiter)  # a set: with hundreds of followers, a list's removal was quadratic
 
     async def backfill(self, after: int) -> None:
         """Hold the events from seq `after` + 1 on too: read once, for whichever follower asks first.
@@ -217,7 +216,7 @@ class Feed:
         self._grown()
 
     def _grown(self) -> None:
-        waiters, self._waiters = self._waiters, []
+        waiters, self._waiters = self._waiters, set()
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
