@@ -137,7 +137,8 @@ class Notifier:
         connection = await self._connect()
         self.backend_pid = connection.info.backend_pid
         try:
-            await self._check(connection)
+            async with asyncio.timeout(3 * self._timeout):  # LISTEN, the probe's round trip, its wait
+                await self._check(connection)
             # Said once, and again after an outage: a connection opened again for the next follower is not news.
             log.log(logging.INFO if self._failures or not self._said_on else logging.DEBUG, _ON)
             self._failures, self._said_on = 0, True
