@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -253,3 +253,25 @@ async def test_where_notifications_do_not_come_back_followers_poll_and_the_log_s
         await b.aclose()
 
     check_once_in_order(got, BEFORE_HOLD)
+
+
+async def test_a_feed_ends_when_its_last_follower_leaves_and_the_run_goes_on(
+    replicas: tuple[Adapter, Adapter, Held],
+) -> None:
+    a, b, held = replicas
+    thread_id, run_id = new_id("thread"), new_id("run")
+    journal = await held_run(a, thread_id, run_id)
+    leaving = []
+    for _ in range(3):
+        events = await b.run_events(thread_id, run_id)
+        assert isinstance(events, AsyncGenerator)
+        assert (await anext(events)).seq == 1
+        leaving.append(events)
+    await followed_by(b, thread_id, journal, 3)
+
+    for events in leaving:
+        await events.aclose()
+
+    assert b.config.feeds.feed(thread_id, journal) is None
+    held.release(thread_id)
+    check_once_in_order(await follow(b, thread_id, run_id, 0), 0)
