@@ -556,6 +556,7 @@ class Adapter:
         releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
         await self.drain(timedelta(0))
+        await self.config.feeds.aclose()
         close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:
             await close_backend()

@@ -14,6 +14,7 @@ from adapter._access import Access
 from adapter._conversation import HistoryView, declared_tail
 from adapter._errors import ConfigurationError
 from adapter._events import Listener
+from adapter._feed import Feeds
 from adapter._interrupts import InterruptPolicy
 from adapter._journal import JournalLimits, Journals
 from adapter._jsonpatch import MAX_PATCHED_BYTES
@@ -103,6 +104,8 @@ class EngineConfig:
     journal_limits: JournalLimits = field(default_factory=JournalLimits)
     journals: Journals = field(init=False)
     """The runs this adapter drives, and their journals (`adapter._journal`)."""
+    feeds: Feeds = field(init=False)
+    """The journals of runs other replicas drive that this one follows for its readers (`adapter._feed`)."""
     _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
     _grantable: frozenset[str] = field(init=False, repr=False)
 
@@ -114,6 +117,7 @@ class EngineConfig:
             keep=self.background.keep,
         )
         object.__setattr__(self, "journals", journals)
+        object.__setattr__(self, "feeds", Feeds(self.store, claim_lease=self.claim_lease, clock=self.clock))
         schemas = MappingProxyType({tool.name: tool.parameters for tool in self.tools})
         object.__setattr__(self, "_tool_schemas", schemas)
         grantable = frozenset(t.name for t in self.tools if t.gated and t.grantable and not t.external)

@@ -83,6 +83,11 @@ class Held:
     def release(self, thread_id: str) -> None:
         self.gate(thread_id).set()
 
+    def release_all(self) -> None:
+        with self._lock:
+            for gate in self._gates.values():
+                gate.set()
+
     async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
         self.streams += 1
         last = str(request.messages[-1].content) if request.messages else ""

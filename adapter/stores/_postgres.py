@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline, checked_timeout
 from adapter.stores._listing import check_limit, next_cursor, parse_cursor
+from adapter.stores._postgres_notify import Notifier, Watch
 from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
     ANY_INCARNATION,
@@ -164,6 +165,9 @@ class PostgresStore:
             pool's own default wait for a connection, 30, would hold a client's request for half a minute.
         migration_timeout: Seconds the first call's schema migration may take (creating an index on a
             large table takes long); meanwhile every call still ends within `timeout`.
+        notify: Whether a replica that follows a run another replica drives is woken by the run's appends
+            (`watch_journal`: one more connection, for `LISTEN`, while it follows any); False to poll instead
+            (behind a transaction-mode pooler, which notifications cannot pass: a probe finds that out too).
         **options: Passed to `psycopg_pool.AsyncConnectionPool` (e.g. `max_idle`; a `configure` runs after
             the store's own).
 
@@ -179,6 +183,7 @@ class PostgresStore:
         max_size: int = 10,
         timeout: float = DEFAULT_TIMEOUT,
         migration_timeout: float = DEFAULT_MIGRATION_TIMEOUT,
+        notify: bool = True,
         **options: Any,
     ) -> None:
         try:
@@ -201,6 +206,8 @@ class PostgresStore:
         )
         self._ready: asyncio.Task[None] | None = None
         self._closed = False
+        self._dsn = dsn
+        self._notifier = Notifier(self._listen_connection, self._probe, timeout) if notify else None
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         """Return the thread's head and its messages from position `since` on (before `until`), or None."""
@@ -349,6 +356,16 @@ class PostgresStore:
         events = unpack_rows([(row[3], row[4]) for row in rows if row[3] is not None], after=after, limit=limit)
         return RunJournal(events, ended, stop, last)
 
+    def watch_journal(self, thread_id: str, run_id: str, wake: Callable[[], None]) -> Watch | None:
+        """Call `wake` after each append to the journal, through one `LISTEN` connection; None with `notify=False`.
+
+        The watch is `live` while notifications come; meanwhile (before the connection is made and probed, and
+        while it is lost and made again) the watcher polls.
+        """
+        if self._notifier is None or self._closed:
+            return None
+        return self._notifier.watch(thread_id, run_id, wake)
+
     async def request_stop(self, thread_id: str, run_id: str) -> bool:
         """Ask the run to stop; False when there is no such journal or it already ended. One statement."""
         return bool(await self._rows("a stop request", _REQUEST_STOP, (thread_id, run_id)))
@@ -408,6 +425,8 @@ class PostgresStore:
         if self._closed:
             return
         self._closed = True
+        if self._notifier is not None:
+            await self._notifier.aclose()
         if self._ready is not None and not self._ready.done():
             self._ready.cancel()
         await self._deadline.settle()
@@ -458,6 +477,18 @@ class PostgresStore:
         await connection.execute("SELECT set_config('statement_timeout', %s, false)", (timeout,))
         if self._configure_also is not None:
             await self._configure_also(connection)
+
+    async def _listen_connection(self) -> Any:
+        """A connection of its own for `LISTEN` (not the pool's: it is held while anything is watched)."""
+        import psycopg
+
+        await self._open()  # the schema that notifies first
+        async with asyncio.timeout(self._deadline.seconds):
+            return await psycopg.AsyncConnection.connect(self._dsn, autocommit=True, application_name="agui-listen")
+
+    async def _probe(self, name: str) -> None:
+        """Notify `name` through the pool, the path appends take."""
+        await self._rows("a notification probe", "SELECT pg_notify(%s, '')", (name,))
 
     async def _open(self) -> AsyncConnectionPool[Any]:
         if self._closed:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 7
+SCHEMA_VERSION: Final = 8
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -297,6 +297,42 @@ MIGRATIONS: Final[dict[int, str]] = {
     # that changes them sets the column in the save's transaction (`PostgresStore.save`): `agui_save` is unchanged.
     7: """
     ALTER TABLE agui_threads ADD COLUMN grants text NOT NULL DEFAULT 'null';
+    """,
+    # Version 8 (issue 43): an append that adds events or ends the journal notifies the journal's channel
+    # (`_postgres_notify.channel`: 'agui_' and the MD5 of the thread and run ids joined by U+001F) with its last
+    # seq, in its transaction: the replicas that follow the run read what is new then, instead of polling. Same
+    # signature and checks as version 4's, so a replica not yet upgraded appends through it alike.
+    8: """
+    CREATE OR REPLACE FUNCTION agui_append(
+        p_thread text, p_run text, p_first bigint, p_count integer, p_body text, p_ended boolean
+    ) RETURNS boolean LANGUAGE plpgsql AS $$
+    DECLARE
+        v_last integer;
+        v_ended boolean;
+        v_stop boolean;
+    BEGIN
+        -- A racing first append waits here for the other's commit, then finds its row.
+        INSERT INTO agui_journals (thread_id, run_id) VALUES (p_thread, p_run) ON CONFLICT DO NOTHING;
+        SELECT last_seq, ended, stop_requested INTO v_last, v_ended, v_stop
+            FROM agui_journals WHERE thread_id = p_thread AND run_id = p_run FOR UPDATE;
+        IF v_ended THEN
+            RAISE EXCEPTION 'ended' USING ERRCODE = 'AG004';
+        END IF;
+        IF p_first IS NOT NULL AND p_first <> v_last + 1 THEN
+            RAISE EXCEPTION '%', v_last USING ERRCODE = 'AG005';
+        END IF;
+        IF p_count > 0 THEN
+            INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body)
+                VALUES (p_thread, p_run, v_last + 1, v_last + p_count, p_body);
+        END IF;
+        UPDATE agui_journals
+            SET last_seq = v_last + p_count, ended = p_ended, appended_at = now()
+            WHERE thread_id = p_thread AND run_id = p_run;
+        IF p_count > 0 OR p_ended THEN
+            PERFORM pg_notify('agui_' || md5(p_thread || chr(31) || p_run), (v_last + p_count)::text);
+        END IF;
+        RETURN v_stop;
+    END $$;
     """,
 }
 

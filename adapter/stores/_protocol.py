@@ -263,6 +263,19 @@ def unpack_rows(rows: Iterable[tuple[int, str]], *, after: int, limit: int) -> l
     return events
 
 
+class JournalWatch(Protocol):
+    """A store's notice of appends to one journal (`watch_journal`): it calls the `wake` it was given on each."""
+
+    @property
+    def live(self) -> bool:
+        """Whether appends are notified now; while not, the watcher reads the journal on a timer instead."""
+        ...
+
+    def close(self) -> None:
+        """Stop watching: `wake` is not called again."""
+        ...
+
+
 class StoreConflict(Exception):
     """The thread changed since it was read: another request got there first. Nothing was written."""
 

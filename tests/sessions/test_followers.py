@@ -1,0 +1,277 @@
+"""Followers of a run on another replica than the run's: one read of its journal for all of them, each event once.
+
+The run is driven by replica A; its followers reattach on replica B, which reads the journal from the store they
+share. B's store is wrapped to count what B asks of it (`Counted`): the store itself is real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput
+from agui import new_id
+from pg import base_dsn, fresh_schema_dsn
+from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair, sqlite_pair
+
+from adapter import Adapter
+from adapter.stores import JournalEvent, MemoryStore, PostgresStore, RunJournal, TurnStore
+from adapter.stores._postgres_notify import Notifier
+
+WORDS, HOLD = 12, 6
+BEFORE_HOLD = HOLD + 2
+"""Events in the journal while the run waits: RUN_STARTED, TEXT_MESSAGE_START and six deltas."""
+
+
+class Counted:
+    """A store that counts the journal reads, the events they return and the appends it is asked for."""
+
+    def __init__(self, store: TurnStore) -> None:
+        self.store = store
+        self.feed_reads = 0
+        """Reads that asked for events (`limit` > 0): a status look (`limit=0`) is a reattach's, once each."""
+        self.events_read = 0
+        self.fruitful = 0
+        """Reads that returned events."""
+        self.appends = 0
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        journal = await self.store.read_events(thread_id, run_id, after=after, limit=limit)
+        self.feed_reads += limit > 0
+        self.events_read += 0 if journal is None else len(journal.events)
+        self.fruitful += journal is not None and bool(journal.events)
+        return journal
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        self.appends += 1
+        return await self.store.append_events(thread_id, run_id, events, ended=ended)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+
+def memory_pair(tmp_path: Path) -> tuple[TurnStore, TurnStore]:
+    """Two replicas in one process on one in-memory store."""
+    store = MemoryStore()
+    return store, store
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(memory_pair, id="memory"),
+        pytest.param(sqlite_pair, id="sqlite"),
+        pytest.param(postgres_pair, id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+async def replicas(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[Adapter, Adapter, Held]]:
+    pair: Callable[[Path], tuple[TurnStore, TurnStore]] = request.param
+    first, second = pair(tmp_path)
+    held = Held()
+    a, b = Adapter(held, store=Counted(first)), Adapter(held, store=Counted(second))
+    yield a, b, held
+    held.release_all()
+    await a.aclose()
+    await b.aclose()
+
+
+async def until(condition: Callable[[], Awaitable[bool]], what: str) -> None:
+    async with asyncio.timeout(BOUND):
+        while not await condition():
+            await asyncio.sleep(0.01)
+
+
+async def held_run(a: Adapter, thread_id: str, run_id: str) -> str:
+    """Start a run on A that waits after its sixth word, once its journal holds what came before; its journal."""
+    await a.start(RunAgentInput.model_validate(body_of(thread_id, run_id, f"hold {WORDS} {HOLD}")))
+    journal = await journal_of(a.store, thread_id, run_id)
+
+    async def written() -> bool:
+        status = await a.store.read_events(thread_id, journal, limit=0)
+        return status is not None and status.last_seq >= BEFORE_HOLD
+
+    await until(written, "the journal to reach the hold")
+    return journal
+
+
+async def follow(b: Adapter, thread_id: str, run_id: str, after: int) -> list[JournalEvent]:
+    events = await b.run_events(thread_id, run_id, after=after)
+    assert events is not None
+    return [event async for event in events]
+
+
+def text_of(events: list[JournalEvent]) -> str:
+    decoded = [json.loads(event.json) for event in events]
+    return "".join(event["delta"] for event in decoded if event["type"] == "TEXT_MESSAGE_CONTENT")
+
+
+def check_once_in_order(got: list[JournalEvent], after: int) -> None:
+    """Every event after `after`, once, in order, up to the run's end; with the text they carry, the whole answer."""
+    assert [event.seq for event in got] == list(range(after + 1, after + 1 + len(got)))
+    assert '"RUN_FINISHED"' in got[-1].json and all('"RUN_FINISHED"' not in event.json for event in got[:-1])
+
+
+async def followed_by(b: Adapter, thread_id: str, journal: str, count: int) -> None:
+    async def joined() -> bool:
+        feed = b.config.feeds.feed(thread_id, journal)
+        return feed is not None and feed.followers == count
+
+    await until(joined, f"{count} followers to join")
+
+
+@pytest.mark.parametrize("followers", [1, 50])
+async def test_followers_on_another_replica_read_each_event_from_the_store_once_however_many(
+    replicas: tuple[Adapter, Adapter, Held], followers: int
+) -> None:
+    """Each reattaches with its own Last-Event-ID; the replica reads each event once for all of them."""
+    a, b, held = replicas
+    thread_id, run_id = new_id("thread"), new_id("run")
+    journal = await held_run(a, thread_id, run_id)
+    afters = [HOLD // 2] + [index % (BEFORE_HOLD + 1) for index in range(followers - 1)]
+
+    reading = [asyncio.ensure_future(follow(b, thread_id, run_id, after)) for after in afters]
+    await followed_by(b, thread_id, journal, followers)
+    held.release(thread_id)
+    got = await asyncio.gather(*reading)
+
+    for events, after in zip(got, afters, strict=True):
+        check_once_in_order(events, after)
+    reads, writes = b.store, a.store
+    assert isinstance(reads, Counted) and isinstance(writes, Counted)
+    read, fruitful = reads.events_read, reads.fruitful
+    whole = await follow(b, thread_id, run_id, 0)
+    assert text_of(whole) == answer(WORDS)
+    # What B read from the store to serve them all: each event of the journal after the lowest `after`, once, in
+    # at most one read per append of A's (and one for the events before the first follower's `after`).
+    assert read == len(whole) - min(afters)
+    assert fruitful <= writes.appends + 1
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("followers", [1, 20])
+async def test_with_notifications_followers_get_each_append_with_no_poll_and_one_read_per_append(
+    tmp_path: Path, followers: int
+) -> None:
+    first, second = postgres_pair(tmp_path)
+    held, appends, reads = Held(), Counted(first), Counted(second)
+    a, b = Adapter(held, store=appends), Adapter(held, store=reads)
+    b.config.feeds.poll_interval = 3600.0  # a follower that polled would wait an hour
+    try:
+        thread_id, run_id = new_id("thread"), new_id("run")
+        journal = await held_run(a, thread_id, run_id)
+        reading = [asyncio.ensure_future(follow(b, thread_id, run_id, BEFORE_HOLD)) for _ in range(followers)]
+        await followed_by(b, thread_id, journal, followers)
+        appended = appends.appends
+        held.release(thread_id)
+        async with asyncio.timeout(BOUND):
+            got = await asyncio.gather(*reading)
+    finally:
+        held.release_all()
+        await a.aclose()
+        await b.aclose()
+
+    for events in got:
+        check_once_in_order(events, BEFORE_HOLD)
+    # One read when the feed started, one when its LISTEN took effect, then one per append at most.
+    assert reads.feed_reads <= 2 + (appends.appends - appended)
+
+
+@pytest.mark.postgres
+async def test_a_lost_listen_connection_is_made_again_and_its_followers_miss_nothing(tmp_path: Path) -> None:
+    import psycopg
+
+    dsn = fresh_schema_dsn()
+    first, second = PostgresStore(dsn), PostgresStore(dsn)
+    held = Held()
+    a, b = Adapter(held, store=first), Adapter(held, store=second)
+    notifier = second._notifier  # private on purpose: the test cuts the store's LISTEN connection
+    assert notifier is not None
+    try:
+        thread_id, run_id = new_id("thread"), new_id("run")
+        journal = await held_run(a, thread_id, run_id)
+        reading = asyncio.ensure_future(follow(b, thread_id, run_id, BEFORE_HOLD))
+        await followed_by(b, thread_id, journal, 1)
+
+        async def listening() -> bool:
+            return notifier.backend_pid is not None and bool(notifier.listening)
+
+        await until(listening, "the LISTEN connection")
+        cut = notifier.backend_pid
+        with psycopg.connect(base_dsn(), autocommit=True) as connection:
+            connection.execute("SELECT pg_terminate_backend(%s)", (cut,))
+
+        async def made_again() -> bool:
+            return await listening() and notifier.backend_pid != cut
+
+        await until(made_again, "the LISTEN connection to be made again")
+        held.release(thread_id)
+        async with asyncio.timeout(BOUND):
+            got = await reading
+    finally:
+        held.release_all()
+        await a.aclose()
+        await b.aclose()
+
+    check_once_in_order(got, BEFORE_HOLD)
+
+
+@pytest.mark.postgres
+async def test_where_notifications_do_not_come_back_followers_poll_and_the_log_says_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A transaction-mode pooler loses the probe's notification: here a probe that sends none stands for it."""
+    dsn = fresh_schema_dsn()
+    first, second = PostgresStore(dsn), PostgresStore(dsn, timeout=1.0)
+
+    async def lost(channel: str) -> None:
+        return None
+
+    notifier = second._notifier = Notifier(second._listen_connection, lost, 1.0)  # private on purpose: the loss
+    held = Held()
+    a, b = Adapter(held, store=first), Adapter(held, store=second)
+    try:
+        thread_id, run_id = new_id("thread"), new_id("run")
+        await held_run(a, thread_id, run_id)
+        reading = asyncio.ensure_future(follow(b, thread_id, run_id, BEFORE_HOLD))
+
+        async def warned() -> bool:
+            return any("journal notifications are unavailable" in r.getMessage() for r in caplog.records)
+
+        await until(warned, "the warning")
+        assert not notifier.listening
+        held.release(thread_id)
+        async with asyncio.timeout(BOUND):
+            got = await reading
+    finally:
+        held.release_all()
+        await a.aclose()
+        await b.aclose()
+
+    check_once_in_order(got, BEFORE_HOLD)
+
+
+async def test_a_feed_ends_when_its_last_follower_leaves_and_the_run_goes_on(
+    replicas: tuple[Adapter, Adapter, Held],
+) -> None:
+    a, b, held = replicas
+    thread_id, run_id = new_id("thread"), new_id("run")
+    journal = await held_run(a, thread_id, run_id)
+    leaving = []
+    for _ in range(3):
+        events = await b.run_events(thread_id, run_id)
+        assert isinstance(events, AsyncGenerator)
+        assert (await anext(events)).seq == 1
+        leaving.append(events)
+    await followed_by(b, thread_id, journal, 3)
+
+    for events in leaving:
+        await events.aclose()
+
+    assert b.config.feeds.feed(thread_id, journal) is None
+    held.release(thread_id)
+    check_once_in_order(await follow(b, thread_id, run_id, 0), 0)
