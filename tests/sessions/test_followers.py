@@ -20,7 +20,7 @@ from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair
 
 from adapter import Adapter
 from adapter.stores import JournalEvent, MemoryStore, PostgresStore, RunJournal, TurnStore
-from adapter.stores._postgres_notify import Notifier
+from adapter.stores._postgres_notify import Notifier  # private on purpose: a notifier whose probe never returns
 
 WORDS, HOLD = 12, 6
 BEFORE_HOLD = HOLD + 2
