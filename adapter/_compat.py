@@ -52,12 +52,23 @@ CARRY_1_1: Final = frozenset({EventType.REASONING_ENCRYPTED_VALUE, EventType.MES
 
 
 def speaks_1_1(protocol_version: str | None) -> bool:
-    """Whether a peer that declared `protocol_version` (None: none, a peer older than 1.0) reads what 1.1 adds."""
+    """Whether a peer that declared `protocol_version` (None: none, a peer older than 1.0) reads what 1.1 adds.
+
+    Compared as numerals, never converted: a version of thousands of digits is an answer, not an error.
+    """
     if protocol_version is None:
         return False
     major, _, rest = protocol_version.partition(".")
     minor = rest.partition(".")[0]
-    return major.isdigit() and minor.isdigit() and (int(major), int(minor)) >= (1, 1)
+    if _NUMERAL.fullmatch(major) is None or _NUMERAL.fullmatch(minor) is None:
+        return False
+    return (_magnitude(major), _magnitude(minor)) >= (_magnitude("1"), _magnitude("1"))
+
+
+def _magnitude(numeral: str) -> tuple[int, str]:
+    """A decimal numeral's order: by its length once its leading zeros go, then digit by digit."""
+    significant = numeral.lstrip("0") or "0"
+    return len(significant), significant
 
 
 def without_1_1(event: BaseEvent) -> BaseEvent:
@@ -94,6 +105,7 @@ def _untyped(model: _Model) -> _Model:
 
 
 _Model = TypeVar("_Model", bound=BaseModel)
+_NUMERAL: Final = re.compile(r"[0-9]+")
 _DATA_URL: Final = re.compile(r"data:([^;,]*)((?:;[^;,]*)*);base64,(.*)", re.DOTALL)
 _LOGGED_CHARS: Final = 64
 

@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from adapter import Adapter, ConfigurationError, create_app, tool
+from adapter._compat import speaks_1_1  # private on purpose: the version rule over any text
 from adapter.backends import (
     BackendItem,
     Call,
@@ -253,3 +256,15 @@ async def test_a_1_0_peer_gets_the_same_events_without_the_type_and_the_store_ke
     assert thread is not None
     (thought,) = [message for message in thread["messages"] if message["role"] == "reasoning"]
     assert thought["encryptedValueType"] == "anthropic"  # kept for a peer that reads it
+
+
+@given(st.text() | st.from_regex(r"[0-9]{1,3}(\.[0-9]{1,3}){0,2}", fullmatch=True))
+@example("1." + "9" * 5000)
+@example("9" * 5000 + ".0")
+@example("01.01")
+def test_whether_a_peer_reads_1_1_is_an_answer_for_any_declared_version(version: str) -> None:
+    """The versions it names compare as numbers; anything else is not 1.1, and nothing raises."""
+    numbers = re.fullmatch(r"([0-9]+)\.([0-9]+)(\..*)?", version)
+    expected = numbers is not None and (int(numbers[1]), int(numbers[2])) >= (1, 1) if len(version) < 100 else None
+    answer = speaks_1_1(version)
+    assert expected is None or answer == expected
