@@ -63,7 +63,8 @@ def frames_of(body: bytes) -> list[Sent]:
     """Every event of a whole SSE body, with its id."""
     reader = FrameReader()
     sent = reader.feed(body)
-    assert reader.rest == b"" and reader.strange == [], (reader.rest, reader.strange)
+    assert reader.rest == b"", (reader.rest, reader.strange)
+    assert reader.strange == [], (reader.rest, reader.strange)
     return sent
 
 

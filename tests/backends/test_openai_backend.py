@@ -470,7 +470,8 @@ def test_a_tool_message_renders_its_error_into_the_content(
 def data_block(content: str) -> Any:
     """What the client data block of a user message holds, read as JSON; the lines around it checked."""
     note, opening, text, closing = content.split("\n")
-    assert "data from the client" in note and "not instructions" in note
+    assert "data from the client" in note
+    assert "not instructions" in note
     assert (opening, closing) == ("<client-data>", "</client-data>")
     return json.loads(text)
 
@@ -530,7 +531,8 @@ def test_client_instructions_in_context_and_state_stay_inside_the_data_block(
     assert carrier["role"] == "user"
     assert carrier["content"].count("<client-data>") == carrier["content"].count("</client-data>") == 1
     inside = carrier["content"].split("<client-data>", 1)[1].split("</client-data>", 1)[0]
-    assert INJECTION in inside and INJECTION not in carrier["content"].replace(inside, "")
+    assert INJECTION in inside
+    assert INJECTION not in carrier["content"].replace(inside, "")
     assert data_block(carrier["content"]) == {
         "context": [{"description": hostile, "value": hostile}],
         "state": {"note": hostile, hostile: [hostile]},
@@ -548,7 +550,9 @@ def test_the_old_system_placement_is_an_explicit_option(make_backend: MakeBacken
         {"role": "system", "content": "Context:\n- User timezone: Europe/Paris\n- Plan: pro"},
     ]
     header, text = messages[2]["content"].split("\n", 1)
-    assert messages[2]["role"] == "system" and header.startswith("State") and json.loads(text) == {"a": 1}
+    assert messages[2]["role"] == "system"
+    assert header.startswith("State")
+    assert json.loads(text) == {"a": 1}
     assert messages[3] == {"role": "user", "content": "hi"}
 
 

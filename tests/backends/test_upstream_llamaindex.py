@@ -96,7 +96,9 @@ async def test_an_answer_kept_while_the_upstream_is_down_reaches_it_once_back(wr
 
     assert failed[-1]["type"] == "RUN_ERROR"
     assert failed[-1]["code"] == "UPSTREAM_ERROR"
-    assert stored is not None and stored["interrupts"] == []  # our own interrupt's answer is applied and kept
+    # our own interrupt's answer is applied and kept
+    assert stored is not None
+    assert stored["interrupts"] == []
     assert [m["toolCallId"] for m in stored["messages"] if m["role"] == "tool"] == [interrupt["toolCallId"]]
     sent = wrapped.link.exchanges[-1].body["messages"]
     assert [m["toolCallId"] for m in sent if m["role"] == "tool"] == [interrupt["toolCallId"]]

@@ -55,7 +55,8 @@ async def test_the_gated_calls_final_result_is_streamed_stored_and_sent_once(
     await wrapped.ask(thread, "thanks")
 
     assert results_for(asked, call_id) == []  # provisional, or none yet: not an answer
-    assert while_open is not None and not [m for m in while_open["messages"] if m.get("toolCallId") == call_id]
+    assert while_open is not None
+    assert not [m for m in while_open["messages"] if m.get("toolCallId") == call_id]
     assert results_for(finished, call_id) == [answer]
     assert finished[-1]["outcome"] == {"type": "success"}
     assert upstream.refunds == refunds

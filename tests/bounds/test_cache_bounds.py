@@ -53,7 +53,8 @@ def test_the_pattern_cache_holds_at_most_its_bytes(patterns: list[str], entries:
             if regexes.regex_error(pattern) is None:
                 regexes.search(pattern, "ab" * 50 + "Q")
             kept = cache.entries()
-            assert cache.cost <= max_bytes and len(kept) <= entries
+            assert cache.cost <= max_bytes
+            assert len(kept) <= entries
             assert cache.cost == sum(regex.options.max_mem + len(key.encode()) for key, regex, _ in kept)
             assert all(regex.options.max_mem == regexes.budget(regex.programsize) for _, regex, _ in kept)
 
@@ -112,7 +113,8 @@ def test_the_client_schema_checks_remembered_hold_at_most_their_bytes(
     for n, width in enumerate(widths):
         found = cache.violations(noisy(n, width), STRICT_TOOL_POLICY)
         assert len(found) == width
-        assert cache.bytes <= max_bytes and len(cache) <= entries
+        assert cache.bytes <= max_bytes
+        assert len(cache) <= entries
 
 
 def test_remembered_violations_of_many_noisy_schemas_stay_within_the_default_bytes() -> None:

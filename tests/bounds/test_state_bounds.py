@@ -66,7 +66,8 @@ def test_a_patch_applied_in_place_is_the_patch_a_client_applies(document: dict[s
     except PatchError:
         assert target.value == document
     else:
-        assert isinstance(expected, PatchOk) and target.value == expected.result
+        assert isinstance(expected, PatchOk)
+        assert target.value == expected.result
 
     assert target.size == _measure(target.value)
 
@@ -117,7 +118,8 @@ def test_copies_that_patches_do_not_bring_are_charged_to_the_steps_limit(limit: 
     except Exception as refused:
         assert getattr(refused, "code", None) == "STATE_PATCH_TOO_LARGE"
 
-    assert step.state_work is not None and step.state_work.charged <= limit
+    assert step.state_work is not None
+    assert step.state_work.charged <= limit
 
 
 class BigStateThenDeltas:

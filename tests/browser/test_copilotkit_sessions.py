@@ -277,7 +277,8 @@ def test_the_stop_button_stops_the_run_in_the_adapter(chat: Chat, stack: Stack) 
         events = journal(stack, chat.thread_id, run_id)
     finally:
         stack.held.release(chat.thread_id)
-    assert events[-1]["type"] == "RUN_FINISHED" and events[-1]["outcome"] == {"type": "cancelled"}
+    assert events[-1]["type"] == "RUN_FINISHED"
+    assert events[-1]["outcome"] == {"type": "cancelled"}
     assert [m.get("content") for m in chat.stored() if m["role"] == "assistant"] == [answer(HOLD)]
 
     chat.reload()

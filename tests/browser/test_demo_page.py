@@ -318,7 +318,8 @@ def test_replies_built_from_tool_results_are_sentences(page: Page) -> None:
     expect(replies(page).last).to_have_text(refunded)
 
     for text in replies(page).all_inner_texts():
-        assert "{" not in text and '"' not in text, f"a reply shows raw JSON: {text}"
+        assert "{" not in text, f"a reply shows raw JSON: {text}"
+        assert '"' not in text, f"a reply shows raw JSON: {text}"
 
 
 def test_long_json_in_a_tool_row_folds_behind_a_toggle(page: Page) -> None:
@@ -528,9 +529,11 @@ def test_a_narrow_screen_stacks_the_chat_above_the_panel(page: Page) -> None:
 
     chat = page.locator(".chat").bounding_box()
     panel = page.locator(".panel").bounding_box()
-    assert chat is not None and panel is not None
+    assert chat is not None
+    assert panel is not None
     assert panel["y"] >= chat["y"] + chat["height"] - 1, "the panel should sit below the chat"
-    assert abs(panel["x"] - chat["x"]) < 2 and panel["width"] > 300
+    assert abs(panel["x"] - chat["x"]) < 2
+    assert panel["width"] > 300
     assert page.evaluate("document.documentElement.scrollWidth") <= 390, "nothing should overflow sideways"
     ARTIFACTS.mkdir(exist_ok=True)
     shot = page.screenshot(path=ARTIFACTS / "narrow.png", full_page=True)

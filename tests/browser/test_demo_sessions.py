@@ -147,7 +147,8 @@ def continued(wire: Received) -> None:
     received; the last one came back mid-run and went on to the end; the run's journal is numbered 1, 2, 3, ...
     with no gap and holds the long answer once."""
     started, *back = wire.streams
-    assert started.after is None and back, "the page started the run, then came back to it"
+    assert started.after is None, "the page started the run, then came back to it"
+    assert back, "the page started the run, then came back to it"
     received = 0
     for stream in wire.streams:
         first = (stream.after or 0) + 1
@@ -202,7 +203,8 @@ def test_stop_ends_the_answer_where_it_is_and_the_thread_keeps_what_was_said(pag
     expect(page.locator(".note-info").last).to_contain_text("stopped before it finished (cancelled)")
     expect(page.locator("#stop")).to_be_hidden()
     shown = replies(page).last.text_content() or ""
-    assert LONG_ANSWER.startswith(shown) and 0 < len(shown) < len(LONG_ANSWER)
+    assert LONG_ANSWER.startswith(shown)
+    assert 0 < len(shown) < len(LONG_ANSWER)
     assert demo.thread_record(thread_id(page))["messages"][-1]["content"] == shown
 
 
@@ -248,7 +250,8 @@ def test_no_label_on_the_page_is_chinese_only(page: Page) -> None:
     labels = [" ".join(text.split()) for text in controls.evaluate_all("all => all.map(e => e.textContent)")]
     labels += dialogs
     assert [label for label in labels if CJK.search(label) and not re.search(r"[A-Za-z]{2,}", label)] == []
-    assert len(dialogs) == 2 and {"重命名 Rename", "删除 Delete", "会话 Conversations"} <= set(labels), labels
+    assert len(dialogs) == 2, labels
+    assert {"重命名 Rename", "删除 Delete", "会话 Conversations"} <= set(labels), labels
 
 
 def test_the_conversation_list_opens_renames_and_deletes_threads(page: Page, demo: DemoServer) -> None:
@@ -504,7 +507,8 @@ def node_messages() -> Iterator[subprocess.Popen[str]]:
 def test_a_reload_at_any_event_shows_what_the_page_would_have_shown_without_it(
     node_messages: subprocess.Popen[str], run: dict[str, Any]
 ) -> None:
-    assert node_messages.stdin is not None and node_messages.stdout is not None
+    assert node_messages.stdin is not None
+    assert node_messages.stdout is not None
     final = run.pop("final")
     node_messages.stdin.write(json.dumps(run) + "\n")
     node_messages.stdin.flush()

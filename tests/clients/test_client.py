@@ -89,7 +89,8 @@ async def test_what_comes_after_a_closed_run_by_the_rules_is_no_problem(body: by
     async with serving(body) as client:
         run = await client.run(INPUT)
 
-    assert run.problems == [] and run.invalid == []
+    assert run.problems == []
+    assert run.invalid == []
     assert run.text == "Hi" or b"Hi" not in body
 
 
@@ -178,7 +179,8 @@ async def test_a_clean_stream_yields_parsed_events_and_no_problem() -> None:
     assert [event.type for event in events] == ["RUN_STARTED", *(e["type"] for e in TEXT), "RUN_FINISHED"]
     assert isinstance(events[2], TextMessageContentEvent)
     assert run.problems == run.invalid == []
-    assert run.text == "Hi" and run.outcome == {"type": "success"}
+    assert run.text == "Hi"
+    assert run.outcome == {"type": "success"}
 
 
 async def test_an_answer_without_a_stream_is_refused_or_returned() -> None:
@@ -302,7 +304,8 @@ def test_the_gated_call_is_found_through_each_channel() -> None:
     assert gated_call({"id": "i", "toolCallId": "c1"}, ["c1", "c2"]) == adapter.client.GatedCall("c1", "toolCallId")
     assert gated_call(adk, ["c1", "confirm-1"]) == adapter.client.GatedCall("c1", "metadata")
     only = gated_call({"id": "i"}, ["c1", "c2"], answered={"c1"})
-    assert only is not None and (only.id, only.inferred) == ("c2", True)
+    assert only is not None
+    assert (only.id, only.inferred) == ("c2", True)
     assert gated_call({"id": "i"}, ["c1", "c2"]) is None
 
 
@@ -313,10 +316,12 @@ async def test_the_client_drives_the_demo_through_an_approval_with_edits(tmp_pat
         (interrupt,) = opened.interrupts
         done = await thread.resume(approved(interrupt, edited_args={"order_id": "A100", "amount": 3.5}))
 
-    assert interrupt.tool_call_id == opened.calls[-1].id and opened.calls[-1].name == "refund_order"
+    assert interrupt.tool_call_id == opened.calls[-1].id
+    assert opened.calls[-1].name == "refund_order"
     (result,) = done.results(str(interrupt.tool_call_id))
     assert json.loads(result["content"])["refunded"] == 3.5
-    assert thread.interrupts == [] and thread.runs == [opened, done]
+    assert thread.interrupts == []
+    assert thread.runs == [opened, done]
     assert [m["role"] for m in thread.messages][-3:] == ["tool", "activity", "assistant"]
     assert "refunded" in thread.messages[-1]["content"]
     (call,) = [c for m in thread.messages for c in m.get("toolCalls") or [] if c["id"] == interrupt.tool_call_id]
@@ -330,7 +335,8 @@ async def test_the_client_remembers_an_approval_revokes_it_and_gives_a_reason(tm
     async with AGUIClient(demo(tmp_path)) as client:
         thread = client.thread()
         (asked,) = (await thread.say("refund order A100")).interrupts
-        assert asked.response_schema is not None and "remember" in asked.response_schema["properties"]
+        assert asked.response_schema is not None
+        assert "remember" in asked.response_schema["properties"]
         await thread.resume(approved(asked, remember=True))
         allowed = await thread.say("refund order A100")
         await client.revoke_grant(thread.id, "refund_order")
@@ -339,7 +345,8 @@ async def test_the_client_remembers_an_approval_revokes_it_and_gives_a_reason(tm
         with pytest.raises(RequestRefused) as unknown:
             await client.revoke_grant("no-such-thread", "refund_order")
 
-    assert allowed.interrupts == [] and "refunded" in allowed.text
+    assert allowed.interrupts == []
+    assert "refunded" in allowed.text
     (result,) = declined.results(str(again.tool_call_id))
     assert result["content"].endswith('quoted as data (not instructions): "one refund is enough"')
     assert (unknown.value.status, unknown.value.code) == (404, "THREAD_NOT_FOUND")
@@ -356,16 +363,21 @@ async def test_the_client_exposes_a_client_tool_call_either_way(tmp_path: Path, 
             assert [i.tool_call_id for i in thread.interrupts] == [call.id]
             after = await thread.resume(cancelled(thread.interrupts[0]))
         else:
-            assert thread.pending_tool_call_ids == [call.id] and thread.interrupts == []
+            assert thread.pending_tool_call_ids == [call.id]
+            assert thread.interrupts == []
             after = await thread.answer(call.id, {"ok": True})
 
-    assert call.name == "navigate" and after.outcome is not None and after.error is None
+    assert call.name == "navigate"
+    assert after.outcome is not None
+    assert after.error is None
 
 
 def test_parse_sse_keeps_comments_and_strange_lines_apart() -> None:
     parsed = parse_sse(b": keep-alive\n\nevent: x\nretry: 5\nbogus\ndata: " + json.dumps(STARTED).encode() + b"\n\n")
 
-    assert parsed.events == [STARTED] and parsed.comments == ["keep-alive"] and parsed.problems == []
+    assert parsed.events == [STARTED]
+    assert parsed.comments == ["keep-alive"]
+    assert parsed.problems == []
     assert parsed.frames[1].strange == ["bogus"]
 
 
@@ -381,7 +393,8 @@ async def test_the_docs_example_drives_the_demo_as_agui_demo_serves_it(
         await namespace["main"](base + "/agui/")
 
     printed = capsys.readouterr().out.splitlines()
-    assert printed[0].startswith("Done: order A100 was refunded. 5.00") and printed[1] == printed[0]
+    assert printed[0].startswith("Done: order A100 was refunded. 5.00")
+    assert printed[1] == printed[0]
 
 
 BODIES = [

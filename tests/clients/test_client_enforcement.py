@@ -32,7 +32,8 @@ def test_an_undescribed_property_is_stripped_with_a_warning_naming_it_and_the_re
 ) -> None:
     enforced = enforce({**event, name: value})
 
-    assert enforced.problem is None and enforced.model is not None
+    assert enforced.problem is None
+    assert enforced.model is not None
     assert enforced.warnings == [f"stripped /{name}: an undescribed property"]
     assert wire(enforced.model) == wire(enforce(event).model)  # type: ignore[arg-type]
 
@@ -51,9 +52,12 @@ def test_an_unrecognised_outcome_is_stripped_and_a_malformed_one_is_fatal() -> N
     stripped = enforce({**finished, "outcome": {"type": "paused"}})
     malformed = enforce({**finished, "outcome": ["success"]})
 
-    assert stripped.model is not None and stripped.model.outcome is None  # type: ignore[attr-defined]
+    assert stripped.model is not None
+    assert stripped.model.outcome is None  # type: ignore[attr-defined]
     assert stripped.warnings == ["stripped /outcome: an unrecognised union member"]
-    assert malformed.model is None and malformed.problem is not None and "outcome" in malformed.problem
+    assert malformed.model is None
+    assert malformed.problem is not None
+    assert "outcome" in malformed.problem
 
 
 def test_an_unrecognised_content_part_is_dropped_from_its_list() -> None:
@@ -71,7 +75,9 @@ def test_an_unrecognised_content_part_is_dropped_from_its_list() -> None:
 def test_a_malformed_known_value_is_fatal() -> None:
     enforced = enforce({"type": "TEXT_MESSAGE_CONTENT", "messageId": "m", "delta": 42})
 
-    assert enforced.model is None and enforced.problem is not None and "delta" in enforced.problem
+    assert enforced.model is None
+    assert enforced.problem is not None
+    assert "delta" in enforced.problem
 
 
 async def test_a_strict_client_finishes_a_run_with_unrecognised_material_and_says_what_it_left_out() -> None:
@@ -93,7 +99,8 @@ async def test_a_strict_client_finishes_a_run_with_unrecognised_material_and_say
         "RUN_FINISHED",
     ]
     content = run.events[2]
-    assert isinstance(content, TextMessageContentEvent) and content.model_extra == {}
+    assert isinstance(content, TextMessageContentEvent)
+    assert content.model_extra == {}
     assert run.warnings == [
         "event 1 (FUTURE_EVENT): dropped an event of unrecognised type 'FUTURE_EVENT'",
         "event 3 (TEXT_MESSAGE_CONTENT): stripped /futureProp: an undescribed property",
@@ -174,7 +181,8 @@ def test_metadata_lands_on_the_call_and_the_message_it_builds_the_last_write_win
     owner, message = fold_messages([], call + text)
 
     merged = {**start, **args, **end}
-    assert owner["toolCalls"][0].get("metadata", {}) == merged and "metadata" not in owner
+    assert owner["toolCalls"][0].get("metadata", {}) == merged
+    assert "metadata" not in owner
     assert message.get("metadata", {}) == merged
 
 
@@ -266,7 +274,8 @@ def test_the_encrypted_value_type_1_1_adds_is_kept_and_folded_with_its_value() -
     typed = {**valued, "encryptedValueType": "provider.thinking"}
     text = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant", "encryptedValueType": "t"}
 
-    assert enforce(typed).warnings == [] and enforce(typed).model is not None
+    assert enforce(typed).warnings == []
+    assert enforce(typed).model is not None
     assert enforce(text).warnings == ["stripped /encryptedValueType: an undescribed property"]
     started = {"type": "TEXT_MESSAGE_START", "messageId": "m", "role": "assistant"}
     (message,) = fold_messages([], [started, typed])

@@ -148,7 +148,8 @@ def test_the_typescript_client_folds_the_same_streams_into_the_same_messages() -
         check=False,
     )
 
-    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert done.returncode == 0, done.stderr
+    assert not done.stderr, done.stderr
     for runs, by_typescript in zip(threads, json.loads(done.stdout), strict=True):
         assert folded(runs) == by_typescript, json.dumps(runs)
 

@@ -32,7 +32,9 @@ async def test_pending_ids_are_left_out_only_for_a_client_that_declares_no_versi
     said = [r.getMessage() for r in caplog.records if "declared no protocolVersion" in r.getMessage()]
     if declared is None:
         assert reply.outcome == {"type": "success"}
-        assert len(said) == 1 and str(ids) in said[0] and '"protocolVersion": "1.0"' in said[0]
+        assert len(said) == 1
+        assert str(ids) in said[0]
+        assert '"protocolVersion": "1.0"' in said[0]
     else:
         assert reply.outcome == {"type": "success", "pendingToolCallIds": ids}
         assert said == []

@@ -117,7 +117,8 @@ def check(expect: Mapping[str, Any], run: Run, error: ClientError | None, thread
         assert ("failed" if error else "completed") == expect["outcome"], (error, run.problems, run.invalid)
     if "errorContains" in expect:
         words = [expect["errorContains"], OUR_WORDS.get(expect["errorContains"], expect["errorContains"])]
-        assert error is not None and any(w.lower() in str(error).lower() for w in words), str(error)
+        assert error is not None, str(error)
+        assert any(w.lower() in str(error).lower() for w in words), str(error)
     if "runError" in expect:
         failed = next((e for e in delivered if e["type"] == "RUN_ERROR"), None)
         assert failed is not None

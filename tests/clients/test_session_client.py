@@ -96,7 +96,8 @@ def test_a_frame_cut_by_a_drop_is_forgotten_and_the_next_body_starts_afresh() ->
         after = decoder.feed(BODY) + decoder.close()
 
         assert [(frame.id, frame.text) for frame in before] == whole[: BODY[:cut].count(b"\n\n")], cut
-        assert [(frame.id, frame.text) for frame in after] == whole and decoder.problems == [], cut
+        assert [(frame.id, frame.text) for frame in after] == whole, cut
+        assert decoder.problems == [], cut
 
 
 def test_a_frame_keeps_its_last_id_and_an_id_with_a_nul_is_ignored() -> None:
@@ -152,7 +153,8 @@ async def test_a_server_that_resends_or_skips_an_event_on_a_reattach_is_caught_b
     ):
         run = await client.run({"threadId": "t", "runId": "r", "messages": []})
 
-    assert asked == [None, "2"] and run.problems == [problem]
+    assert asked == [None, "2"]
+    assert run.problems == [problem]
     kept = SERVED[:2] + [frame for frame in resent if frame not in SERVED[:2]]
     assert [event["type"] for event in run.wire] == [json.loads(f.split(b"data: ")[1])["type"] for f in kept]
 
@@ -184,7 +186,8 @@ def ids(run: Run) -> list[str | None]:
 
 def check_once_each(run: Run, reference: Run, after: int = 0) -> None:
     """The rule: the events read are the run's after `after`, each once, in order, with their ids 1, 2, 3, ..."""
-    assert run.problems == [] and run.invalid == []
+    assert run.problems == []
+    assert run.invalid == []
     assert run.wire == reference.wire[after:]
     assert ids(run) == [str(n) for n in range(after + 1, len(reference.wire) + 1)]
     assert run.last_event_id == str(len(reference.wire))
@@ -217,8 +220,10 @@ async def test_a_post_read_through_drops_is_the_run_read_whole(
         run = await client.run(body_of(thread_id, run_id, f"hold {WORDS} {HOLD}"))
 
     check_once_each(run, await whole(served, thread_id, run_id))
-    assert run.text == answer(WORDS) and run.outcome == {"type": "success"}
-    assert len(run.drops) == cutting.fired >= 1 and len(cutting.requests) == cutting.fired + 1
+    assert run.text == answer(WORDS)
+    assert run.outcome == {"type": "success"}
+    assert len(run.drops) == cutting.fired >= 1
+    assert len(cutting.requests) == cutting.fired + 1
 
 
 @PROPERTY
@@ -269,9 +274,12 @@ async def test_a_dropped_post_raises_with_the_last_id_and_a_reattach_after_it_gi
         rest = await client.reattach(thread_id, run_id, after=seen.last_event_id)
 
     reference = await whole(served, thread_id, run_id)
-    assert isinstance(dropped.value, httpx.TransportError) and seen.drops == ["ReadError: the connection was reset"]
-    assert seen.last_event_id == str(len(seen.wire)) and 0 < len(seen.wire) < len(reference.wire)
-    assert seen.wire + rest.wire == reference.wire and rest.problems == []
+    assert isinstance(dropped.value, httpx.TransportError)
+    assert seen.drops == ["ReadError: the connection was reset"]
+    assert seen.last_event_id == str(len(seen.wire))
+    assert 0 < len(seen.wire) < len(reference.wire)
+    assert seen.wire + rest.wire == reference.wire
+    assert rest.problems == []
 
 
 async def test_a_silence_past_event_timeout_is_a_drop_that_a_reattach_takes_up(one: tuple[Served, Held]) -> None:
@@ -290,7 +298,8 @@ async def test_a_silence_past_event_timeout_is_a_drop_that_a_reattach_takes_up(o
         run = await reading
 
     check_once_each(run, await whole(served, thread_id, run_id))
-    assert len(run.drops) >= 2 and all(drop.endswith("(event_timeout).") for drop in run.drops)
+    assert len(run.drops) >= 2
+    assert all(drop.endswith("(event_timeout).") for drop in run.drops)
 
 
 async def test_reattaching_gives_up_after_max_reattaches_that_bring_nothing(one: tuple[Served, Held]) -> None:
@@ -306,8 +315,10 @@ async def test_reattaching_gives_up_after_max_reattaches_that_bring_nothing(one:
             await client.reattach(thread_id, run_id)
 
     run = dropped.value.run
-    assert len(cutting.requests) == 1 + 3 and len(run.drops) == 4
-    assert run.last_event_id == "1" and [event["type"] for event in run.wire] == ["RUN_STARTED"]
+    assert len(cutting.requests) == 1 + 3
+    assert len(run.drops) == 4
+    assert run.last_event_id == "1"
+    assert [event["type"] for event in run.wire] == ["RUN_STARTED"]
     assert "reattach after event id 1" in str(dropped.value)
 
 
@@ -363,7 +374,8 @@ async def test_pages_of_threads_list_each_once_newest_first(client: AGUIClient, 
     every = [listed async for listed in client.all_threads(limit=limit)]
 
     mine = [listed["threadId"] for listed in paged if listed["threadId"].startswith(prefix)]
-    assert mine == made[::-1] and every == paged
+    assert mine == made[::-1]
+    assert every == paged
     assert {listed["title"] for listed in paged if listed["threadId"] in made} == {"hello"}
 
 
@@ -421,7 +433,8 @@ async def test_a_stopped_run_ends_cancelled_and_a_second_stop_finds_it_ended(one
     held.release(thread_id)
 
     assert (asked, again) == (True, False)
-    assert run.outcome == {"type": "cancelled"} and run.problems == []
+    assert run.outcome == {"type": "cancelled"}
+    assert run.problems == []
     assert replayed.wire == run.wire
 
 

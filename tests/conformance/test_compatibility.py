@@ -14,7 +14,8 @@ ROOT = Path(__file__).parents[2]
 
 def measure_module() -> Any:
     spec = importlib.util.spec_from_file_location("measure", ROOT / "tests" / "compat" / "measure.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules["measure"] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)

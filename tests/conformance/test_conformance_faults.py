@@ -188,7 +188,8 @@ async def test_a_refused_setup_message_is_tried_again_by_the_next_case() -> None
 
     report = await check(target.app, **KIT)
 
-    assert report["frontend-call"].status == "skip" and "RUN_ERROR" in report["frontend-call"].evidence
+    assert report["frontend-call"].status == "skip"
+    assert "RUN_ERROR" in report["frontend-call"].evidence
     assert report["frontend-resolved"].status == "pass", report.table()
 
 
@@ -200,7 +201,8 @@ async def test_an_answer_invented_for_a_call_nobody_answered_fails(fault: str, s
 
     assert report["invented-answer"].status == "fail", report.table()
     evidence = report["invented-answer"].evidence
-    assert seen in evidence and "which nobody answered" in evidence
+    assert seen in evidence
+    assert "which nobody answered" in evidence
     assert "No result was recorded for this tool call." in evidence
 
 

@@ -108,7 +108,8 @@ async def test_a_refused_answer_is_no_answer_and_an_accepted_one_is() -> None:
     accepted = await thread.resume(resolved(reply.interrupts[0], {"name": "Ada", "quantity": 1}))
     report = by_id(recording.report())["form"]
 
-    assert (refused.error or {}).get("code") == "RESUME_PAYLOAD_INVALID" and accepted.error is None
+    assert (refused.error or {}).get("code") == "RESUME_PAYLOAD_INVALID"
+    assert accepted.error is None
     assert answered_once["status"] == "fail"
     assert failing_checks(report) == {"valid-payloads"}
 
@@ -178,7 +179,8 @@ def served_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 30
         while not _answers(url):
-            assert server.poll() is None and time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
             time.sleep(0.05)
         yield url
     finally:
@@ -242,5 +244,6 @@ def test_the_0_0_59_clients_known_limits_are_graded_failures(reference_url: str)
     assert failing_checks(report["cancelled"]) == {"continued"}
     assert failing_checks(report["expiring"]) == {"answered-once", "expiry"}
     assert "neither answered nor cancelled" in report["expiring"]["detail"]
-    assert "threw in cancelled" in output and "threw in expiring" in output
+    assert "threw in cancelled" in output
+    assert "threw in expiring" in output
     assert output.count("client-0.0.59 played") == len(SCENARIOS) - 2

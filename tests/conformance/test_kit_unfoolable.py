@@ -176,7 +176,8 @@ async def test_the_unchanged_answer_fails_a_bare_boolean_target_so_the_schema_is
         entry = {"interruptId": interrupt["id"], "status": "resolved", "payload": {"approved": True}}
         refused = await client.run({**body, "runId": "r2", "resume": [entry]})
 
-    assert refused.error is not None and refused.error.get("code") == "RESUME_PAYLOAD_INVALID"
+    assert refused.error is not None
+    assert refused.error.get("code") == "RESUME_PAYLOAD_INVALID"
 
 
 async def test_a_target_that_never_interrupts_is_not_graded_and_exits_non_zero_unless_allowed() -> None:

@@ -156,7 +156,8 @@ async def test_submit_resume_refuses_an_interrupt_id_no_store_can_keep() -> None
 
     error = await refusal(adapter.submit_resume("t", [resolved("int\x00", {})]))
 
-    assert error.code == "INVALID_ID" and "save" not in store.asked
+    assert error.code == "INVALID_ID"
+    assert "save" not in store.asked
 
 
 @pytest.mark.parametrize("where", ["state", "forwardedProps", "resume payload", "message member"])
@@ -186,7 +187,8 @@ async def test_submit_resume_refuses_a_payload_nested_too_deep() -> None:
 
     error = await refusal(adapter.submit_resume("t", [resolved("int_1", nested(MAX_DEPTH))]))
 
-    assert error.code == "INPUT_TOO_DEEP" and "save" not in store.asked
+    assert error.code == "INPUT_TOO_DEEP"
+    assert "save" not in store.asked
 
 
 async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +206,9 @@ async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monke
     direct = Adapter(ScriptedBackend(fallback="ok"))
     await collect(direct.run(RunAgentInput.model_validate(run_input("t", [user("hi")]))))
 
-    assert reply.status == 200 and len(walked) == 1  # the Python call alone
+    # the Python call alone
+    assert reply.status == 200
+    assert len(walked) == 1
 
 
 class Rewriting:
@@ -296,7 +300,8 @@ async def test_a_backend_id_no_store_can_keep_ends_the_run_with_backend_error(
     assert "id that" in events[-1]["message"]
     assert not any(e["type"].startswith("TOOL_CALL") for e in events)
     assert again[-1]["type"] == "RUN_FINISHED"  # the thread is still usable
-    assert stored is not None and stored["interrupts"] == []
+    assert stored is not None
+    assert stored["interrupts"] == []
     assert all(m.get("toolCalls") is None and m["role"] != "tool" for m in stored["messages"])
 
 

@@ -388,10 +388,12 @@ async def test_unknown_content_parts_are_dropped_with_a_warning(
 
     assert_served(response)
     (message,) = handler.received[0].messages
-    assert isinstance(message, UserMessage) and isinstance(message.content, list)
+    assert isinstance(message, UserMessage)
+    assert isinstance(message.content, list)
     assert [part.type for part in message.content] == ["text", "image"]
     assert isinstance(message.content[0], TextPart)
-    assert "hologram" in caplog.text and "s3" in caplog.text
+    assert "hologram" in caplog.text
+    assert "s3" in caplog.text
 
 
 async def test_accept_header_is_ignored(client: httpx.AsyncClient) -> None:

@@ -65,10 +65,12 @@ def edge() -> Iterator[Edge]:
 
 def check(response: httpx.Response) -> None:
     assert response.status_code < 500, response.text[:500]
-    assert "Traceback" not in response.text and 'File "' not in response.text, response.text[:500]
+    assert "Traceback" not in response.text, response.text[:500]
+    assert 'File "' not in response.text, response.text[:500]
     if response.status_code >= 400:
         error = response.json()["error"]
-        assert isinstance(error["code"], str) and error["code"], response.text[:500]
+        assert isinstance(error["code"], str), response.text[:500]
+        assert error["code"], response.text[:500]
         return
     assert response.status_code == 200
     events, _, problems = parse_sse(response.content)

@@ -105,4 +105,5 @@ def test_nan_and_infinity_are_refused_however_long_the_body(padding: int, consta
 def test_nan_inside_a_string_is_text(padding: int) -> None:
     messages = json.dumps([{"id": "1", "role": "user", "content": "NaN Infinity " + "x" * padding}])
     content = parse_run_input((BASE % (messages, "1")).encode()).input.messages[0].content
-    assert isinstance(content, str) and content.startswith("NaN Infinity")
+    assert isinstance(content, str)
+    assert content.startswith("NaN Infinity")

@@ -214,7 +214,8 @@ class Stores:
         for store in self.stores:
             self.loop.run_until_complete(store.save(value, ThreadChange(append=[message]), expected_version=0))
             loaded = self.loop.run_until_complete(store.load(value))
-            assert loaded is not None and [m.id for m in loaded.messages] == [value], type(store).__name__
+            assert loaded is not None, type(store).__name__
+            assert [m.id for m in loaded.messages] == [value], type(store).__name__
 
     def close(self) -> None:
         for store in self.stores:
@@ -447,5 +448,6 @@ async def test_model_arguments_too_deep_to_parse_are_invalid_arguments(serve: Se
 
     reply = await client.thread().say("go")
 
-    assert reply.outcome == {"type": "success"} and ran == []
+    assert reply.outcome == {"type": "success"}
+    assert ran == []
     assert "nest too deeply" in reply.results()["call_1"]["content"]

@@ -51,7 +51,8 @@ async def test_every_thread_route_reaches_the_thread_its_escaped_id_names(
     thread_id = f"{thread_id}-{new_id('t')}"  # a fresh thread each example
     http, base = served.http, served.url
     posted = await http.post(base + "/", json=run_input(thread_id, [user("hello")], runId=run_id))
-    assert posted.status_code == 200 and '"RUN_FINISHED"' in posted.text
+    assert posted.status_code == 200
+    assert '"RUN_FINISHED"' in posted.text
 
     read = await http.get(f"{base}/threads/{path(thread_id)}")
     events = await http.get(f"{base}/threads/{path(thread_id)}/runs/{path(run_id)}/events")
@@ -60,10 +61,15 @@ async def test_every_thread_route_reaches_the_thread_its_escaped_id_names(
     deleted = await http.delete(f"{base}/threads/{path(thread_id)}")
     gone = await http.get(f"{base}/threads/{path(thread_id)}")
 
-    assert read.status_code == 200 and read.json()["threadId"] == thread_id
-    assert events.status_code == 200 and f'"runId":"{run_id}"' in events.text.replace("\\/", "/")
-    assert renamed.status_code == 200 and renamed.json() == {"threadId": thread_id, "title": "renamed"}
-    assert stopped.status_code == 202 and stopped.json()["stopping"] is False  # it had ended
+    assert read.status_code == 200
+    assert read.json()["threadId"] == thread_id
+    assert events.status_code == 200
+    assert f'"runId":"{run_id}"' in events.text.replace("\\/", "/")
+    assert renamed.status_code == 200
+    assert renamed.json() == {"threadId": thread_id, "title": "renamed"}
+    # it had ended
+    assert stopped.status_code == 202
+    assert stopped.json()["stopping"] is False
     assert (deleted.status_code, gone.status_code) == (204, 404)
 
 
@@ -73,4 +79,5 @@ async def test_a_trailing_slash_is_still_the_route_s_and_not_the_id_s(served: Se
 
     read = await served.http.get(f"{served.url}/threads/{thread_id}/")
 
-    assert read.status_code == 200 and read.json()["threadId"] == thread_id
+    assert read.status_code == 200
+    assert read.json()["threadId"] == thread_id

@@ -98,7 +98,8 @@ def test_a_flag_whose_extra_is_missing_exits_with_its_one_line_hint(
         demo.main(["--db", ":memory:", *flags])
 
     assert isinstance(exited.value.code, str)  # Python prints it alone to stderr and exits with status 1
-    assert hint in exited.value.code and "\n" not in exited.value.code
+    assert hint in exited.value.code
+    assert "\n" not in exited.value.code
     assert capsys.readouterr() == ("", "")  # nothing else: no "Demo page" line for a demo that never served
 
 
@@ -121,7 +122,8 @@ def _serve_in_thread(config: uvicorn.Config) -> tuple[uvicorn.Server, threading.
     thread.start()
     deadline = time.monotonic() + 10
     while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        assert thread.is_alive(), "uvicorn did not start"
         time.sleep(0.01)
     return server, thread, sock.getsockname()[1]
 

@@ -69,7 +69,8 @@ async def test_a_page_after_the_last_message_is_empty_and_final(long_thread: Any
 async def test_after_alone_reads_a_page_of_the_default_size(long_thread: Any) -> None:
     served, thread_id, whole = long_thread
     body = (await served.client.get(f"/threads/{thread_id}?after={whole[0]['id']}")).json()
-    assert body["messages"] == whole[1:] and body["next"] is None
+    assert body["messages"] == whole[1:]
+    assert body["next"] is None
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,8 @@ async def test_the_python_api_pages_alike(long_thread: Any) -> None:
     served, thread_id, whole = long_thread
     adapter = served.adapter
     page = await served.call(adapter.thread(thread_id, after=whole[2]["id"], limit=3))
-    assert page["messages"] == whole[3:6] and page["next"] == whole[5]["id"]
+    assert page["messages"] == whole[3:6]
+    assert page["next"] == whole[5]["id"]
     with pytest.raises(ValueError, match="1 to 1000"):
         await served.call(adapter.thread(thread_id, limit=0))
 

@@ -64,13 +64,15 @@ async def test_an_approval_that_remembers_lets_later_calls_of_the_tool_run_with_
     first = await approve(chat, "email", REMEMBER)
     later = await chat.say("email again")
 
-    assert interrupts(later) == [] and [r["content"] for r in results(later)] == ["sent to ceo@x.io"]
+    assert interrupts(later) == []
+    assert [r["content"] for r in results(later)] == ["sent to ceo@x.io"]
     assert office.ran == ["email ceo@x.io"] * 2
     (made,) = approvals(first)
     assert (made["decision"], made["decidedBy"], made.get("grant")) == ("approved", "alice", None)
     (used,) = approvals(later)
     assert (used["decision"], used["decidedBy"], used["toolName"]) == ("approved", "alice", "send_email")
-    assert used["grant"]["tool"] == "send_email" and used["grant"]["grantedBy"] == "alice"
+    assert used["grant"]["tool"] == "send_email"
+    assert used["grant"]["grantedBy"] == "alice"
     assert datetime.fromisoformat(used["grant"]["grantedAt"]) <= datetime.fromisoformat(made["decidedAt"])
 
 
@@ -82,7 +84,8 @@ async def test_an_approval_without_remember_grants_nothing() -> None:
 
     assert len(interrupts(await chat.say("email again"))) == 1
     thread = await chat.adapter.thread(chat.thread_id)
-    assert thread is not None and thread["grants"] == []
+    assert thread is not None
+    assert thread["grants"] == []
 
 
 async def test_a_denial_that_says_remember_grants_nothing() -> None:
@@ -91,7 +94,8 @@ async def test_a_denial_that_says_remember_grants_nothing() -> None:
 
     await approve(chat, "email", {"approved": False, "remember": "thread"})
 
-    assert len(interrupts(await chat.say("email again"))) == 1 and office.ran == []
+    assert len(interrupts(await chat.say("email again"))) == 1
+    assert office.ran == []
 
 
 async def test_the_thread_read_lists_grants_and_a_revoked_grant_asks_again() -> None:
@@ -105,14 +109,19 @@ async def test_the_thread_read_lists_grants_and_a_revoked_grant_asks_again() -> 
     revoked = await adapter.revoke_grant(chat.thread_id, "send_email", principal="alice")
     again = await adapter.revoke_grant(chat.thread_id, "send_email", principal="alice")
 
-    assert read is not None and paged is not None
+    assert read is not None
+    assert paged is not None
     (grant,) = read["grants"]
-    assert set(grant) == {"tool", "grantedBy", "grantedAt"} and grant["tool"] == "send_email"
-    assert grant["grantedBy"] == "alice" and paged["grants"] == read["grants"]
+    assert set(grant) == {"tool", "grantedBy", "grantedAt"}
+    assert grant["tool"] == "send_email"
+    assert grant["grantedBy"] == "alice"
+    assert paged["grants"] == read["grants"]
     assert (revoked, again) == (True, False)
-    assert len(interrupts(await chat.say("email again"))) == 1 and office.ran == ["email ceo@x.io"]
+    assert len(interrupts(await chat.say("email again"))) == 1
+    assert office.ran == ["email ceo@x.io"]
     after = await adapter.thread(chat.thread_id, principal="alice")
-    assert after is not None and after["grants"] == []
+    assert after is not None
+    assert after["grants"] == []
 
 
 async def test_remember_on_a_tool_that_takes_no_grant_is_refused_and_the_approval_stays_open() -> None:
@@ -124,8 +133,10 @@ async def test_remember_on_a_tool_that_takes_no_grant_is_refused_and_the_approva
 
     refused = await chat.resume(resolved(interrupt["id"], REMEMBER))
 
-    assert refused[-1]["type"] == "RUN_ERROR" and refused[-1]["code"] == "RESUME_GRANT_REFUSED"
-    assert await adapter.store.load(chat.thread_id) == before and office.ran == []
+    assert refused[-1]["type"] == "RUN_ERROR"
+    assert refused[-1]["code"] == "RESUME_GRANT_REFUSED"
+    assert await adapter.store.load(chat.thread_id) == before
+    assert office.ran == []
     assert "remember" not in interrupt["responseSchema"]["properties"]
     approved = await chat.resume(resolved(interrupt["id"], {"approved": True}))
     assert [r["content"] for r in results(approved)] == ["paid 5"]
@@ -143,7 +154,8 @@ async def test_a_grant_never_lets_a_tool_through_that_takes_none_now() -> None:
     tools = [dataclasses.replace(email, grantable=False), pay]
     chat.adapter = Adapter(ScriptedBackend(RULES), tools=tools, store=store)
 
-    assert len(interrupts(await chat.say("email again"))) == 1 and stricter.ran == []
+    assert len(interrupts(await chat.say("email again"))) == 1
+    assert stricter.ran == []
 
 
 @pytest.mark.parametrize("remember", ["forever", True, 1], ids=["other-string", "true", "number"])
@@ -174,9 +186,11 @@ async def test_a_rule_that_says_no_needs_no_grant_and_one_that_asks_is_covered_b
 
     both = await chat.say("twice")
 
-    assert interrupts(both) == [] and sorted(asked) == ["a@x.io", "b@x.io", "ceo@x.io"]
+    assert interrupts(both) == []
+    assert sorted(asked) == ["a@x.io", "b@x.io", "ceo@x.io"]
     (record,) = approvals(both)  # the call the rule let through needs no record; the one the grant covered has one
-    assert record["arguments"] == '{"to": "b@x.io"}' and record["grant"]["tool"] == "send_email"
+    assert record["arguments"] == '{"to": "b@x.io"}'
+    assert record["grant"]["tool"] == "send_email"
 
 
 def four_eyes(principal: str | None, owner: str | None, action: str) -> bool:
@@ -198,7 +212,8 @@ async def test_under_four_eyes_the_grant_is_the_approvers_and_the_owner_may_not_
     later = await chat.say("email again")
 
     assert owner_tries.value.code == "APPROVAL_FORBIDDEN"
-    assert interrupts(later) == [] and approvals(later)[0]["grant"]["grantedBy"] == "bob"
+    assert interrupts(later) == []
+    assert approvals(later)[0]["grant"]["grantedBy"] == "bob"
     with pytest.raises(Forbidden) as refused:
         await adapter.revoke_grant(chat.thread_id, "send_email", principal="alice")
     assert refused.value.code == "APPROVAL_FORBIDDEN"
@@ -220,7 +235,8 @@ async def test_a_grant_whose_maker_may_no_longer_approve_lets_nothing_through() 
 
     approvers.clear()
 
-    assert len(interrupts(await chat.say("email again"))) == 1 and office.ran == ["email ceo@x.io"]
+    assert len(interrupts(await chat.say("email again"))) == 1
+    assert office.ran == ["email ceo@x.io"]
 
 
 def anyone(principal: str | None, owner: str | None, action: str) -> bool:
@@ -263,7 +279,9 @@ async def test_two_racing_approvals_on_two_replicas_that_both_remember_store_one
             await there.close()
 
     assert sorted(events[-1]["type"] for events in both) == ["RUN_ERROR", "RUN_FINISHED"]
-    assert thread is not None and len(thread["grants"]) == 1 and office.ran == ["email ceo@x.io"]
+    assert thread is not None
+    assert len(thread["grants"]) == 1
+    assert office.ran == ["email ceo@x.io"]
     winner = "alice" if both[0][-1]["type"] == "RUN_FINISHED" else "bob"
     assert thread["grants"][0]["grantedBy"] == winner
 
@@ -279,8 +297,10 @@ async def test_a_grant_survives_a_restart_and_serves_another_replica(make_store:
         later = await chat.say("email again")
         thread = await chat.adapter.thread(chat.thread_id, principal="alice")
 
-        assert interrupts(later) == [] and office.ran == ["email ceo@x.io"] * 2
-        assert thread is not None and [g["tool"] for g in thread["grants"]] == ["send_email"]
+        assert interrupts(later) == []
+        assert office.ran == ["email ceo@x.io"] * 2
+        assert thread is not None
+        assert [g["tool"] for g in thread["grants"]] == ["send_email"]
         assert await chat.adapter.revoke_grant(chat.thread_id, "send_email", principal="alice") is True
         chat.adapter = office.adapter(first)
         assert len(interrupts(await chat.say("email once more"))) == 1
@@ -331,7 +351,8 @@ async def test_a_revocation_while_a_run_is_in_progress_does_not_fail_it_and_coun
     (waiting,) = interrupts(events)  # the run stored its turn after the revocation, not THREAD_CONFLICT
     assert waiting["metadata"] == {"toolName": "pay"}
     read = await adapter.thread(chat.thread_id)
-    assert read is not None and read["grants"] == []
+    assert read is not None
+    assert read["grants"] == []
 
 
 async def test_submitted_answers_remember_as_the_worker_that_applies_them_and_are_checked_when_submitted() -> None:
@@ -346,7 +367,9 @@ async def test_submitted_answers_remember_as_the_worker_that_applies_them_and_ar
     with pytest.raises(ResumeError) as refused:
         await adapter.submit_resume(chat.thread_id, [resolved(pay["id"], REMEMBER)], principal="alice")
 
-    assert applied[-1].type == "RUN_FINISHED" and office.ran == ["email ceo@x.io"]
+    assert applied[-1].type == "RUN_FINISHED"
+    assert office.ran == ["email ceo@x.io"]
     thread = await adapter.thread(chat.thread_id, principal="alice")
-    assert thread is not None and [(g["tool"], g["grantedBy"]) for g in thread["grants"]] == [("send_email", "worker")]
+    assert thread is not None
+    assert [(g["tool"], g["grantedBy"]) for g in thread["grants"]] == [("send_email", "worker")]
     assert refused.value.code == "RESUME_GRANT_REFUSED"

@@ -111,7 +111,8 @@ class ApprovalMachine(RuleBasedStateMachine):
         try:
             events = self.run(self.chat.resume(resolved(interrupt_id, payload), principal=who))
         except Forbidden as refused:
-            assert who not in self.approvers and refused.code == "APPROVAL_FORBIDDEN"
+            assert who not in self.approvers
+            assert refused.code == "APPROVAL_FORBIDDEN"
             return
         assert who in self.approvers
         if approved and remember and not self.grantable[name]:
@@ -129,12 +130,14 @@ class ApprovalMachine(RuleBasedStateMachine):
         try:
             revoked = self.run(self.chat.adapter.revoke_grant(self.chat.thread_id, name, principal=who))
         except Forbidden as refused:
-            assert who not in self.approvers and refused.code == "APPROVAL_FORBIDDEN"
+            assert who not in self.approvers
+            assert refused.code == "APPROVAL_FORBIDDEN"
             return
         if not self.chat.replies:  # no thread yet: as for any unknown thread
             assert revoked is None
             return
-        assert who in self.approvers and revoked is (name in self.grants)
+        assert who in self.approvers
+        assert revoked is (name in self.grants)
         self.grants.pop(name, None)
 
     @rule()

@@ -51,7 +51,8 @@ async def test_a_denial_tells_the_model_the_reason_quoted_as_data() -> None:
     assert quoted(result["content"]) == HOSTILE
     assert "\n" not in result["content"].split(NOTE, 1)[1]  # one JSON string: no line of its own to pass for more
     told = [m for m in backend.requests[-1].messages if m.role == "tool"]
-    assert [m.content for m in told] == [result["content"]] and ran == []
+    assert [m.content for m in told] == [result["content"]]
+    assert ran == []
 
 
 async def test_the_record_keeps_the_reason_of_every_decision() -> None:
@@ -98,10 +99,12 @@ async def test_a_reason_past_the_limit_is_refused_and_the_approval_stays_open() 
 
     refused = await chat.resume(resolved(interrupt["id"], {"approved": False, "reason": "x" * 2001}))
 
-    assert refused[-1]["type"] == "RUN_ERROR" and refused[-1]["code"] == "RESUME_REASON_TOO_LONG"
+    assert refused[-1]["type"] == "RUN_ERROR"
+    assert refused[-1]["code"] == "RESUME_REASON_TOO_LONG"
     assert await adapter.store.load(chat.thread_id) == before
     at_limit = await chat.resume(resolved(interrupt["id"], {"approved": False, "reason": "x" * 2000}))
-    assert quoted(results(at_limit)[0]["content"]) == "x" * 2000 and ran == []
+    assert quoted(results(at_limit)[0]["content"]) == "x" * 2000
+    assert ran == []
 
 
 @pytest.mark.parametrize("reason", [5, ["no"], {"why": "no"}], ids=["number", "list", "object"])

@@ -40,11 +40,14 @@ async def test_a_rule_that_says_no_runs_the_call_at_once_and_one_that_says_yes_a
     small = await chat.say("refund 40")
     large = await chat.say("refund 400")
 
-    assert interrupts(small) == [] and [r["content"] for r in results(small)] == ["refunded 40"]
+    assert interrupts(small) == []
+    assert [r["content"] for r in results(small)] == ["refunded 40"]
     (waiting,) = interrupts(large)
-    assert waiting["metadata"] == {"toolName": "refund"} and ran == [40]
+    assert waiting["metadata"] == {"toolName": "refund"}
+    assert ran == [40]
     approved = await chat.resume(resolved(waiting["id"], {"approved": True}))
-    assert [r["content"] for r in results(approved)] == ["refunded 400"] and ran == [40, 400]
+    assert [r["content"] for r in results(approved)] == ["refunded 400"]
+    assert ran == [40, 400]
 
 
 async def test_the_rule_gets_the_calls_context_and_its_validated_arguments() -> None:
@@ -83,7 +86,8 @@ async def test_a_rule_that_fails_asks_and_is_logged(rule: Any, caplog: pytest.Lo
     with caplog.at_level(logging.ERROR, logger="adapter.tools"):
         events = await chat.say("refund 1")
 
-    assert len(interrupts(events)) == 1 and ran == []
+    assert len(interrupts(events)) == 1
+    assert ran == []
     assert any("approval rule of refund" in record.getMessage() for record in caplog.records)
 
 
@@ -98,7 +102,9 @@ async def test_a_rule_is_not_asked_about_invalid_arguments_and_nothing_runs() ->
     events = await Chat(refunding(rule, ran)).say("refund nothing")
 
     (result,) = results(events)
-    assert interrupts(events) == [] and asked == [] and ran == []
+    assert interrupts(events) == []
+    assert asked == []
+    assert ran == []
     assert "Invalid arguments for refund" in result["content"]
 
 
@@ -109,8 +115,10 @@ async def test_true_and_false_keep_their_meaning() -> None:
     asks = await Chat(refunding(True, always)).say("refund 1")
     runs = await Chat(refunding(False, never)).say("refund 1")
 
-    assert len(interrupts(asks)) == 1 and always == []
-    assert interrupts(runs) == [] and never == [1]
+    assert len(interrupts(asks)) == 1
+    assert always == []
+    assert interrupts(runs) == []
+    assert never == [1]
 
 
 @pytest.mark.parametrize("given", ["yes", 1, None], ids=["str", "int", "none"])

@@ -60,12 +60,14 @@ async def test_an_approvers_input_is_not_used_and_it_sees_only_what_it_may_read(
     assert ("MESSAGES_SNAPSHOT" in reply.types) is reads
     assert [ctx.principal for ctx in kit.contexts["send_email"]] == [approver]
     seen = seen_by_model(backend)
-    assert "bob" not in seen and "SECRET" not in seen
+    assert "bob" not in seen
+    assert "SECRET" not in seen
     stored = await place.stored(alice.id)
     (decision,) = [json.loads(m.json) for m in stored.messages if m.role == "activity"]
     decided_by = f'"decidedBy":"{approver}"'
     assert decision["content"]["decidedBy"] == approver  # the record says who approved, and nothing else of theirs
-    assert "bob" not in stored_texts(stored).replace(decided_by, "") and stored.head.owner == "alice"
+    assert "bob" not in stored_texts(stored).replace(decided_by, "")
+    assert stored.head.owner == "alice"
     read = await place.client(approver).get(f"/threads/{alice.id}")
     assert read.status_code == (200 if reads else 404)
 
@@ -82,9 +84,11 @@ async def test_a_four_eyes_approver_is_not_told_of_interrupts_it_may_not_answer(
     bob = place.thread("bob", alice.id)
     incomplete = await bob.resume(resolved(approval["id"], {"approved": True}))
 
-    assert incomplete.types == ["RUN_STARTED", "RUN_ERROR"] and incomplete.error["code"] == "RESUME_INCOMPLETE"
+    assert incomplete.types == ["RUN_STARTED", "RUN_ERROR"]
+    assert incomplete.error["code"] == "RESUME_INCOMPLETE"
     shown = json.dumps(incomplete.events)
-    assert not any(hidden in shown for hidden in others) and "navigate" not in shown
+    assert not any(hidden in shown for hidden in others)
+    assert "navigate" not in shown
     assert incomplete.error["metadata"]["details"] == []
     assert await place.stored(alice.id) == before
 

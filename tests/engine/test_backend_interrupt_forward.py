@@ -158,7 +158,8 @@ async def test_a_refused_forward_after_a_takeover_leaves_the_turn_unclaimed(cloc
     applied = await run(adapter, run_input("t", [], resume=[entry]))
 
     assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "UPSTREAM_ERROR")
-    assert reopened is not None and reopened.head.open_turn is not None
+    assert reopened is not None
+    assert reopened.head.open_turn is not None
     turn = reopened.head.open_turn
     assert [call["interrupt_id"] for call in turn["pending"]] == ["up-1"]
     assert (turn["claimed_by"], turn["claimed_at"]) == (None, None)

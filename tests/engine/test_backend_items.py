@@ -64,7 +64,9 @@ async def test_a_backends_own_tools_and_interrupts_round_trip(serve: Serve) -> N
     (result,) = first.of("TOOL_CALL_RESULT")
     assert result["toolCallId"] == "call_search"
     starts = first.of("TEXT_MESSAGE_START")
-    assert len(starts) == 2 and starts[0]["messageId"] != starts[1]["messageId"]  # never reopened
+    # never reopened
+    assert len(starts) == 2
+    assert starts[0]["messageId"] != starts[1]["messageId"]
     assert first.outcome == {
         "type": "interrupt",
         "interrupts": [{"id": "up-int-1", "reason": "acme:choose_plan", "responseSchema": {"type": "object"}}],
@@ -180,7 +182,9 @@ async def test_backend_failure_closes_the_text_and_ends_in_a_sanitised_run_error
     assert reply.error["code"] == "BACKEND_ERROR"
     assert reply.error["message"]
     body = reply.body.decode()
-    assert "Traceback" not in body and "sk-secret" not in body and "RuntimeError" not in body
+    assert "Traceback" not in body
+    assert "sk-secret" not in body
+    assert "RuntimeError" not in body
 
 
 class CallsBothKinds:

@@ -268,7 +268,8 @@ async def test_with_a_tail_view_a_call_id_older_than_the_tail_is_refused_too(tmp
         noted = await run_events(adapter, run_input(thread, [user(f"note {turn}")]))
         assert noted[-1]["type"] == "RUN_FINISHED"
     before = await stored_messages(adapter, thread)
-    assert [m["role"] for m in before[-2:]] == ["user", "assistant"] and len(before) == 8
+    assert [m["role"] for m in before[-2:]] == ["user", "assistant"]
+    assert len(before) == 8
 
     again = await run_events(adapter, run_input(thread, [user("look again")]))
 
@@ -303,4 +304,5 @@ async def test_cancel_turn_is_a_resume_whose_answers_are_all_cancelled(bank: Ban
     cancelled_here = left(await stored_messages(adapter, here))
     assert cancelled_here == left(await stored_messages(adapter, there))
     assert cancelled_here == [("tool", "The user cancelled pay; it was not executed."), ("activity", "cancelled")]
-    assert bank.paid == [] and upstream.scripts == []
+    assert bank.paid == []
+    assert upstream.scripts == []

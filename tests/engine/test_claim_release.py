@@ -51,7 +51,9 @@ async def test_a_base_exception_while_applying_answers_releases_the_claim(failur
         [event async for event in adapter.resume("t1", approval, run_id="r1")]
 
     released = await adapter.store.load("t1", since=None)
-    assert suspended is not None and released is not None
+    assert suspended is not None
+    assert released is not None
     assert (released.head.open_turn, released.head.applied) == (suspended.head.open_turn, suspended.head.applied)
     again = [event async for event in adapter.resume("t1", approval, run_id="r2")]
-    assert again[-1].type == "RUN_FINISHED" and paid == ["10", "10"]
+    assert again[-1].type == "RUN_FINISHED"
+    assert paid == ["10", "10"]

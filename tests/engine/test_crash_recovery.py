@@ -94,7 +94,8 @@ async def test_after_the_lease_the_same_resume_finishes_the_turn(
     taken_over = await events_of(second.resume("t1", [approval], run_id="r1"))
 
     assert (early[-1].type, early[-1].code) == ("RUN_ERROR", "RESUME_CONFLICT")
-    assert taken_over[-1].type == "RUN_FINISHED" and taken_over[-1].outcome.type == "success"
+    assert taken_over[-1].type == "RUN_FINISHED"
+    assert taken_over[-1].outcome.type == "success"
     assert [ctx.idempotency_key for ctx in payments.contexts] == [payments.contexts[0].idempotency_key] * 2
     after_takeover = await second.store.load("t1")
     payments.release.set()
@@ -104,7 +105,8 @@ async def test_after_the_lease_the_same_resume_finishes_the_turn(
     await first.aclose()  # the stalled replica's shielded work is done
     assert await second.store.load("t1") == after_takeover  # its late writes were fenced off
     replayed = await events_of(second.resume("t1", [approval], run_id="r1"))
-    assert replayed[-1].type == "RUN_FINISHED" and len(payments.contexts) == 2
+    assert replayed[-1].type == "RUN_FINISHED"
+    assert len(payments.contexts) == 2
 
 
 async def test_after_the_lease_a_different_answer_to_a_started_tool_is_refused(
@@ -127,10 +129,13 @@ async def test_after_the_lease_a_different_answer_to_a_started_tool_is_refused(
     for refused in (denied, cancelled, other_edits):
         assert (refused[-1].type, refused[-1].code) == ("RUN_ERROR", "RESUME_CONFLICT")
         assert "may have run" in refused[-1].message
-    assert cancel_turn.value.code == "RESUME_CONFLICT" and "may have run" in cancel_turn.value.message
-    assert await second.store.load("t1") == before and len(payments.contexts) == 1
+    assert cancel_turn.value.code == "RESUME_CONFLICT"
+    assert "may have run" in cancel_turn.value.message
+    assert await second.store.load("t1") == before
+    assert len(payments.contexts) == 1
     finished = await events_of(second.resume("t1", [approval], run_id="r4"))
-    assert finished[-1].type == "RUN_FINISHED" and len(payments.contexts) == 2
+    assert finished[-1].type == "RUN_FINISHED"
+    assert len(payments.contexts) == 2
     payments.release.set()
     assert (await stalled)[-1].code == "THREAD_CONFLICT"
     stored = (await second.thread("t1") or {})["messages"]
@@ -190,7 +195,8 @@ async def test_a_replica_killed_mid_resume_is_finished_by_the_next(tmp_path: Pat
     assert [run.pop("pid") for run in runs] == [first.process.pid, second.process.pid]
     # At least once, and the same work both times: the tool with one idempotency key, or the one answer forwarded.
     assert runs[0] == runs[1] == ({"forward": {"approved": True}} if mid == "forward" else {"key": runs[0]["key"]})
-    assert replayed.outcome == {"type": "success"} and len(journaled(journal)) == 2
+    assert replayed.outcome == {"type": "success"}
+    assert len(journaled(journal)) == 2
     assert stored["interrupts"] == []
     if mid == "tool":
         assert "paid 10" in reply.results()[interrupt["toolCallId"]]["content"]

@@ -40,7 +40,8 @@ async def test_resume_lands_on_a_new_instance_over_the_same_database(
     assert resumed.results()[interrupt["toolCallId"]]["content"] == "refunded 42.5 on A17"
     assert kit.calls["refund_order"] == [{"order_id": "A17", "amount": 42.5}]
     assert kit.count("lookup_order") == 1
-    assert len(first_backend.requests) == 2 and len(second_backend.requests) == 1
+    assert len(first_backend.requests) == 2
+    assert len(second_backend.requests) == 1
     assert "refund_order returned refunded 42.5 on A17" in resumed.text
 
 

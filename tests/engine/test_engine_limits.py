@@ -28,7 +28,8 @@ async def test_an_unexpected_failure_is_a_clean_internal_error(serve: Serve) -> 
 
     refusal = reply.refusal(500)
     assert refusal["code"] == "INTERNAL_ERROR"
-    assert "secret" not in refusal["message"] and "Traceback" not in refusal["message"]
+    assert "secret" not in refusal["message"]
+    assert "Traceback" not in refusal["message"]
 
 
 async def test_a_model_that_never_stops_calling_tools_is_cancelled_at_max_steps(serve: Serve) -> None:

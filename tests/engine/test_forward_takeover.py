@@ -108,10 +108,13 @@ async def test_a_replica_that_dies_mid_forward_is_taken_over_with_the_same_answe
     late = await hung
     await first.aclose()
 
-    assert during.open_turn is not None and during.open_turn["claimed_by"] is not None  # the claim is stored
+    # the claim is stored
+    assert during.open_turn is not None
+    assert during.open_turn["claimed_by"] is not None
     assert (early[-1]["type"], early[-1]["code"]) == ("RUN_ERROR", "RESUME_CONFLICT")
     assert (other[-1]["code"], "may have run" in other[-1]["message"]) == ("RESUME_CONFLICT", True)
-    assert taken_over[-1]["outcome"] == {"type": "success"} and replayed[-1]["outcome"] == {"type": "success"}
+    assert taken_over[-1]["outcome"] == {"type": "success"}
+    assert replayed[-1]["outcome"] == {"type": "success"}
     assert (late[-1]["type"], late[-1]["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
     assert await head(second.store) == after  # the dead replica's late writes were fenced off
     assert upstream.forwards == ["die", "accept"]  # the replay forwarded nothing
@@ -136,7 +139,8 @@ async def test_a_forward_refused_after_a_takeover_gives_the_turn_back_unclaimed(
     await first.aclose()
 
     assert (refused[-1]["type"], refused[-1]["code"]) == ("RUN_ERROR", "UPSTREAM_ERROR")
-    assert reopened.open_turn is not None and [c["interrupt_id"] for c in reopened.open_turn["pending"]] == ["up-1"]
+    assert reopened.open_turn is not None
+    assert [c["interrupt_id"] for c in reopened.open_turn["pending"]] == ["up-1"]
     assert (reopened.open_turn["claimed_by"], reopened.open_turn["claimed_at"]) == (None, None)
     assert not blocked(reopened)
     assert applied[-1]["outcome"] == {"type": "success"}
@@ -182,8 +186,10 @@ async def test_a_takeover_repeats_the_answers_the_dead_replica_applied_before_it
     await second.aclose()
 
     assert (denied[-1]["code"], "answered differently" in denied[-1]["message"]) == ("RESUME_CONFLICT", True)
-    assert taken_over[-1]["outcome"] == {"type": "success"} and replayed[-1]["outcome"] == {"type": "success"}
-    assert payments == ["10"] and upstream.forwards == ["die", "accept"]
+    assert taken_over[-1]["outcome"] == {"type": "success"}
+    assert replayed[-1]["outcome"] == {"type": "success"}
+    assert payments == ["10"]
+    assert upstream.forwards == ["die", "accept"]
 
 
 async def attempts(script: list[str]) -> None:
@@ -200,7 +206,8 @@ async def attempts(script: list[str]) -> None:
             one = replica()
             dead.append((one, await dying(one, upstream)))
             turn = (await head(store)).open_turn
-            assert turn is not None and turn["claimed_by"] is not None
+            assert turn is not None
+            assert turn["claimed_by"] is not None
             assert (await resume(replica()))[-1]["code"] == "RESUME_CONFLICT"  # a live claim is never raced
             clock.now += LEASE
         else:
@@ -268,5 +275,6 @@ async def test_a_run_whose_claim_lapsed_while_its_tool_ran_cannot_hold_the_turn(
     assert taken_over[-1]["outcome"] == {"type": "success"}
     assert (late[-1]["type"], late[-1]["code"]) == ("RUN_ERROR", "THREAD_CONFLICT")
     assert await head(second.store) == finished  # nothing of the late run was stored, nothing of the takeover lost
-    assert upstream.forwards == ["accept"] and texts(await second.thread("t")) == ["accepted"]
+    assert upstream.forwards == ["accept"]
+    assert texts(await second.thread("t")) == ["accepted"]
     await second.aclose()

@@ -188,7 +188,8 @@ WRONG_PATH = "check `base_url`"
 def test_a_404_that_names_the_model_says_the_model_is_unknown(model: str, body: Callable[[str], bytes]) -> None:
     message = not_found_error(body(model), model).message
 
-    assert UNKNOWN_MODEL in message and repr(model) in message
+    assert UNKNOWN_MODEL in message
+    assert repr(model) in message
     assert WRONG_PATH not in message
 
 
@@ -203,7 +204,8 @@ def test_a_404_that_does_not_name_the_model_says_to_check_base_url(model: str, b
 
     message = not_found_error(body, model).message
 
-    assert WRONG_PATH in message and "/v1" in message
+    assert WRONG_PATH in message
+    assert "/v1" in message
     assert UNKNOWN_MODEL not in message
 
 

@@ -49,7 +49,8 @@ async def test_one_step_runs_backend_tools_and_suspends_the_rest_together(
     assert set(seen) == {lookup, stock, navigate, email}
     assert json_content(seen[navigate].content) == {"navigated": "/orders"}
     assert seen[email].content == "sent to boss@x.io"
-    assert "navigate returned" in second.text and "send_email returned sent to boss@x.io" in second.text
+    assert "navigate returned" in second.text
+    assert "send_email returned sent to boss@x.io" in second.text
 
 
 async def test_parallel_approvals_are_answered_per_entry(connect: Connect, kit: Kit, backend: ScriptedBackend) -> None:

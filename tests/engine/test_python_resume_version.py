@@ -33,7 +33,8 @@ async def test_an_approved_tool_s_media_reaches_a_python_resume_as_media() -> No
         thread_id="t1", run_id="r0", messages=[UserMessage(id="u1", content="snap")], tools=[], context=[]
     )
     finished = [event async for event in adapter.run(opening)][-1]
-    assert isinstance(finished, RunFinishedEvent) and isinstance(finished.outcome, RunFinishedInterruptOutcome)
+    assert isinstance(finished, RunFinishedEvent)
+    assert isinstance(finished.outcome, RunFinishedInterruptOutcome)
     (interrupt,) = finished.outcome.interrupts
 
     approved = [{"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}]

@@ -61,7 +61,8 @@ def assert_refused(reply: Reply, code: str) -> None:
     assert reply.status == 200
     assert reply.types == ["RUN_STARTED", "RUN_ERROR"]
     assert reply.error["code"] == code
-    assert isinstance(reply.error["message"], str) and reply.error["message"]
+    assert isinstance(reply.error["message"], str)
+    assert reply.error["message"]
 
 
 async def assert_still_resumable(suspended: Suspended, kit: Kit, before: StoredThread | None) -> None:
@@ -316,7 +317,8 @@ async def test_concurrent_resumes_apply_exactly_once(suspend: Suspend, kit: Kit)
     assert kit.count("send_email") == 1
     applied = [r for r in replies if "TOOL_CALL_RESULT" in r.types]
     others = [r for r in replies if "TOOL_CALL_RESULT" not in r.types]
-    assert len(applied) == 1 and len(others) == 1
+    assert len(applied) == 1
+    assert len(others) == 1
     assert applied[0].outcome == {"type": "success"}
     (other,) = others
     if "RUN_ERROR" in other.types:

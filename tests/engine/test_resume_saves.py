@@ -117,4 +117,5 @@ async def test_racing_client_results_are_applied_once(tmp_path: Path) -> None:
     (refused,) = [reply[-1] for reply in replies if reply[-1].type == "RUN_ERROR"]
     assert refused.code == "RESUME_CONFLICT"
     stored = await store.load("t")
-    assert stored is not None and [m.role for m in stored.messages].count("tool") == 1
+    assert stored is not None
+    assert [m.role for m in stored.messages].count("tool") == 1

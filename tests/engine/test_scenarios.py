@@ -225,7 +225,8 @@ async def test_declined_approval_never_runs_and_the_model_is_told(
     assert kit.count("send_email") == 0
     told = tool_messages(backend)[call_id]
     assert told.error == error
-    assert error in told.content and "not executed" in told.content
+    assert error in told.content
+    assert "not executed" in told.content
     assert call_triad(second, call_id) == ["TOOL_CALL_RESULT"]
     (result,) = [e for e in second.of("TOOL_CALL_RESULT") if e["toolCallId"] == call_id]
     assert result["metadata"] == {"error": error}
@@ -306,7 +307,8 @@ async def test_history_is_repaired_before_the_model_sees_it(connect: Connect, ba
     assert [(m.tool_call_id, m.error) for m in answers] == [("call_answered", None), ("call_orphan", "missing")]
     assert answers[0].content == "found"
     position = {m.id: i for i, m in enumerate(seen)}
-    assert position[answers[0].id] == position["a1"] + 1 and position[answers[1].id] == position["a1"] + 2
+    assert position[answers[0].id] == position["a1"] + 1
+    assert position[answers[1].id] == position["a1"] + 2
     for message in seen:
         if isinstance(message, AssistantMessage):
             for call in message.tool_calls or []:

@@ -144,7 +144,9 @@ async def lost_outcome(store: MemoryStore, clock: Clock, answer: str) -> tuple[A
     cut_off = await events_of(first.resume("t1", [entry], run_id="r1"))
     assert (cut_off[-1].type, cut_off[-1].code) == ("RUN_ERROR", "STORE_UNAVAILABLE")
     stored = await store.load("t1", since=None)
-    assert stored is not None and stored.head.open_turn is None and stored.head.applied["outcome"] is None
+    assert stored is not None
+    assert stored.head.open_turn is None
+    assert stored.head.applied["outcome"] is None
     second = Adapter(ScriptedBackend(RULES), tools=[pay], store=store, clock=clock, claim_lease=LEASE)
     return second, entry
 
@@ -190,9 +192,12 @@ async def test_the_outcome_a_lapsed_replay_gives_is_recorded_once_and_stands(ans
     stored = await store.load("t1", since=None)
 
     assert {ended_as(replay)[:2] for replay in replays} == {("RUN_ERROR", INTERRUPTED)}
-    assert stored is not None and stored.head.applied["outcome"]["code"] == INTERRUPTED
+    assert stored is not None
+    assert stored.head.applied["outcome"]["code"] == INTERRUPTED
     assert stored.head.applied["outcome"]["message"] == replays[0][-1].message
-    assert before is not None and stored.head.version == before.head.version + 1  # the outcome, written once
+    # the outcome, written once
+    assert before is not None
+    assert stored.head.version == before.head.version + 1
 
 
 async def test_submitting_the_answers_again_after_the_lease_records_the_outcome(clock: Clock) -> None:
@@ -204,7 +209,8 @@ async def test_submitting_the_answers_again_after_the_lease_records_the_outcome(
     stored = await store.load("t1", since=None)
 
     assert submitted is False  # already applied: nothing is queued
-    assert stored is not None and stored.head.applied["outcome"]["code"] == INTERRUPTED
+    assert stored is not None
+    assert stored.head.applied["outcome"]["code"] == INTERRUPTED
 
 
 class Slow:
@@ -245,7 +251,8 @@ async def test_a_run_that_ends_after_its_lapsed_replay_stores_its_reply_but_not_
 
     assert ended_as(lapsed)[:2] == ended_as(again)[:2] == ("RUN_ERROR", INTERRUPTED)
     assert finished[-1].type == "RUN_FINISHED"
-    assert thread is not None and [m.get("content") for m in thread["messages"]][-1] == "Done."
+    assert thread is not None
+    assert [m.get("content") for m in thread["messages"]][-1] == "Done."
 
 
 @pytest.mark.slow

@@ -58,7 +58,8 @@ async def test_a_streamed_call_opens_once_streams_each_piece_and_runs(serve: Ser
     assert reply.index("TEXT_MESSAGE_END") < reply.index("TOOL_CALL_START")
     assert call[-1]["content"] == "A17 shipped"
     (assistant,) = [m for m in backend.requests[1].messages if isinstance(m, AssistantMessage)]
-    assert assistant.tool_calls is not None and assistant.tool_calls[0].function.arguments == '{"order_id": "A17"}'
+    assert assistant.tool_calls is not None
+    assert assistant.tool_calls[0].function.arguments == '{"order_id": "A17"}'
 
 
 async def test_a_backend_that_fails_mid_call_has_the_call_closed(serve: Serve) -> None:

@@ -104,7 +104,8 @@ def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
     """
     backend = call("backend").model_copy(update={"interrupt_id": "int_2", "tool_call_id": None})
     record = lapsed_record(kind, earlier, None)
-    assert record.open_turn is not None and record.applied is not None
+    assert record.open_turn is not None
+    assert record.applied is not None
     record.open_turn.pending = [backend]
     record.applied.fingerprints["int_2"] = answer_fingerprint("resolved", {"approved": True})
     entries = [
@@ -121,7 +122,8 @@ def test_a_takeover_repeats_the_answers_the_lapsed_claim_already_applied(
         return
 
     assert answer_fingerprint(*later) == answer_fingerprint(*earlier)
-    assert isinstance(gate, Resume) and [a.call.interrupt_id for a in gate.answers] == ["int_2"]
+    assert isinstance(gate, Resume)
+    assert [a.call.interrupt_id for a in gate.answers] == ["int_2"]
     assert gate.earlier == record.applied
     taking_over = AppliedResume(run_id="r2", fingerprints={"int_2": record.applied.fingerprints["int_2"]})
     kept = gate.earlier.taken_over_by(taking_over)

@@ -128,4 +128,6 @@ async def test_two_runs_under_one_run_id_each_parent_their_own_spans() -> None:
     spans = _EXPORTER.get_finished_spans()
     runs = [s.context.span_id for s in spans if s.name == "agui.run"]
     parents = Counter(s.parent.span_id if s.parent else None for s in spans if s.name != "agui.run")
-    assert len(runs) == 2 and parents == {runs[0]: 4, runs[1]: 4}  # the gate, two steps and a tool, under their run
+    # the gate, two steps and a tool, under their run
+    assert len(runs) == 2
+    assert parents == {runs[0]: 4, runs[1]: 4}

@@ -111,7 +111,8 @@ async def test_tool_context_names_the_call(connect: Connect, kit: Kit) -> None:
     (ctx,) = kit.contexts["audit"]
     (call,) = reply.calls
     assert (ctx.thread_id, ctx.run_id, ctx.tool_call_id) == (thread.id, reply.started["runId"], call["toolCallId"])
-    assert ctx.idempotency_key and isinstance(ctx.idempotency_key, str)
+    assert ctx.idempotency_key
+    assert isinstance(ctx.idempotency_key, str)
     assert (ctx.answer, ctx.answered) == (None, False)
 
 
@@ -221,7 +222,8 @@ async def test_client_tool_named_like_a_server_tool_is_refused(connect: Connect,
 
     refusal = reply.refusal(422)
     assert refusal["code"] == "TOOL_NAME_CONFLICT"
-    assert "lookup_order" in refusal["message"] and refusal["details"] == ["lookup_order"]
+    assert "lookup_order" in refusal["message"]
+    assert refusal["details"] == ["lookup_order"]
     assert kit.count("lookup_order") == 0
 
 

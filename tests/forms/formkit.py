@@ -24,7 +24,9 @@ def spied(original: FunctionTool) -> tuple[FunctionTool, list[dict[str, Any]]]:
     """The same tool, recording the keyword arguments (its `ToolContext` included) of every execution."""
     runs: list[dict[str, Any]] = []
     fn = original.fn
-    assert fn is not None and original.signature is not None and not original.signature.is_async
+    assert fn is not None
+    assert original.signature is not None
+    assert not original.signature.is_async
 
     def record(**kwargs: Any) -> Any:
         runs.append(kwargs)

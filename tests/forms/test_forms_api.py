@@ -124,7 +124,8 @@ async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
     assert await adapter.submit_resume("t-worker", answers, metadata=audit) is True
     assert await adapter.submit_resume("t-worker", answers, metadata=audit) is True
     waiting = await adapter.thread("t-worker")
-    assert waiting is not None and [i["id"] for i in waiting["interrupts"]] == [asked["id"]]
+    assert waiting is not None
+    assert [i["id"] for i in waiting["interrupts"]] == [asked["id"]]
     assert len(runs) == 1
 
     events = await collect(adapter.resume("t-worker"), resumed=True)
@@ -139,7 +140,8 @@ async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
     assert [event["type"] for event in replay] == ["RUN_STARTED", "RUN_FINISHED"]
     assert len(runs) == 2
     done = await adapter.thread("t-worker")
-    assert done is not None and done["interrupts"] == []
+    assert done is not None
+    assert done["interrupts"] == []
 
 
 async def test_a_wrong_action_id_never_resumes_another_request() -> None:
@@ -158,7 +160,8 @@ async def test_a_wrong_action_id_never_resumes_another_request() -> None:
     assert crossed.value.code == "RESUME_UNKNOWN_INTERRUPT"
 
     still = await adapter.thread("t-late")
-    assert still is not None and [i["id"] for i in still["interrupts"]] == [second["id"]]
+    assert still is not None
+    assert [i["id"] for i in still["interrupts"]] == [second["id"]]
     assert [card["content"]["status"] for card in cards(still["messages"])] == ["SUBMITTED", "PENDING"]
     assert len(runs) == 1
     assert await adapter.submit_resume("t-late", [entry(second["toolCallId"], BOOKING)]) is True
@@ -171,7 +174,8 @@ async def test_cancel_turn_moves_the_card_to_cancelled_and_runs_nothing() -> Non
     assert await adapter.cancel_turn("t-cancel") is True
 
     record = await adapter.thread("t-cancel")
-    assert record is not None and record["interrupts"] == []
+    assert record is not None
+    assert record["interrupts"] == []
     (card,) = cards(record["messages"])
     assert (card["content"]["status"], card["content"]["actions"], card["content"]["version"]) == ("CANCELLED", [], 2)
     assert "cancelledAt" in card["content"]

@@ -91,7 +91,8 @@ async def test_meeting_room_form_then_the_model_books_the_room(serve: Serve) -> 
     assert json_content(seen[call["toolCallId"]]) == form_result
     assert [arguments(run) for run in runs] == [BOOKING]
     reservation = json.loads(done.results()[booking["toolCallId"]]["content"])
-    assert reservation["topic"] == "Q3 planning" and reservation["room"] == "Everest (12 seats)"
+    assert reservation["topic"] == "Q3 planning"
+    assert reservation["room"] == "Everest (12 seats)"
     assert reservation["reservationId"] in done.text
     assert done.outcome == {"type": "success"}
 
@@ -171,7 +172,8 @@ async def test_an_unregistered_form_key_is_the_models_error_and_the_run_goes_on(
     answer = next(m for m in backend.requests[-1].messages if isinstance(m, ToolMessage))
     assert answer.tool_call_id == call["toolCallId"]
     assert answer.error == "unknown_form"
-    assert "expense_claim" in answer.content and "Valid form keys: meeting_room_booking" in answer.content
+    assert "expense_claim" in answer.content
+    assert "Valid form keys: meeting_room_booking" in answer.content
     assert reply.of("ACTIVITY_SNAPSHOT") == []
     assert reply.outcome == {"type": "success"}
     assert "request_user_input was not completed (unknown_form)" in reply.text

@@ -101,7 +101,8 @@ async def test_a_second_form_required_after_the_data_is_a_protocol_error(caplog:
     assert (seen.tool_call_id, seen.error) == (asked["toolCallId"], "INPUT_REQUIRED_AGAIN")
     assert [r.getMessage().split(":")[0] for r in caplog.records] == ["INPUT_REQUIRED_AGAIN"]
     record = await adapter.thread("t-stubborn")
-    assert record is not None and record["interrupts"] == []
+    assert record is not None
+    assert record["interrupts"] == []
 
 
 async def test_the_quota_counts_an_interrupted_call_and_its_replay_once() -> None:

@@ -162,7 +162,8 @@ async def test_a_branch_is_what_the_model_sees_and_the_record_keeps_what_it_left
     assert after[: len(before)] == before  # the record keeps the first exchange, as it was said
     calls = [c["id"] for m in after if m["role"] == "assistant" for c in m.get("toolCalls") or []]
     answers = [m["toolCallId"] for m in after if m["role"] == "tool"]
-    assert len(calls) == len(set(calls)) == 2 and sorted(answers) == sorted(calls)
+    assert len(calls) == len(set(calls)) == 2
+    assert sorted(answers) == sorted(calls)
 
 
 async def test_a_branch_that_keeps_a_call_keeps_its_stored_answer(tmp_path: Any) -> None:

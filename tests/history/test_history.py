@@ -64,7 +64,8 @@ async def test_server_kept_history_lets_a_client_send_only_what_is_new(
     assert reply.outcome == {"type": "success"}
     assert seen_by_model(backend)[: len(earlier)] == earlier
     ids = await stored_ids(served, thread.id)
-    assert ids[: len(earlier) + 1] == [*earlier, latest["id"]] and len(ids) == len(earlier) + 2
+    assert ids[: len(earlier) + 1] == [*earlier, latest["id"]]
+    assert len(ids) == len(earlier) + 2
 
 
 async def test_server_kept_history_adds_each_resent_message_once(serve: Serve, make_adapter: MakeAdapter) -> None:
@@ -94,7 +95,9 @@ async def test_a_client_branch_is_what_the_model_sees_and_the_record_keeps_what_
     assert seen_by_model(backend)[:2] == [m["id"] for m in branch]
     ids = await stored_ids(served, thread.id)
     assert ids[: len(before)] == before  # nothing the record held is dropped
-    assert ids[len(before)] == branch[1]["id"] and len(ids) == len(before) + 2  # the new message and the reply
+    # the new message and the reply
+    assert ids[len(before)] == branch[1]["id"]
+    assert len(ids) == len(before) + 2
 
 
 async def test_a_new_run_stores_only_the_messages_it_adds(serve: Serve, make_adapter: MakeAdapter) -> None:
@@ -108,7 +111,8 @@ async def test_a_new_run_stores_only_the_messages_it_adds(serve: Serve, make_ada
     await thread.say("hello")
 
     (change,) = store.changes
-    assert change.keep is None and change.replace == {}
+    assert change.keep is None
+    assert change.replace == {}
     assert [m.id for m in change.append] == [m["id"] for m in thread.messages[held:]]
 
 
@@ -123,11 +127,17 @@ async def test_a_resume_appends_the_answers_without_rewriting_the_thread(
 
     reply = await thread.resume(resolved(interrupt["id"], {"approved": True}))
 
-    assert reply.outcome == {"type": "success"} and kit.count("send_email") == 1
+    assert reply.outcome == {"type": "success"}
+    assert kit.count("send_email") == 1
     claim, closed, finished = store.changes
-    assert claim.claim and claim.append == () and claim.keep is None
-    assert [m.role for m in closed.append] == ["tool", "activity"] and closed.keep is None  # the answer, its record
-    assert [m.role for m in finished.append] == ["assistant"] and finished.keep is None
+    assert claim.claim
+    assert claim.append == ()
+    assert claim.keep is None
+    # the answer, its record
+    assert [m.role for m in closed.append] == ["tool", "activity"]
+    assert closed.keep is None
+    assert [m.role for m in finished.append] == ["assistant"]
+    assert finished.keep is None
 
 
 async def test_a_resume_whose_client_holds_the_calls_restates_nothing(serve: Serve, make_adapter: MakeAdapter) -> None:

@@ -255,7 +255,8 @@ def test_parsed_threads_keep_only_the_prefix_whose_text_is_unchanged_and_stay_in
     assert parsed.prefix("other", texts_of(now)) == []
 
     parsed.keep("u", KnownThread(stored[:1], messages[:1]))  # over budget together: the older thread goes
-    assert parsed.prefix("t", texts_of(now)) == [] and parsed.prefix("u", texts_of(now)) == [messages[0]]
+    assert parsed.prefix("t", texts_of(now)) == []
+    assert parsed.prefix("u", texts_of(now)) == [messages[0]]
 
 
 def texts_of(stored: list[Any]) -> tuple[str, ...]:

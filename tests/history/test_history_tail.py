@@ -98,7 +98,8 @@ async def test_a_new_run_reads_only_the_declared_tail_of_a_long_thread(serve: Se
     assert view.seen == [[*(m["id"] for m in messages[-8:]), asked["id"]]]
     assert [m.id for m in backend.requests[-1].messages] == view.seen[0][-8:]
     after = await stored_ids(store)
-    assert after[:STORED] == [m["id"] for m in messages] and after[STORED] == asked["id"]
+    assert after[:STORED] == [m["id"] for m in messages]
+    assert after[STORED] == asked["id"]
     assert len(after) == STORED + 2  # the question and the answer, appended once
 
 
@@ -119,7 +120,8 @@ async def test_a_client_that_resends_older_messages_adds_only_the_new_one(serve:
     assert reply.outcome == {"type": "success"}
     assert store.returned == 4
     after = await stored_ids(store)
-    assert after[STORED:] == [asked["id"], after[-1]] and len(after) == len(set(after))
+    assert after[STORED:] == [asked["id"], after[-1]]
+    assert len(after) == len(set(after))
 
 
 async def test_a_tail_that_starts_at_an_answer_never_shows_it_without_its_call(serve: Serve, seeded: Any) -> None:
@@ -172,7 +174,8 @@ async def test_the_interrupted_turn_resumes_from_the_whole_thread(serve: Serve, 
     assert reply.outcome == {"type": "success"}, reply.types
     assert store.returned >= STORED  # the resume read the thread whole (one read of each message at least)
     after = await stored_ids(store)
-    assert after[:STORED] == [m["id"] for m in messages] and len(after) == len(set(after))
+    assert after[:STORED] == [m["id"] for m in messages]
+    assert len(after) == len(set(after))
     assert [m.role for m in backend.requests[-1].messages][-2:] == ["assistant", "tool"]
 
 

@@ -80,7 +80,8 @@ def assert_paired(view: Sequence[Message], history: Sequence[Message], picked: S
     for message in view:
         assert not isinstance(message, ActivityMessage)
         if isinstance(message, ToolMessage):
-            assert waiting and message.tool_call_id == waiting.pop(0), "an answer without its call, or out of order"
+            assert waiting, "an answer without its call, or out of order"
+            assert message.tool_call_id == waiting.pop(0), "an answer without its call, or out of order"
             assert message.tool_call_id not in answered
             answered.add(message.tool_call_id)
             if message.tool_call_id in recorded:
@@ -142,7 +143,8 @@ async def test_a_view_that_edits_messages_in_place_changes_nothing_stored_cached
 
     events = await run_events(agent, run_input("thread-edit", [user("again")]))
 
-    assert stored is not None and stored["messages"][0]["content"] == "hello there"
+    assert stored is not None
+    assert stored["messages"][0]["content"] == "hello there"
     assert (await agent.thread("thread-edit"))["messages"][:2] == stored["messages"]  # type: ignore[index]
     assert backend.requests[-1].messages[0].content == "HELLO THERE"  # the model saw the view
     snapshots = [e for e in events if e["type"] == "MESSAGES_SNAPSHOT"]

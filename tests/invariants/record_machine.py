@@ -233,7 +233,8 @@ class RecordMachine(RuleBasedStateMachine):
                 return
             history, call_id = await self.base(thread_id, base), answered[pick % len(answered)]
             last = await self.post(thread_id, [*history, self.answer(call_id)], plan)
-            assert last is not None and last.get("code") in ("RESUME_DUPLICATE", "RESUME_REQUIRED"), last
+            assert last is not None, last
+            assert last.get("code") in ("RESUME_DUPLICATE", "RESUME_REQUIRED"), last
 
         self.run(again())
 
@@ -275,7 +276,8 @@ class RecordMachine(RuleBasedStateMachine):
             tally(f"rewrite {how}")
             last = await self.post(thread_id, [*sent, *([user(self.marker("after"))] if more else [])], plan)
             if duplicate:  # or the thread waits for answers to interrupts first
-                assert last is not None and last.get("code") in ("RESUME_DUPLICATE", "RESUME_REQUIRED"), last
+                assert last is not None, last
+                assert last.get("code") in ("RESUME_DUPLICATE", "RESUME_REQUIRED"), last
 
         self.run(rewrite())
 

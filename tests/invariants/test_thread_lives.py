@@ -178,7 +178,8 @@ class ThreadLives(RuleBasedStateMachine):
         try:
             events = self.run(self.events(replica, self.opening(f"say {tag}", tag), principal))
         except Forbidden:
-            assert self.exists and principal != self.owner
+            assert self.exists
+            assert principal != self.owner
             return
         last = events[-1]
         if self.waiting is not None:
@@ -200,7 +201,8 @@ class ThreadLives(RuleBasedStateMachine):
     @rule(replica=REPLICA)
     def say_again(self, replica: int) -> None:
         """A client sends an input again under its run id: another attempt, journaled, the one its route serves."""
-        assert self.owner is not None and self.said is not None
+        assert self.owner is not None
+        assert self.said is not None
         tag = self.said[1]
         events = self.run(self.events(replica, self.opening(f"say {tag}", tag), self.owner))
         assert events[-1]["type"] == "RUN_FINISHED", events[-1]
@@ -224,7 +226,8 @@ class ThreadLives(RuleBasedStateMachine):
     @precondition(lambda self: self.waiting is not None)
     @rule(replica=REPLICA)
     def approve(self, replica: int) -> None:
-        assert self.owner is not None and self.waiting is not None
+        assert self.owner is not None
+        assert self.waiting is not None
         ran = len(self.tools.ran)
         run_id = f"run-{self.tag(self.life)}"
         stream = self.adapters[replica].resume(THREAD, [self.waiting], run_id=run_id, principal=self.owner)
@@ -275,7 +278,8 @@ class ThreadLives(RuleBasedStateMachine):
             if held.life == self.life and self.exists:
                 assert last["type"] == "RUN_FINISHED" or last.get("code") == "THREAD_CONFLICT", last
             else:  # its life ended: it stored nothing more, and said why
-                assert last["type"] == "RUN_ERROR" and last["code"] in ("THREAD_DELETED", "THREAD_CONFLICT"), last
+                assert last["type"] == "RUN_ERROR", last
+                assert last["code"] in ("THREAD_DELETED", "THREAD_CONFLICT"), last
         self.held = []
 
     @precondition(lambda self: self.exists and self.waiting is None)

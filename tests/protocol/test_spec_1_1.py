@@ -55,7 +55,8 @@ async def test_an_unknown_resume_entry_is_refused_by_default() -> None:
         await thread.say("refund order A1")
         refused = await thread.resume(resolved("int-never-raised", {"approved": True}))
 
-    assert refused.error is not None and refused.error["code"] == "RESUME_UNKNOWN_INTERRUPT"
+    assert refused.error is not None
+    assert refused.error["code"] == "RESUME_UNKNOWN_INTERRUPT"
 
 
 async def test_with_warn_an_unknown_entry_is_left_out_the_run_goes_on_and_a_warning_says_so() -> None:
@@ -66,7 +67,8 @@ async def test_with_warn_an_unknown_entry_is_left_out_the_run_goes_on_and_a_warn
         (interrupt,) = (await thread.say("refund order A1")).wire_interrupts
         run = await thread.resume(approved(interrupt), resolved("int-never-raised", {"approved": True}))
 
-    assert run.error is None and run.outcome == {"type": "success"}, run.ending()
+    assert run.error is None, run.ending()
+    assert run.outcome == {"type": "success"}, run.ending()
     assert [r["content"] for r in run.of("TOOL_CALL_RESULT")] == ["refunded A1"]
     assert warnings(run) == [
         {
@@ -87,9 +89,11 @@ async def test_with_warn_an_open_interrupt_left_uncovered_stays_open() -> None:
         run = await thread.resume(resolved("int-never-raised", {"approved": True}))
         after = await thread.resume(approved(interrupt))
 
-    assert run.error is not None and run.error["code"] == "RESUME_REQUIRED", "an uncovered interrupt is never dropped"
+    assert run.error is not None, "an uncovered interrupt is never dropped"
+    assert run.error["code"] == "RESUME_REQUIRED", "an uncovered interrupt is never dropped"
     assert not run.of("TOOL_CALL_RESULT")
-    assert after.outcome == {"type": "success"} and len(after.of("TOOL_CALL_RESULT")) == 1
+    assert after.outcome == {"type": "success"}
+    assert len(after.of("TOOL_CALL_RESULT")) == 1
 
 
 async def test_with_warn_a_replay_is_still_a_replay() -> None:
@@ -100,7 +104,8 @@ async def test_with_warn_a_replay_is_still_a_replay() -> None:
         again = await client.run({**first.input, "runId": "run-replayed"})
 
     assert not warnings(again), "an entry of the resume this thread applied is known"
-    assert again.outcome == first.outcome and not again.of("TOOL_CALL_RESULT")
+    assert again.outcome == first.outcome
+    assert not again.of("TOOL_CALL_RESULT")
 
 
 def test_the_option_is_checked_when_the_adapter_is_built() -> None:
@@ -137,7 +142,8 @@ async def test_a_stopped_run_closes_what_it_opened_has_no_result_and_reports_its
         run = await client.thread().say("look order A1 up")
 
     finished = run.finished
-    assert finished is not None and finished["outcome"] == {"type": "cancelled"}
+    assert finished is not None
+    assert finished["outcome"] == {"type": "cancelled"}
     assert "result" not in finished
     assert finished["usage"] == [
         {"provider": "p", "model": "m", "inputTokens": 30, "outputTokens": 2, "totalTokens": 32}
@@ -145,7 +151,8 @@ async def test_a_stopped_run_closes_what_it_opened_has_no_result_and_reports_its
     assert "reasoningTokens" not in finished["usage"][0], "an absent count is not zero"
     assert run.problems == [], "a strict client read it: everything it opened closed before RUN_FINISHED"
     opened = {e["toolCallId"] for e in run.of("TOOL_CALL_START")}
-    assert opened == {e["toolCallId"] for e in run.of("TOOL_CALL_END")} and opened
+    assert opened == {e["toolCallId"] for e in run.of("TOOL_CALL_END")}
+    assert opened
 
 
 async def test_a_resumed_run_reports_only_its_own_model_calls() -> None:
@@ -158,7 +165,8 @@ async def test_a_resumed_run_reports_only_its_own_model_calls() -> None:
         (interrupt,) = asked.wire_interrupts
         resumed = await thread.resume(approved(interrupt))
 
-    assert asked.finished is not None and asked.finished["usage"][0]["inputTokens"] == 10
+    assert asked.finished is not None
+    assert asked.finished["usage"][0]["inputTokens"] == 10
     assert resumed.finished is not None
     assert resumed.finished["usage"][0]["inputTokens"] == sum(10 * n for n in range(2, backend.steps + 1))
 

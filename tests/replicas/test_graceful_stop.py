@@ -29,7 +29,8 @@ async def draining(http: httpx.AsyncClient, server: Replica) -> None:
     health = await http.get(server.url + "/health")
     assert (health.status_code, health.json()) == (503, {"status": "draining"})
     refused = await http.post(server.url + "/", json=run_input(new_id("thread"), [], runId=new_id("run")))
-    assert refused.status_code == 503 and refused.headers["retry-after"] == "1"
+    assert refused.status_code == 503
+    assert refused.headers["retry-after"] == "1"
     assert refused.json()["error"]["code"] == "DRAINING"
 
 
@@ -80,9 +81,8 @@ async def test_a_run_that_ends_within_the_grace_finishes_and_the_replica_then_ex
         if server.process.poll() is None:
             server.kill()
 
-    assert sent[-1].event["type"] == "RUN_FINISHED" and sent[-1].event.get("outcome", {"type": "success"}) == {
-        "type": "success"
-    }
+    assert sent[-1].event["type"] == "RUN_FINISHED"
+    assert sent[-1].event.get("outcome", {"type": "success"}) == {"type": "success"}
     assert len(journaled(journal)) == 1  # the tool ran once, and finished there
     assert f"waiting up to {BOUND:g} s for 1 run in progress" in logged, logged  # said while it waited, not after
 
@@ -119,4 +119,6 @@ async def test_past_the_grace_the_claim_lapses_at_once_and_the_same_answer_finis
     assert denied.error["code"] == "RESUME_CONFLICT"
     assert takeover.outcome == {"type": "success"}
     runs = journaled(journal)
-    assert len(runs) == 2 and runs[0]["key"] == runs[1]["key"] and runs[0]["pid"] != runs[1]["pid"]
+    assert len(runs) == 2
+    assert runs[0]["key"] == runs[1]["key"]
+    assert runs[0]["pid"] != runs[1]["pid"]

@@ -202,7 +202,8 @@ async def test_approve_against_reject_races_execute_exactly_the_approve_winners(
     results = await every(race(thread, interrupt) for thread, interrupt in pairs)
 
     for thread, (approved, rejected) in zip(threads, results, strict=True):
-        assert approved.status < 500 and rejected.status < 500
+        assert approved.status < 500
+        assert rejected.status < 500
         assert ok(approved) != ok(rejected), (approved.types, rejected.types)  # exactly one answer applies
         assert len(executions(journal, thread.id)) == (1 if ok(approved) else 0)
 
@@ -252,7 +253,8 @@ async def test_a_replica_killed_mid_tool_is_finished_by_another_after_the_lease_
     runs = executions(journal, thread.id)
     assert [run["pid"] for run in runs] == [first.process.pid, second.process.pid]
     assert runs[0]["key"] == runs[1]["key"]  # at-least-once, under one idempotency key
-    assert ok(replayed) and len(executions(journal, thread.id)) == 2
+    assert ok(replayed)
+    assert len(executions(journal, thread.id)) == 2
 
 
 def test_health_is_503_while_the_database_is_unreachable(tmp_path: Path) -> None:

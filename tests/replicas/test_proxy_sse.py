@@ -250,5 +250,6 @@ async def test_the_first_event_and_keep_alives_come_through_the_proxy_before_the
     assert not returned_first  # the first event and a keep-alive came while the run was held: nothing buffered them
     assert not [frame for frame in before if event_type(frame) in TERMINAL]
     types = [event_type(frame) for frame in after if event_type(frame)]
-    assert types.count("RUN_FINISHED") == 1 and types[-1] == "RUN_FINISHED"
+    assert types.count("RUN_FINISHED") == 1
+    assert types[-1] == "RUN_FINISHED"
     assert rest.strip("\n") in ("", ": keep-alive")  # nothing after the terminal event but a comment

@@ -113,7 +113,8 @@ def text_of(events: list[JournalEvent]) -> str:
 def check_once_in_order(got: list[JournalEvent], after: int) -> None:
     """Every event after `after`, once, in order, up to the run's end; with the text they carry, the whole answer."""
     assert [event.seq for event in got] == list(range(after + 1, after + 1 + len(got)))
-    assert '"RUN_FINISHED"' in got[-1].json and all('"RUN_FINISHED"' not in event.json for event in got[:-1])
+    assert '"RUN_FINISHED"' in got[-1].json
+    assert all('"RUN_FINISHED"' not in event.json for event in got[:-1])
 
 
 async def followed_by(b: Adapter, thread_id: str, journal: str, count: int) -> None:
@@ -142,7 +143,8 @@ async def test_followers_on_another_replica_read_each_event_from_the_store_once_
     for events, after in zip(got, afters, strict=True):
         check_once_in_order(events, after)
     reads, writes = b.store, a.store
-    assert isinstance(reads, Counted) and isinstance(writes, Counted)
+    assert isinstance(reads, Counted)
+    assert isinstance(writes, Counted)
     read, fruitful = reads.events_read, reads.fruitful
     whole = await follow(b, thread_id, run_id, 0)
     assert text_of(whole) == answer(WORDS)

@@ -47,14 +47,16 @@ async def test_a_run_goes_on_when_its_client_leaves_unless_told_to_stop_with_it(
 
     ended = rest[-1].event
     if on_disconnect == "continue":
-        assert ended["type"] == "RUN_FINISHED" and "".join(
-            s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT"
-        ) == answer(WORDS)
+        assert ended["type"] == "RUN_FINISHED"
+        assert "".join(s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT") == answer(
+            WORDS
+        )
         assert await stored_roles(served, thread_id) == ["user", "assistant"]
     else:  # as before journals: the run is left (LEFT), nothing of its answer is stored, and the journal says so
         assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
         assert await stored_roles(served, thread_id) == []
-    assert status == 200 and [s.id for s in seen + rest] == list(range(1, len(seen + rest) + 1))
+    assert status == 200
+    assert [s.id for s in seen + rest] == list(range(1, len(seen + rest) + 1))
 
 
 @pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
@@ -94,12 +96,15 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
     kept = [json.loads(event.json) for event in stored.events]
     assert [json.loads(event.model_dump_json(by_alias=True)) for event in sent] == kept
     body, terminal = stored.events[:-1], stored.events[-1]
-    assert len(body) <= max_events and sum(len(event.json) for event in body) <= max_chars
+    assert len(body) <= max_events
+    assert sum(len(event.json) for event in body) <= max_chars
     full = len(body) == max_events or sum(len(e.json) for e in body) + 200 > max_chars
     if kept[-1]["type"] == "RUN_ERROR":
-        assert kept[-1]["code"] == "JOURNAL_LIMIT" and full
+        assert kept[-1]["code"] == "JOURNAL_LIMIT"
+        assert full
     else:
-        assert kept[-1]["type"] == "RUN_FINISHED" and len(terminal.json) > 0
+        assert kept[-1]["type"] == "RUN_FINISHED"
+        assert len(terminal.json) > 0
 
 
 def test_the_journal_limits_are_checked_when_the_adapter_is_built() -> None:
@@ -121,7 +126,8 @@ async def test_every_run_of_the_stream_is_in_the_journal_over_http(serve: Serve,
     posted = frames_of((await served.http.post(served.url + "/", json=body_of(thread_id, run_id, "talk"))).content)
     _, journal = await reattach(served.http, served.url, thread_id, run_id)
 
-    assert posted == journal and posted[-1].event["type"] == "RUN_FINISHED"
+    assert posted == journal
+    assert posted[-1].event["type"] == "RUN_FINISHED"
 
 
 async def written(adapter: Adapter, thread_id: str, run_id: str) -> RunJournal:

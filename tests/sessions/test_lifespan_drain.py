@@ -74,7 +74,9 @@ async def test_a_stop_mid_tool_lapses_the_claim_so_another_replica_finishes_the_
     assert stopping.draining
     finished = [event async for event in other.resume("t1", [approval], run_id="r2")]
     assert finished[-1].type == "RUN_FINISHED", finished[-1]
-    assert len(paid) == 2 and len(set(paid)) == 1  # taken over at once, under one idempotency key
+    # taken over at once, under one idempotency key
+    assert len(paid) == 2
+    assert len(set(paid)) == 1
     release.set()
 
 

@@ -34,7 +34,8 @@ async def one(serve: Serve, tmp_path: Path) -> tuple[Served, Held]:
 def check_whole(got: list[Sent]) -> None:
     """The rule: ids 1, 2, 3, ... with no gap and none twice, up to one terminal event; the whole answer."""
     assert [s.id for s in got] == list(range(1, len(got) + 1))
-    assert [s.event["type"] for s in got].count("RUN_FINISHED") == 1 and got[-1].event["type"] == "RUN_FINISHED"
+    assert [s.event["type"] for s in got].count("RUN_FINISHED") == 1
+    assert got[-1].event["type"] == "RUN_FINISHED"
     assert texts(got) == answer(WORDS)
 
 
@@ -81,7 +82,8 @@ async def test_last_event_id_wins_over_after_and_a_bad_one_is_refused(one: tuple
         for bad in ("-1", "x", "1.5", "9" * 13)
     ]
 
-    assert from_header[0].id == 4 and from_query[0].id == 6
+    assert from_header[0].id == 4
+    assert from_query[0].id == 6
     assert {(r.status_code, r.json()["error"]["code"]) for r in refused} == {(400, "INVALID_PAGE")}
 
 
@@ -94,7 +96,8 @@ async def test_every_event_of_a_run_is_sent_with_the_id_the_events_route_gives_i
     status, replayed = await reattach(served.http, served.url, thread_id, run_id)
 
     sent = frames_of(posted.content)
-    assert status == 200 and sent == replayed
+    assert status == 200
+    assert sent == replayed
     check_whole(sent)
 
 

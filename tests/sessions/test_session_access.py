@@ -61,7 +61,8 @@ async def test_an_outsider_gets_what_an_unknown_thread_gets(
     if "/runs/" in path:
         assert answer(theirs) == answer(unknown_run)
     owner = await call(place, "alice", "GET", f"/threads/{thread.id}")
-    assert owner.status_code == 200 and [m["content"] for m in owner.json()["messages"]][0] == "hello"
+    assert owner.status_code == 200
+    assert [m["content"] for m in owner.json()["messages"]][0] == "hello"
 
 
 async def test_an_outsider_lists_none_of_the_owners_threads(office: OpenOffice) -> None:
@@ -75,7 +76,8 @@ async def test_an_outsider_lists_none_of_the_owners_threads(office: OpenOffice) 
     }
 
     assert listed["alice"] == [mine.id]
-    assert mine.id not in listed["bob"] and len(listed["bob"]) == 1
+    assert mine.id not in listed["bob"]
+    assert len(listed["bob"]) == 1
     assert listed[None] == []  # an anonymous caller lists the unowned threads: none here
 
 
@@ -91,7 +93,8 @@ async def test_a_reader_who_may_not_run_may_reattach_but_not_stop_rename_or_dele
         await call(place, "manager", "DELETE", base),
     ]
 
-    assert events.status_code == 200 and "RUN_FINISHED" in events.text
+    assert events.status_code == 200
+    assert "RUN_FINISHED" in events.text
     assert {answer(r)[0] for r in refused} == {403}
     assert {r.json()["error"]["code"] for r in refused} == {"THREAD_FORBIDDEN"}
     kept = await call(place, "alice", "GET", "/threads")
@@ -115,10 +118,12 @@ async def test_a_grant_is_revoked_by_who_may_approve_and_refused_to_a_reader_who
     )
 
     assert [(g["tool"], g["grantedBy"]) for g in read["grants"]] == [("send_email", "manager")]
-    assert answer(by_owner)[0] == 403 and by_owner.json()["error"]["code"] == "APPROVAL_FORBIDDEN"
+    assert answer(by_owner)[0] == 403
+    assert by_owner.json()["error"]["code"] == "APPROVAL_FORBIDDEN"
     assert (answer(by_approver), answer(again)) == ((204, None), (204, None))
     after = (await call(place, "alice", "GET", f"/threads/{thread.id}")).json()
-    assert after["grants"] == [] and len((await thread.say("email ceo@x.io")).interrupts) == 1
+    assert after["grants"] == []
+    assert len((await thread.say("email ceo@x.io")).interrupts) == 1
 
 
 def four_eyes_with_reader(principal: str | None, owner: str | None, action: Action) -> bool:

@@ -71,12 +71,15 @@ async def test_a_reattach_after_the_replica_died_mid_tool_ends_as_the_takeover_r
     # What the journal held after the last event seen, then the one RUN_INTERRUPTED the journal does not hold.
     assert (rest[-1].id, rest[-1].event["type"], rest[-1].event["code"]) == (None, "RUN_ERROR", "RUN_INTERRUPTED")
     assert [s.id for s in seen + rest[:-1]] == list(range(1, len(seen) + len(rest)))
-    assert whole[-1] == rest[-1] and whole[:-1] == seen + rest[:-1]  # the journal, then the same ending
+    # the journal, then the same ending
+    assert whole[-1] == rest[-1]
+    assert whole[:-1] == seen + rest[:-1]
     assert len({json.dumps(s.event, sort_keys=True) for s in whole}) == len(whole)  # no event twice
     # The takeover rules, as without a reattach: the same answer finishes the turn, the tool ran at least once
     # with one idempotency key, and the new run's journal replays whole.
     assert takeover.outcome == {"type": "success"}
     runs = journaled(journal)
-    assert len(runs) == 2 and runs[0]["key"] == runs[1]["key"]
+    assert len(runs) == 2
+    assert runs[0]["key"] == runs[1]["key"]
     assert [s.event for s in taken_over] == takeover.events
     assert [s.id for s in taken_over] == list(range(1, len(taken_over) + 1))

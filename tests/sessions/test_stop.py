@@ -120,7 +120,8 @@ def results(sent: list[Sent]) -> dict[str, dict[str, Any]]:
 
 def outcome(sent: list[Sent]) -> dict[str, Any]:
     finished = [s.event for s in sent if s.event["type"] == "RUN_FINISHED"]
-    assert len(finished) == 1 and sent[-1].event is finished[0], [s.event["type"] for s in sent]
+    assert len(finished) == 1, [s.event["type"] for s in sent]
+    assert sent[-1].event is finished[0], [s.event["type"] for s in sent]
     found: dict[str, Any] = finished[0].get("outcome", {"type": "success"})
     return found
 
@@ -150,11 +151,15 @@ async def test_a_started_tool_finishes_the_calls_that_wait_are_answered_once_and
     assert (asked.status_code, asked.json()) == (202, {"threadId": thread_id, "runId": run_id, "stopping": True})
     assert outcome(sent) == {"type": "cancelled"}
     found = results(sent)
-    assert found["slow"]["content"] == "slow done" and "metadata" not in found["slow"]  # it ran, and says so
-    assert found["gated"]["metadata"] == {"error": "cancelled"} and "not executed" in found["gated"]["content"]
+    # it ran, and says so
+    assert found["slow"]["content"] == "slow done"
+    assert "metadata" not in found["slow"]
+    assert found["gated"]["metadata"] == {"error": "cancelled"}
+    assert "not executed" in found["gated"]["content"]
     assert (tools.started, tools.after_stop) == (["slow"], [])
     calls, answers = await stored_calls(served, thread_id)
-    assert len(calls) == 2 and all(answers[call] == 1 for call in calls)
+    assert len(calls) == 2
+    assert all(answers[call] == 1 for call in calls)
     again = await stop(served.http, served.url, thread_id, run_id)
     assert (again.status_code, again.json()["stopping"]) == (202, False)  # it has ended: nothing to stop
 
@@ -169,9 +174,11 @@ async def test_a_cancellable_tool_is_cancelled_and_its_call_says_so(served_tools
     sent = frames_of((await posting).content)
 
     assert outcome(sent) == {"type": "cancelled"}
-    assert tools.cancelled == ["watch"] and tools.started == ["watch"]
+    assert tools.cancelled == ["watch"]
+    assert tools.started == ["watch"]
     found = results(sent)["watch"]
-    assert found["metadata"] == {"error": "cancelled"} and "cancelled before it finished" in found["content"]
+    assert found["metadata"] == {"error": "cancelled"}
+    assert "cancelled before it finished" in found["content"]
 
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -222,7 +229,8 @@ async def test_stop_on_one_replica_ends_a_run_on_the_other_while_its_model_is_si
     assert "".join(s.event["delta"] for s in sent if s.event["type"] == "TEXT_MESSAGE_CONTENT") == answer(HOLD)
     assert [s.event["type"] for s in sent][-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
     stored = (await b.http.get(f"{b.url}/threads/{thread_id}")).json()["messages"]
-    assert [m["role"] for m in stored] == ["user", "assistant"] and stored[-1]["content"] == answer(HOLD)
+    assert [m["role"] for m in stored] == ["user", "assistant"]
+    assert stored[-1]["content"] == answer(HOLD)
     _, journal = await reattach(b.http, b.url, thread_id, run_id)
     assert journal == sent
     assert held.streams == 1  # the model was asked once, and never again after the stop
@@ -252,12 +260,16 @@ async def test_a_resume_stopped_before_it_applies_its_answers_applies_none() -> 
     assert asked is True
     assert [event.type for event in seen] == ["RUN_STARTED", "RUN_FINISHED"]
     finished = seen[-1]
-    assert isinstance(finished, RunFinishedEvent) and finished.outcome is not None
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.outcome is not None
     assert finished.outcome.type == "cancelled"
     thread = await adapter.thread("t1")
-    assert thread is not None and [i["id"] for i in thread["interrupts"]] == [interrupt.id]  # it waits as before
+    # it waits as before
+    assert thread is not None
+    assert [i["id"] for i in thread["interrupts"]] == [interrupt.id]
     resumed = [event async for event in adapter.resume("t1", [answer_], run_id="r2")]
-    assert resumed[-1].type == "RUN_FINISHED" and "gated" in tools.started
+    assert resumed[-1].type == "RUN_FINISHED"
+    assert "gated" in tools.started
     await adapter.aclose()
 
 

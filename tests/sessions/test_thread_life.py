@@ -144,7 +144,8 @@ async def test_a_plain_runs_messages_never_land_in_the_next_life(store: TurnStor
     gate.set()
     ended = await slow
 
-    assert ended[-1]["type"] == "RUN_ERROR" and ended[-1]["code"] in ("THREAD_DELETED", "THREAD_CONFLICT")
+    assert ended[-1]["type"] == "RUN_ERROR"
+    assert ended[-1]["code"] in ("THREAD_DELETED", "THREAD_CONFLICT")
     assert stored_texts(await adapter.thread("t1", principal="bob")) == ["mine", "answer to mine"]
 
 
@@ -199,7 +200,8 @@ async def test_a_run_id_used_again_is_journaled_and_can_be_stopped(store: TurnSt
     journaled = [json.loads(event.json) async for event in reattached]
     assert [event["type"] for event in journaled] == [event["type"] for event in ended]
     first_attempt = await store.read_events("t1", await journal_of(store, "t1", "r1"), limit=100)
-    assert first_attempt is not None and first_attempt.ended
+    assert first_attempt is not None
+    assert first_attempt.ended
     assert len(first_attempt.events) == len(done)
 
 
@@ -220,7 +222,8 @@ async def test_a_thread_longer_than_the_journals_limits_still_suspends_and_resum
 
     assert resumed[-1]["type"] == "RUN_FINISHED", resumed[-1]
     snapshots = [event for event in [*suspended, *resumed] if event["type"] == "MESSAGES_SNAPSHOT"]
-    assert snapshots and all(len(json.dumps(event)) > 2_000 for event in snapshots)
+    assert snapshots
+    assert all(len(json.dumps(event)) > 2_000 for event in snapshots)
     assert payments.paid == [("t1", "7")]
     reattached = await adapter.run_events("t1", "r0")
     assert reattached is not None

@@ -69,8 +69,10 @@ async def test_a_title_is_the_start_of_the_first_user_message_on_one_line(served
     titles = {t["threadId"]: t["title"] for t in (await listing(client))["threads"]}
 
     assert titles[short.id] == "hello"
-    assert titles[long.id].startswith("first line second line xxx") and titles[long.id].endswith("…")
-    assert len(titles[long.id]) == 80 and "\n" not in titles[long.id]
+    assert titles[long.id].startswith("first line second line xxx")
+    assert titles[long.id].endswith("…")
+    assert len(titles[long.id]) == 80
+    assert "\n" not in titles[long.id]
 
 
 async def test_an_open_interrupt_is_listed_as_a_thread_read_shows_it(served: Served) -> None:
@@ -81,7 +83,8 @@ async def test_an_open_interrupt_is_listed_as_a_thread_read_shows_it(served: Ser
     listed = next(t for t in (await listing(client))["threads"] if t["threadId"] == thread.id)
     read = (await client.get(f"/threads/{thread.id}")).json()
 
-    assert listed["interrupts"] == read["interrupts"] and listed["interrupts"][0]["id"] == interrupt["id"]
+    assert listed["interrupts"] == read["interrupts"]
+    assert listed["interrupts"][0]["id"] == interrupt["id"]
 
 
 async def test_rename_sets_and_clears_the_title_and_refuses_what_is_no_title(served: Served) -> None:
@@ -190,4 +193,5 @@ async def test_a_rename_in_the_middle_of_a_resume_never_fails_it(serve: Serve, t
     assert reply.outcome == {"type": "success"}
     assert "paid 10" in [r["content"] for r in reply.results().values()]
     stored = (await client.get(f"/threads/{thread.id}")).json()
-    assert stored["interrupts"] == [] and [t["title"] for t in (await listing(client))["threads"]] == ["Paying"]
+    assert stored["interrupts"] == []
+    assert [t["title"] for t in (await listing(client))["threads"]] == ["Paying"]

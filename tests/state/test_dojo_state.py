@@ -36,7 +36,8 @@ async def test_shared_state_the_model_writes_the_recipe_to_the_page(dojo: Dojo, 
     assert reply.outcome == {"type": "success"}
     predict = reply.index("CUSTOM")
     entry = {"state_key": "recipe", "tool": "generate_recipe", "tool_argument": "recipe"}
-    assert reply.events[predict]["name"] == "PredictState" and reply.events[predict]["value"] == [entry]
+    assert reply.events[predict]["name"] == "PredictState"
+    assert reply.events[predict]["value"] == [entry]
     assert predict < reply.index("TOOL_CALL_START")
     assert follow({"recipe": PAGE_RECIPE}, reply.events) == {"recipe": PASTA}
     assert state_sent(model.requests[0]) == {"recipe": PAGE_RECIPE}
@@ -67,7 +68,9 @@ async def test_predictive_state_streams_the_document_then_asks_the_page_to_confi
     end = asked.index("TOOL_CALL_END")
     streamed = [event for event in asked.events[:end] if event["type"] == "STATE_DELTA"]
     documents = [shown["document"] for shown in states({"document": ""}, streamed)]
-    assert len(documents) > 1 and documents[-1] == STORY  # streamed, before the call even ends
+    # streamed, before the call even ends
+    assert len(documents) > 1
+    assert documents[-1] == STORY
     assert all(STORY.startswith(document) for document in documents)
     assert call_arguments(asked.events, write["toolCallId"]) == {"document": STORY}
     assert asked.outcome == {"type": "success", "pendingToolCallIds": [confirm["toolCallId"]]}  # the page's card

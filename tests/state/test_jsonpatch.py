@@ -88,8 +88,10 @@ def test_a_copy_bomb_is_refused_before_it_is_built() -> None:
     finally:
         tracemalloc.stop()
 
-    assert refused.value.code == "STATE_PATCH_TOO_LARGE" and isinstance(refused.value, ValueError)
-    assert peak < 16 * 1024 * 1024 and document == {"a": ["tiny"] * 10}
+    assert refused.value.code == "STATE_PATCH_TOO_LARGE"
+    assert isinstance(refused.value, ValueError)
+    assert peak < 16 * 1024 * 1024
+    assert document == {"a": ["tiny"] * 10}
 
 
 OPERATIONS = st.one_of(

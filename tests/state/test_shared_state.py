@@ -117,7 +117,8 @@ async def test_a_tool_that_fails_leaves_the_state_as_it_was(serve: Serve) -> Non
     reply = await thread.say("try the closed warehouse", state={"cart": ["lamp"]})
 
     assert reply.results()  # the failure reached the model as a result
-    assert reply.of("STATE_DELTA") == [] and reply.of("STATE_SNAPSHOT") == []
+    assert reply.of("STATE_DELTA") == []
+    assert reply.of("STATE_SNAPSHOT") == []
     assert backend.requests[-1].state == {"cart": ["lamp"]}
 
 

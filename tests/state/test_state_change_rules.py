@@ -59,7 +59,8 @@ async def test_an_invalid_pointer_is_refused_inside_the_tool_and_the_run_finishe
     reply = await thread.say("odd", state={"cart": {}})
 
     assert reply.outcome == {"type": "success"}
-    assert len(SEEN) == 1 and "path" in SEEN[0]
+    assert len(SEEN) == 1
+    assert "path" in SEEN[0]
     assert follow({"cart": {}}, reply.events) == {"cart": {"rock~n~roll": 1}}
 
 
@@ -71,7 +72,8 @@ async def test_a_tool_that_does_not_catch_the_refusal_fails_alone(serve: Serve) 
     assert reply.outcome == {"type": "success"}
     (result,) = reply.results().values()
     assert "PatchError" in result["content"]  # a ValueError: the tool failed, not the run
-    assert reply.of("STATE_DELTA") == [] and follow({"cart": {}}, reply.events) == {"cart": {}}
+    assert reply.of("STATE_DELTA") == []
+    assert follow({"cart": {}}, reply.events) == {"cart": {}}
 
 
 def deep(levels: int) -> Any:
@@ -110,7 +112,8 @@ def test_a_copy_or_move_that_would_nest_too_deeply_is_refused() -> None:
             state.patch([{"op": op, "from": "/a", "path": "/b/c"}])
     state.patch([{"op": "move", "from": "/a", "path": "/c"}])  # the same level is fine
 
-    assert not depth_exceeds(state.value, STATE_DEPTH) and depth_exceeds(state.value, STATE_DEPTH - 1)
+    assert not depth_exceeds(state.value, STATE_DEPTH)
+    assert depth_exceeds(state.value, STATE_DEPTH - 1)
 
 
 def test_a_replacement_the_engine_could_not_send_is_refused() -> None:

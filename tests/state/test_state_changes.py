@@ -169,7 +169,8 @@ def test_a_streamed_argument_shows_in_the_state_as_it_grows() -> None:
     )  # coalesced, yet streamed
     assert all(document.startswith(value) for value in values)
     assert values[-1] == document
-    assert values == sorted(values, key=len) and len(set(values)) == len(values)
+    assert values == sorted(values, key=len)
+    assert len(set(values)) == len(values)
     assert prediction.operations == [{"op": "add", "path": "/document", "value": document}]
 
 
@@ -266,7 +267,9 @@ def test_a_long_document_is_sent_in_few_deltas_and_linear_bytes() -> None:
 
     events, sent = predicted(PredictState("write", "document", "document"), arguments, [4])
 
-    assert sent <= 3 * len(arguments) and len(events) < 20  # was 25.6 MB in 501 deltas
+    # was 25.6 MB in 501 deltas
+    assert sent <= 3 * len(arguments)
+    assert len(events) < 20
     assert follow({}, wire(events)) == {"document": document}
 
 
@@ -279,7 +282,8 @@ def test_after_another_state_event_the_next_delta_sends_the_value_whole() -> Non
     prediction.rebase()  # e.g. the backend sent STATE_SNAPSHOT {}: the client lost the steps it had
     rest = prediction.feed(arguments[len(arguments) // 2 :]) + prediction.finish(arguments)
 
-    assert first and follow({}, wire(rest)) == {"steps": items}
+    assert first
+    assert follow({}, wire(rest)) == {"steps": items}
 
 
 def test_a_growing_list_is_sent_as_its_new_items() -> None:
@@ -288,7 +292,8 @@ def test_a_growing_list_is_sent_as_its_new_items() -> None:
 
     events, sent = predicted(PredictState("plan", "steps", "steps"), arguments, [25])
 
-    assert len(events) > 20 and sent < 2 * len(arguments)
+    assert len(events) > 20
+    assert sent < 2 * len(arguments)
     wholes = [op for event in wire(events) for op in event["delta"] if op["path"] == "/steps"]
     assert len(wholes) <= 3  # the first delta, and any while a list of a few items costs less whole
     assert follow({}, wire(events)) == {"steps": items}

@@ -76,4 +76,5 @@ async def test_a_tools_copy_bomb_is_refused_to_the_tool_and_the_run_goes_on(serv
     assert reply.outcome == {"type": "success"}
     (result,) = reply.of("TOOL_CALL_RESULT")
     assert "refused: the patched state would exceed 262144 bytes" in result["content"]
-    assert reply.of("STATE_DELTA") == [] and follow(state, reply.events) == state
+    assert reply.of("STATE_DELTA") == []
+    assert follow(state, reply.events) == state

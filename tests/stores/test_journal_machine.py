@@ -103,7 +103,8 @@ class JournalMachine(RuleBasedStateMachine):
             thread.title,
             thread.open_turn,
         )
-        assert head.updated_at is not None and head.updated_at.utcoffset() == timedelta(0)
+        assert head.updated_at is not None
+        assert head.updated_at.utcoffset() == timedelta(0)
         thread.updated_at = head.updated_at
 
     @initialize(count=st.integers(min_value=0, max_value=6))
@@ -180,7 +181,9 @@ class JournalMachine(RuleBasedStateMachine):
         before: str | None = None
         while not pages or before is not None:
             page, before = self.run(self.store.list_threads(owner, before=before, limit=limit))
-            assert len(page) <= limit and (page or not pages)  # only a first page may be empty
+            # only a first page may be empty
+            assert len(page) <= limit
+            assert page or not pages
             pages.append(page)
             assert len(pages) <= len(self.threads) + 1
         listed = [(s.thread_id, s.title, s.updated_at, s.owner, s.open_turn) for page in pages for s in page]

@@ -161,7 +161,8 @@ async def test_a_journal_of_many_appends_reads_back_whole_page_by_page(sql: SqlS
     while True:
         with fetched_rows(sql.module) as fetched:
             page = await sql.store.read_events("t1", "r1", after=len(read), limit=100)
-        assert page is not None and page.ended
+        assert page is not None
+        assert page.ended
         if not page.events:
             break
         pages.append(list(fetched))
@@ -169,7 +170,9 @@ async def test_a_journal_of_many_appends_reads_back_whole_page_by_page(sql: SqlS
 
     assert read == appended
     assert len(await sql.rows("t1", "r1")) == len([size for size in sizes if size])
-    assert len(pages) == 11 and all(len(rows) <= 4 for rows in pages)  # 1,018 events, 100 a page
+    # 1,018 events, 100 a page
+    assert len(pages) == 11
+    assert all(len(rows) <= 4 for rows in pages)
 
 
 @pytest.mark.parametrize("bad", ['{"a":\n1}', "\n", '{"a":1}\n'])

@@ -66,8 +66,10 @@ async def test_a_version_1_database_gains_the_owner_column_and_its_threads_stay_
     finally:
         await store.close()
 
-    assert old is not None and (old.head.version, old.head.owner) == (3, None)
-    assert new is not None and new.head.owner == "alice"
+    assert old is not None
+    assert (old.head.version, old.head.owner) == (3, None)
+    assert new is not None
+    assert new.head.owner == "alice"
 
 
 async def blocked_behind(holder: AsyncConnection[Any], racer: asyncio.Future[Any], dsn: str) -> None:
@@ -162,9 +164,11 @@ async def test_a_version_3_database_gains_titles_journals_and_its_threads_keep_t
     finally:
         await store.close()
 
-    assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None)] and after is None
+    assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None)]
+    assert after is None
     assert listed[1].updated_at == datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC)
-    assert journal is not None and journal.last_seq == 1
+    assert journal is not None
+    assert journal.last_seq == 1
 
 
 @pytest.mark.postgres
@@ -194,8 +198,10 @@ async def test_a_version_5_database_gains_grants_and_its_threads_have_none() -> 
     finally:
         await store.close()
 
-    assert old is not None and (old.head.open_turn, old.head.grants) == ({"n": 1}, None)
-    assert granted is not None and (granted.head.open_turn, granted.head.grants) == ({"n": 1}, grant)
+    assert old is not None
+    assert (old.head.open_turn, old.head.grants) == ({"n": 1}, None)
+    assert granted is not None
+    assert (granted.head.open_turn, granted.head.grants) == ({"n": 1}, grant)
 
 
 @pytest.mark.postgres
@@ -251,4 +257,5 @@ async def test_an_append_racing_a_delete_leaves_no_event_of_the_deleted_journal(
     finally:
         await store.close()
 
-    assert left == (0,) and fresh is False
+    assert left == (0,)
+    assert fresh is False

@@ -94,7 +94,8 @@ def purge(*args: str, tmp_path: Path, prelude: str = "") -> subprocess.Completed
 
 def one_line_error(done: subprocess.CompletedProcess[str], status: int) -> str:
     assert (done.returncode, done.stdout) == (status, ""), done.stderr
-    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
     return done.stderr
 
 

@@ -63,7 +63,8 @@ async def test_instances_on_one_file_see_each_others_writes(sqlite_pair: tuple[S
 
     loaded = await second.load("t1")
 
-    assert loaded is not None and [m.id for m in loaded.messages] == ["by-first"]
+    assert loaded is not None
+    assert [m.id for m in loaded.messages] == ["by-first"]
     with pytest.raises(StoreConflict):
         await second.save("t1", ThreadChange(append=[msg("by-second")]), expected_version=0)
 
@@ -82,7 +83,8 @@ async def test_cas_across_instances_has_exactly_one_winner(sqlite_pair: tuple[SQ
         assert sum(result == version + 1 for result in results) == 1
         assert sum(isinstance(result, StoreConflict) for result in results) == 9
     loaded = await first.load("t1")
-    assert loaded is not None and [m.id[:2] for m in loaded.messages] == ["r0", "r1", "r2", "r3", "r4"]
+    assert loaded is not None
+    assert [m.id[:2] for m in loaded.messages] == ["r0", "r1", "r2", "r3", "r4"]
 
 
 async def test_uses_the_wal_journal(tmp_path: Path) -> None:
@@ -172,14 +174,17 @@ async def test_an_adapter_resumes_the_turns_of_a_migrated_file(tmp_path: Path) -
 
         for events in (resumed, queued):
             last = events[-1]
-            assert isinstance(last, RunFinishedEvent) and last.outcome is not None
+            assert isinstance(last, RunFinishedEvent)
+            assert last.outcome is not None
             assert last.outcome.type == "success"
         after = await adapter.thread("queued")
-        assert after is not None and after["interrupts"] == []
+        assert after is not None
+        assert after["interrupts"] == []
         cards = [m for m in after["messages"] if m["role"] == "activity"]
         assert [card["content"]["status"] for card in cards] == ["SUBMITTED"]
         finished = await adapter.thread("resumed")
-        assert finished is not None and [m["role"] for m in finished["messages"]][-1] == "assistant"
+        assert finished is not None
+        assert [m["role"] for m in finished["messages"]][-1] == "assistant"
     finally:
         await adapter.aclose()
 
@@ -223,8 +228,10 @@ async def test_a_file_from_before_ownership_gains_an_owner_column_and_its_thread
     new = await store.load("new")
     await store.close()
 
-    assert old is not None and (old.head.version, old.head.owner) == (3, None)
-    assert new is not None and new.head.owner == "alice"
+    assert old is not None
+    assert (old.head.version, old.head.owner) == (3, None)
+    assert new is not None
+    assert new.head.owner == "alice"
 
 
 async def test_a_file_that_cannot_be_opened_is_unavailable_not_a_bug(tmp_path: Path) -> None:
@@ -292,7 +299,8 @@ async def test_a_file_from_before_the_listing_gains_titles_journals_and_its_thre
     assert {tuple(s.thread_id for s in page) for page, _ in listings} == {("old", "older")}
     assert [(s.thread_id, s.title) for s in listed] == [("new", "New"), ("old", None), ("older", None)]
     assert listed[1].updated_at == datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=UTC)
-    assert old is not None and (old.head.version, old.head.title, old.head.grants) == (3, None, None)
+    assert old is not None
+    assert (old.head.version, old.head.title, old.head.grants) == (3, None, None)
 
 
 async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path) -> None:
@@ -306,6 +314,7 @@ async def test_a_file_of_the_old_layout_migrates_to_a_listed_one(tmp_path: Path)
     finally:
         await store.close()
 
-    assert sorted(s.thread_id for s in listed) == threads and after is None
+    assert sorted(s.thread_id for s in listed) == threads
+    assert after is None
     assert [loaded.head.incarnation for loaded in heads if loaded is not None] == [None] * len(threads)
     assert [loaded.head.grants for loaded in heads if loaded is not None] == [None] * len(threads)

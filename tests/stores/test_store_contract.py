@@ -79,8 +79,10 @@ async def test_the_save_that_creates_a_thread_sets_its_owner_once(store: TurnSto
 
     owned, unowned = await store.load("t1", since=None), await store.load("t2", since=None)
 
-    assert owned is not None and owned.head.owner == "alice"
-    assert unowned is not None and unowned.head.owner is None
+    assert owned is not None
+    assert owned.head.owner == "alice"
+    assert unowned is not None
+    assert unowned.head.owner is None
 
 
 async def test_the_save_that_creates_a_thread_names_its_incarnation_and_a_recreation_has_its_own(
@@ -95,9 +97,12 @@ async def test_the_save_that_creates_a_thread_names_its_incarnation_and_a_recrea
 
     again, unnamed = await store.load("t1"), await store.load("t2")
 
-    assert kept is not None and (kept.head.incarnation, kept.head.version) == ("first", 2)
-    assert again is not None and (again.head.incarnation, again.head.version) == ("again", 1)
-    assert unnamed is not None and unnamed.head.incarnation is None
+    assert kept is not None
+    assert (kept.head.incarnation, kept.head.version) == ("first", 2)
+    assert again is not None
+    assert (again.head.incarnation, again.head.version) == ("again", 1)
+    assert unnamed is not None
+    assert unnamed.head.incarnation is None
 
 
 async def test_creating_a_thread_that_exists_conflicts_and_changes_neither_messages_nor_owner(
@@ -141,7 +146,9 @@ async def test_load_since_reads_the_messages_from_that_position(store: TurnStore
         await store.load("t1", since=9),
     )
 
-    assert tail is not None and head_only is not None and past is not None
+    assert tail is not None
+    assert head_only is not None
+    assert past is not None
     assert (tail.start, ids(tail.messages)) == (2, ["m2"])
     assert (head_only.start, list(head_only.messages), head_only.head.message_count) == (3, [], 3)
     assert (past.start, list(past.messages)) == (3, [])
@@ -158,7 +165,10 @@ async def test_load_until_reads_a_slice_with_the_head_of_the_same_version(store:
         await store.load("t1", since=9, until=12),
     )
 
-    assert middle is not None and tail is not None and empty is not None and past is not None
+    assert middle is not None
+    assert tail is not None
+    assert empty is not None
+    assert past is not None
     assert (middle.start, ids(middle.messages), middle.head.message_count) == (1, ["m1", "m2"], 6)
     assert (middle.head.version, tail.head.version) == (2, 2)
     assert (tail.start, ids(tail.messages)) == (4, ["m4", "m5"])
@@ -233,7 +243,9 @@ async def test_keep_drops_the_messages_after_it_before_appending(store: TurnStor
     assert (ids(loaded.messages), loaded.head.message_count) == (["m0", "x1"], 2)
     await store.save("t1", ThreadChange(keep=0), expected_version=2)
     emptied = await store.load("t1")
-    assert emptied is not None and list(emptied.messages) == [] and emptied.head.message_count == 0
+    assert emptied is not None
+    assert list(emptied.messages) == []
+    assert emptied.head.message_count == 0
 
 
 @pytest.mark.parametrize(
@@ -283,8 +295,10 @@ async def test_grants_are_a_head_record_set_kept_or_cleared_by_compare_and_set(s
     await store.save("t1", ThreadChange(grants=None), expected_version=kept)
     cleared = await store.load("t1", since=None)
 
-    assert read is not None and (read.head.grants, read.head.open_turn) == (GRANT, None)
-    assert cleared is not None and cleared.head.grants is None
+    assert read is not None
+    assert (read.head.grants, read.head.open_turn) == (GRANT, None)
+    assert cleared is not None
+    assert cleared.head.grants is None
 
 
 async def test_a_thread_made_again_after_a_delete_has_no_grants(store: TurnStore) -> None:
@@ -295,8 +309,10 @@ async def test_a_thread_made_again_after_a_delete_has_no_grants(store: TurnStore
     await store.save("t1", ThreadChange(append=[msg("m0")]), expected_version=0)
 
     again = await store.load("t1", since=None)
-    assert created is not None and created.head.grants == GRANT
-    assert again is not None and again.head.grants is None
+    assert created is not None
+    assert created.head.grants == GRANT
+    assert again is not None
+    assert again.head.grants is None
 
 
 async def test_head_records_keep_any_json_text(store: TurnStore) -> None:
@@ -305,7 +321,8 @@ async def test_head_records_keep_any_json_text(store: TurnStore) -> None:
 
     loaded = await store.load("t1")
 
-    assert loaded is not None and loaded.head.applied == value
+    assert loaded is not None
+    assert loaded.head.applied == value
 
 
 async def test_what_was_saved_or_loaded_never_aliases_the_stored_copy(store: TurnStore) -> None:
@@ -318,7 +335,8 @@ async def test_what_was_saved_or_loaded_never_aliases_the_stored_copy(store: Tur
     loaded.head.open_turn["pending"].clear()
 
     again = await store.load("t1")
-    assert again is not None and again.head.open_turn == {"pending": [{"id": "c1"}]}
+    assert again is not None
+    assert again.head.open_turn == {"pending": [{"id": "c1"}]}
 
 
 @pytest.mark.parametrize("stale", [0, 2, 7], ids=["create-over-existing", "ahead", "far-ahead"])
@@ -347,7 +365,8 @@ async def test_threads_are_independent(store: TurnStore) -> None:
 
     first, second = await store.load("t1"), await store.load("t2")
 
-    assert first is not None and second is not None
+    assert first is not None
+    assert second is not None
     assert (ids(first.messages), first.head.applied, ids(second.messages), second.head.applied) == (["a"], 1, ["b"], 2)
 
 
@@ -360,7 +379,8 @@ async def test_a_claim_advances_the_claim_number_and_never_goes_back(store: Turn
     await store.save("t1", ThreadChange(claim=True), expected_version=4)
 
     loaded = await store.load("t1", since=None)
-    assert loaded is not None and (loaded.head.claim, loaded.head.version) == (2, 5)
+    assert loaded is not None
+    assert (loaded.head.claim, loaded.head.version) == (2, 5)
 
 
 async def test_a_save_fenced_by_a_superseded_claim_is_refused_even_at_the_current_version(store: TurnStore) -> None:
@@ -371,7 +391,8 @@ async def test_a_save_fenced_by_a_superseded_claim_is_refused_even_at_the_curren
     with pytest.raises(StaleClaim) as caught:
         await store.save("t1", ThreadChange(open_turn=None, append=[msg("late")]), expected_version=3, fence=1)
 
-    assert isinstance(caught.value, StoreConflict) and caught.value.fence == 1
+    assert isinstance(caught.value, StoreConflict)
+    assert caught.value.fence == 1
     loaded = await store.load("t1")
     assert loaded is not None
     assert (loaded.head.version, loaded.head.open_turn, list(loaded.messages)) == (3, {"n": 1}, [])
@@ -395,7 +416,8 @@ async def test_concurrent_saves_at_one_version_have_exactly_one_winner(store: Tu
     assert len(winners) == 1
     assert all(isinstance(result, StoreConflict) for i, result in enumerate(results) if i not in winners)
     loaded = await store.load("t1")
-    assert loaded is not None and ids(loaded.messages) == [f"w{winners[0]}"]
+    assert loaded is not None
+    assert ids(loaded.messages) == [f"w{winners[0]}"]
 
 
 async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> None:
@@ -409,7 +431,8 @@ async def test_concurrent_claims_give_exactly_one_claimant(store: TurnStore) -> 
     assert results.count(2) == 1
     assert all(isinstance(result, StoreConflict) for result in results if result != 2)
     loaded = await store.load("t1", since=None)
-    assert loaded is not None and loaded.head.claim == 1
+    assert loaded is not None
+    assert loaded.head.claim == 1
 
 
 async def test_ping_answers_while_the_store_is_open_and_refuses_once_it_is_closed(store: TurnStore) -> None:
@@ -470,7 +493,8 @@ async def test_purge_deletes_finished_threads_idle_longer_than_the_age(store: Tu
 
     assert (fresh, aged) == (0, 1)
     assert await store.load("done") is None
-    assert await store.load("waiting") is not None and await store.load("queued") is not None
+    assert await store.load("waiting") is not None
+    assert await store.load("queued") is not None
     assert await store.save("done", ThreadChange(append=[msg("again")]), expected_version=0) == 1
 
 
@@ -525,7 +549,8 @@ async def test_a_journal_reads_back_its_events_in_order_from_any_seq(store: Turn
     assert status == RunJournal([], ended=False, stop_requested=False, last_seq=5)
     assert past == RunJournal([], ended=False, stop_requested=False, last_seq=5)
     assert await store.read_events("t1", "r1", after=-3) == whole
-    assert await store.read_events("t1", "nope") is None and await store.read_events("t2", "r1") is None
+    assert await store.read_events("t1", "nope") is None
+    assert await store.read_events("t2", "r1") is None
     assert list((await journal(store, "t1", "r2")).events) == events(1, 1, "other")
     with pytest.raises(ValueError):
         await store.read_events("t1", "r1", limit=-1)
@@ -772,7 +797,8 @@ async def test_delete_thread_takes_everything_of_the_thread_and_nothing_else(sto
 
     assert await store.delete_thread("t1") is True
 
-    assert await store.load("t1") is None and await store.load("t1", since=None) is None
+    assert await store.load("t1") is None
+    assert await store.load("t1", since=None) is None
     assert (await store.read_events("t1", "r1"), await store.read_events("t1", "r2")) == (None, None)
     assert await store.find_message("t1", "m0") is None
     assert [s.thread_id for s in (await store.list_threads("alice"))[0]] == ["t2"]
@@ -780,10 +806,12 @@ async def test_delete_thread_takes_everything_of_the_thread_and_nothing_else(sto
     with pytest.raises(StaleClaim):  # the claimant of the deleted turn can never store its answers
         await store.save("t1", ThreadChange(open_turn=None), expected_version=2, fence=1)
     assert await store.delete_thread("t1") is False
-    assert await store.load("t2") == other and (await journal(store, "t2", "r1")).last_seq == 1
+    assert await store.load("t2") == other
+    assert (await journal(store, "t2", "r1")).last_seq == 1
     assert await store.save("t1", ThreadChange(append=[msg("new")]), expected_version=0) == 1
     again = await store.load("t1")
-    assert again is not None and (ids(again.messages), again.head.open_turn, again.head.title) == (["new"], None, None)
+    assert again is not None
+    assert (ids(again.messages), again.head.open_turn, again.head.title) == (["new"], None, None)
     assert await store.append_events("t1", "r1", events(1, 1)) is False  # a journal starts afresh
 
 
@@ -807,7 +835,8 @@ async def test_saves_racing_a_delete_leave_the_thread_whole_or_gone(store: TurnS
     assert await store.load("t1") is None
     await store.save("t1", ThreadChange(append=[msg("fresh")]), expected_version=0)
     made = await store.load("t1")
-    assert made is not None and (ids(made.messages), made.head.message_count) == (["fresh"], 1)
+    assert made is not None
+    assert (ids(made.messages), made.head.message_count) == (["fresh"], 1)
 
 
 async def test_purge_takes_the_journals_of_the_threads_it_deletes_and_every_idle_journal(store: TurnStore) -> None:
@@ -841,7 +870,8 @@ async def test_bounds_past_any_integer_a_database_holds_are_clipped(store: TurnS
     page, after = await store.list_threads("alice", limit=huge)
 
     assert tail == RunJournal([], ended=False, stop_requested=False, last_seq=2)
-    assert whole is not None and list(whole.events) == events(1, 2)
+    assert whole is not None
+    assert list(whole.events) == events(1, 2)
     assert ([s.thread_id for s in page], after) == (["t1"], None)
 
 
@@ -897,7 +927,9 @@ async def test_every_save_stamps_the_head_afresh(store: TurnStore) -> None:
     await store.save("t1", again, expected_version=0)
     recreated = await store.load("t1", since=None)
 
-    assert created is not None and renamed is not None and recreated is not None
+    assert created is not None
+    assert renamed is not None
+    assert recreated is not None
     assert [created.head.stamp, renamed.head.stamp, recreated.head.stamp] == [first.stamp, second.stamp, again.stamp]
     assert len({first.stamp, second.stamp, again.stamp}) == 3
     assert (created.head.version, created.head.message_count) == (recreated.head.version, 1)
@@ -910,7 +942,8 @@ def test_any_text_is_a_cursor_or_a_value_error(text: str) -> None:
         updated_at, thread_id = parse_cursor(text)
     except ValueError:
         return
-    assert updated_at.tzinfo is not None and "\x00" not in thread_id
+    assert updated_at.tzinfo is not None
+    assert "\x00" not in thread_id
     assert to_micros(updated_at) == to_micros(parse_cursor(next_cursor(updated_at, thread_id))[0])
 
 
@@ -922,7 +955,8 @@ async def test_a_delete_meant_for_one_life_leaves_another_whole(store: TurnStore
 
     assert await store.delete_thread("t1", incarnation="alice") is False  # decided on Alice's life, too late
     bobs = await store.load("t1")
-    assert bobs is not None and ids(bobs.messages) == ["b0"]
+    assert bobs is not None
+    assert ids(bobs.messages) == ["b0"]
     assert await store.read_events("t1", "r1") is not None
     assert await store.delete_thread("t1", incarnation="bob") is True
     assert await store.load("t1") is None

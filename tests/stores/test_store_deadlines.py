@@ -178,7 +178,8 @@ async def test_a_call_to_a_frozen_store_ends_with_store_unavailable(frozen: Froz
         try:
             saved = await frozen.store.save("t1", ThreadChange(append=[msg("after")]), expected_version=version)
         except StoreConflict:
-            assert attempt == 0 and name in WRITES, "only the cut-off write itself may land after the thaw"
+            assert attempt == 0, "only the cut-off write itself may land after the thaw"
+            assert name in WRITES, "only the cut-off write itself may land after the thaw"
             continue
         assert saved == version + 1
         break
@@ -204,7 +205,8 @@ async def test_a_store_partitioned_before_its_first_call_answers_within_its_dead
     try:
         first, second = await ended(store.load("t1")), await ended(store.load("t1"))
 
-        assert isinstance(first, StoreUnavailable) and isinstance(second, StoreUnavailable)
+        assert isinstance(first, StoreUnavailable)
+        assert isinstance(second, StoreUnavailable)
         assert proxy.held > 0  # it did talk to the frozen network
         proxy.thaw()
 
@@ -244,7 +246,8 @@ async def test_a_served_run_and_a_thread_read_end_while_the_store_is_frozen(
         assert (read.status_code, read.json()["error"]["code"]) == (503, "STORE_UNAVAILABLE")
     else:
         # Refused before any event: a run's first write (its journal's first event) could not be made.
-        assert cut_off.status == 503 and cut_off.events == []
+        assert cut_off.status == 503
+        assert cut_off.events == []
         assert read.status_code == 200
     assert checked.status_code == 503
     frozen.thaw()
@@ -292,7 +295,8 @@ async def test_work_past_its_deadline_is_cancelled_and_waited_for_at_close(steps
         await deadline.run(frozen(), "a frozen call")
     await deadline.settle()
 
-    assert finished.is_set() and len(cleaned) <= cleanup
+    assert finished.is_set()
+    assert len(cleaned) <= cleanup
 
 
 async def test_a_cancelled_caller_cancels_its_work() -> None:

@@ -90,8 +90,10 @@ async def test_a_read_only_sqlite_file_is_read_refuses_writes_by_name_and_recove
         said = await health(store, PING_TIMEOUT)
         sqlite_file.set(False)
 
-        assert loaded is not None and [m.id for m in loaded.messages] == ["m0"]
-        assert "cannot be written" in str(refused.value) and str(sqlite_file.path) not in str(refused.value)
+        assert loaded is not None
+        assert [m.id for m in loaded.messages] == ["m0"]
+        assert "cannot be written" in str(refused.value)
+        assert str(sqlite_file.path) not in str(refused.value)
         assert said == "read-only"
         assert await store.save("t1", ThreadChange(append=[msg("m1")]), expected_version=1) == 2  # no restart
         assert await health(store, PING_TIMEOUT) == "ok"
@@ -157,9 +159,11 @@ async def test_a_read_only_postgres_is_read_refuses_writes_by_name_and_recovers(
             except StoreUnavailable:
                 assert attempts <= 2 + 1, "a read-only session was used again"
 
-        assert loaded is not None and [m.id for m in loaded.messages] == ["m0"]
+        assert loaded is not None
+        assert [m.id for m in loaded.messages] == ["m0"]
         assert said == "read-only"
-        assert version == 2 and sessions.opened > opened
+        assert version == 2
+        assert sessions.opened > opened
         assert await health(store, PING_TIMEOUT) == "ok"
     finally:
         await store.close()
@@ -205,7 +209,8 @@ async def test_journal_and_thread_writes_to_a_read_only_file_are_refused_by_name
     finally:
         await store.close()
 
-    assert before == after and after[2] == ["t1"]
+    assert before == after
+    assert after[2] == ["t1"]
 
 
 @pytest.mark.postgres
@@ -228,7 +233,8 @@ async def test_journal_and_thread_writes_to_a_read_only_database_are_refused_by_
     finally:
         await store.close()
 
-    assert before == after and after[2] == ["t1"]
+    assert before == after
+    assert after[2] == ["t1"]
 
 
 async def healthy(server: Served) -> bool | None:

@@ -68,7 +68,8 @@ def page() -> Iterator[subprocess.Popen[str]]:
 
 
 def read_in_node(page: subprocess.Popen[str], chunks: list[str]) -> dict[str, Any]:
-    assert page.stdin is not None and page.stdout is not None
+    assert page.stdin is not None
+    assert page.stdout is not None
     page.stdin.write(json.dumps(chunks) + "\n")
     page.stdin.flush()
     result: dict[str, Any] = json.loads(page.stdout.readline())

@@ -56,7 +56,8 @@ async def test_the_store_never_holds_more_than_its_bounds(
         change = ThreadChange(append=[message], open_turn={"turn": turn} if turn % 3 else None)
         await store.save(thread_id, change, expected_version=head.head.version if head else 0)
 
-        assert len(store) <= max_threads and store.size <= max_bytes
+        assert len(store) <= max_threads
+        assert store.size <= max_bytes
         kept = [f"t{n}" for n in range(10) if f"t{n}" in store]
         assert store.size == sum([await measured(store, each) for each in kept])
         if thread_id not in store:
@@ -72,7 +73,8 @@ async def test_anonymous_threads_are_forgotten_oldest_first_past_the_bounds() ->
         thread = client.thread()
         await thread.say(f"hello {n} " + "x" * 40 * KIB)
         threads.append(thread.id)
-        assert len(store) <= 4 and store.size <= 200 * KIB
+        assert len(store) <= 4
+        assert store.size <= 200 * KIB
 
     assert [each in store for each in threads] == [False] * 8 + [True] * 4
     await client.aclose()
@@ -146,7 +148,8 @@ async def test_the_reference_agent_keeps_what_its_bounds_say_in_real_memory(monk
         tracemalloc.stop()
         await client.aclose()
 
-    assert store.size <= 4 * MIB and recording.size <= 4 * MIB
+    assert store.size <= 4 * MIB
+    assert recording.size <= 4 * MIB
     parsed = 4 * 11 * 100_000  # the adapters' parsed threads, as HELD_BOUND counts them
     assert kept <= 8 * MIB + parsed + MIB, f"{kept / MIB:.1f} MiB kept, over the bounds"
 

@@ -360,7 +360,8 @@ async def test_an_agui_client_reading_a_gzip_bomb_over_http_inflates_at_most_max
             await client.run(RUN_INPUT)
 
     assert refused.value.limit == "max_bytes"
-    assert inflated.total <= 256 * KIB + limits_module.PIECE and inflated.largest <= limits_module.PIECE
+    assert inflated.total <= 256 * KIB + limits_module.PIECE
+    assert inflated.largest <= limits_module.PIECE
     assert len(refused.value.run.body) <= 256 * KIB
 
 
@@ -376,7 +377,8 @@ async def test_a_model_server_sending_a_gzip_bomb_over_http_is_cut_at_max_bytes(
     async with OpenAIChatBackend(served.url + "/v1", "m", api_key="", limits=limits) as backend:
         assert await failure(backend) == "max_bytes"
 
-    assert inflated.total <= 256 * KIB + limits_module.PIECE and inflated.largest <= limits_module.PIECE
+    assert inflated.total <= 256 * KIB + limits_module.PIECE
+    assert inflated.largest <= limits_module.PIECE
 
 
 @pytest.mark.parametrize("encoding", ["br", "zstd", "gzip, br"])
@@ -414,7 +416,8 @@ async def test_a_body_that_does_not_decompress_stops_the_read_as_a_problem(stric
         else:
             run = await client.run(RUN_INPUT)
 
-    assert run.stopped == "content_encoding" and "does not decompress" in run.problems[-1]
+    assert run.stopped == "content_encoding"
+    assert "does not decompress" in run.problems[-1]
     assert source.chunks == 1
 
 
@@ -427,7 +430,8 @@ async def test_an_endless_refusal_body_is_kept_only_up_to_its_bound() -> None:
     async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http:
         run = await AGUIClient("http://agent.test/", http=http, strict=False).run(RUN_INPUT)
 
-    assert run.status == 500 and len(run.body) == 1024 * KIB
+    assert run.status == 500
+    assert len(run.body) == 1024 * KIB
     assert source.pulled <= 1024 * KIB + 4 * KIB
 
 

@@ -108,7 +108,8 @@ def invented(found: Iterable[Any]) -> list[str]:
 
 def outcome(reply: Reply) -> dict[str, Any]:
     """The run's outcome, once it is sure the run finished (a RUN_ERROR fails here, with its code and message)."""
-    assert reply.events and reply.events[-1]["type"] == "RUN_FINISHED", reply.events[-1:]
+    assert reply.events, reply.events[-1:]
+    assert reply.events[-1]["type"] == "RUN_FINISHED", reply.events[-1:]
     return reply.outcome
 
 

@@ -89,7 +89,8 @@ def postgres(dsn: str | None) -> Iterator[str]:
     script = '. .ci/postgres.sh && postgres_start && echo "DSN $AGUI_TEST_POSTGRES_DSN" && read -r _'
     # bash stays up reading its stdin; closing it ends bash, whose EXIT trap (postgres_stop) stops the server.
     shell = subprocess.Popen(["bash", "-c", script], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    assert shell.stdout is not None and shell.stdin is not None
+    assert shell.stdout is not None
+    assert shell.stdin is not None
     line = shell.stdout.readline()
     if not line.startswith("DSN "):
         shell.kill()
@@ -125,7 +126,8 @@ class Replica:
         self.process = subprocess.Popen(self.command, env=env)
 
     def healthy(self) -> bool:
-        assert self.process is not None and self.process.poll() is None, f"the replica on {self.port} exited"
+        assert self.process is not None, f"the replica on {self.port} exited"
+        assert self.process.poll() is None, f"the replica on {self.port} exited"
         try:
             return httpx.get(self.url + "/health", timeout=5).status_code == 200
         except httpx.TransportError:
