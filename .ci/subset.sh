@@ -4,10 +4,10 @@
 # gate, in-process (no database server, browser, Node or framework virtualenv); about a minute.
 SUBSET=(
     tests/project/test_public_api.py
-    tests/engine/test_scenarios.py
+    tests/run/test_scenarios.py
     tests/edge/test_http_edge.py
     tests/history/test_history.py
-    tests/engine/test_resume_gate.py
+    tests/resume/test_resume_gate.py
     tests/project/test_lazy_imports.py
 )
 

@@ -1,6 +1,6 @@
 """A test server in a process of its own, on a free port: started, waited for, and killed with SIGKILL.
 
-tests/crash_server.py and tests/engine/applying_server.py run an adapter in such a process, so that a test
+tests/crash_server.py and tests/resume/applying_server.py run an adapter in such a process, so that a test
 can kill it mid-tool or mid-save (kill -9) and check what another replica makes of what it left.
 """
 

@@ -147,7 +147,7 @@ RUN_AGAINST_WHAT_THE_TEXT_STARTS = {
     "docs/client.md#0": "tests/clients/test_client.py, against what `agui-demo` serves",
     "docs/client.md#1": "tests/clients/test_session_client.py, against what `agui-demo` serves",
     "docs/replicas.md#1": "tests/sessions/test_lifespan_drain.py, its lifespan run as a server runs it",
-    "docs/tools.md#2": "tests/engine/test_approval_rules.py, the rule per call over a scripted model",
+    "docs/tools.md#2": "tests/approvals/test_approval_rules.py, the rule per call over a scripted model",
 }
 FRAGMENTS = {
     "docs/backends.md#0": "the Backend protocol's signature",

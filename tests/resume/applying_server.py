@@ -1,6 +1,6 @@
 """A replica that dies after a resume's answers are stored, before its outcome is: for the stale-applying test.
 
-    python tests/engine/applying_server.py PORT DB JOURNAL LEASE_SECONDS
+    python tests/resume/applying_server.py PORT DB JOURNAL LEASE_SECONDS
 
 "pay N" asks for approval of `pay`. Once the answers of a resume are stored (the approved tool ran, or
 the denial was recorded), the model's next step appends `{"pid": ...}` to JOURNAL and waits while the

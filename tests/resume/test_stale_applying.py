@@ -263,7 +263,7 @@ async def test_a_replica_killed_after_storing_the_answers_leaves_a_replay_that_s
     """The issue's case: after kill -9, the same resume got "still applying" for ever, even after the lease."""
     db, journal = tmp_path / "turns.db", tmp_path / "journal"
     hold = journal.with_name(journal.name + ".hold")
-    first = Replica("tests/engine/applying_server.py", db, journal, 0.5)
+    first = Replica("tests/resume/applying_server.py", db, journal, 0.5)
     replicas = [first]
     try:
         async with httpx.AsyncClient(timeout=BOUND) as http:
@@ -282,7 +282,7 @@ async def test_a_replica_killed_after_storing_the_answers_leaves_a_replay_that_s
             with contextlib.suppress(httpx.TransportError):
                 await resuming
             hold.unlink()
-            second = Replica("tests/engine/applying_server.py", db, journal, 0.5)
+            second = Replica("tests/resume/applying_server.py", db, journal, 0.5)
             replicas.append(second)
             await second.ready(http)
             again = Client(http, second.url).thread(thread_id=thread.id)
