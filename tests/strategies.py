@@ -8,9 +8,13 @@ in them (deep nesting, long numbers, lone surrogates, patterns that backtrack), 
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from hypothesis import strategies as st
+
+STRESSED = os.environ.get("AGUI_STRESS") == "1"
+"""`AGUI_STRESS=1 bash .ci/run`: the deeper run, where a property test may spend a larger example budget."""
 
 
 def nested(depth: int, leaf: Any = 1) -> Any:
