@@ -3,7 +3,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
-import socket
 import threading
 import time
 from collections import defaultdict
@@ -20,11 +19,11 @@ from externals import in_ci, missing_chromium, missing_copilotkit, missing_frame
 from hypothesis import HealthCheck, settings
 from offices import Office, OpenOffice, by_header
 from starlette.applications import Starlette
+from threaded_server import serve_in_thread, server_config
 from upstreams.kit import UpstreamServer
 
 from adapter import Adapter, FunctionTool, InputRequired, ToolContext, ToolError, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from examples.serving import KEEP_ALIVE_SECONDS
 
 T = TypeVar("T")
 
@@ -270,41 +269,6 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         thread.join(max(0.0, deadline - time.monotonic()))
 
 
-def _start(app: Starlette) -> tuple[uvicorn.Server, threading.Thread, asyncio.AbstractEventLoop, int]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # asyncio sets TCP_NODELAY only then
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    # Served as examples/serving.py serves the demo: an idle connection outlives the client pool's 5 s (uvicorn's own
-    # default is also 5 s: a loaded client reuses connections the server is closing; docs/clients.md#keep-alive).
-    config = uvicorn.Config(
-        app,
-        lifespan="off",
-        log_level="warning",
-        ws="none",
-        http="h11",
-        loop="asyncio",
-        timeout_graceful_shutdown=2,
-        timeout_keep_alive=KEEP_ALIVE_SECONDS,
-    )
-    server = uvicorn.Server(config)
-    loops: list[asyncio.AbstractEventLoop] = []
-
-    async def serve() -> None:
-        loops.append(asyncio.get_running_loop())
-        await server.serve(sockets=[sock])
-
-    thread = threading.Thread(target=asyncio.run, args=(serve(),), daemon=True, name=f"uvicorn-{port}")
-    thread.start()
-    deadline = time.monotonic() + _BOUND
-    while not (server.started and loops):
-        if time.monotonic() > deadline or not thread.is_alive():
-            server.should_exit = True
-            raise RuntimeError("uvicorn did not start")
-        time.sleep(0.005)
-    return server, thread, loops[0], port
-
-
 class Serve(Protocol):
     def __call__(self, app: Adapter | Starlette, **options: Any) -> Awaitable[Served]: ...
 
@@ -320,9 +284,10 @@ async def serve() -> AsyncIterator[Serve]:
         # so a run that is slow on a loaded machine (a long check on a worker thread) is not taken for a dead one.
         options.setdefault("keepalive_interval", _KEEPALIVE)
         asgi = create_app(app, **options) if isinstance(app, Adapter) else app
-        server, thread, loop, port = await asyncio.to_thread(_start, asgi)
-        url = f"http://127.0.0.1:{port}"
-        served = Served(url, server, thread, loop, httpx.AsyncClient(timeout=_BOUND), adapter)
+        config = server_config(asgi, lifespan="off", timeout_graceful_shutdown=2)
+        started_server = await asyncio.to_thread(serve_in_thread, config, bound=_BOUND)
+        server, thread, loop = started_server.server, started_server.thread, started_server.loop
+        served = Served(started_server.url, server, thread, loop, httpx.AsyncClient(timeout=_BOUND), adapter)
         started.append(served)
         return served
 

@@ -1,7 +1,8 @@
 """A test server in a process of its own, on a free port: started, waited for, and killed with SIGKILL.
 
 tests/crash_server.py and tests/resume/applying_server.py run an adapter in such a process, so that a test
-can kill it mid-tool or mid-save (kill -9) and check what another replica makes of what it left.
+can kill it mid-tool or mid-save (kill -9) and check what another replica makes of what it left; the PostgreSQL
+replicas (tests/replica_server.py) run the same way. `free_port` is the one free port the tests ask for.
 """
 
 from __future__ import annotations
@@ -65,6 +66,14 @@ class Replica:
             self.process = subprocess.Popen(command, env=env, stderr=stderr)
         self.url = f"http://127.0.0.1:{self.port}"
 
+    def healthy(self) -> bool:
+        """Whether it answers `GET /health` with 200 (its store reachable) now; fails if it exited."""
+        assert self.process.poll() is None, f"the replica on port {self.port} exited"
+        try:
+            return httpx.get(self.url + "/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
     async def ready(self, http: httpx.AsyncClient) -> None:
         """Wait until it answers `GET /health` with 200; fail if it exits first."""
 
@@ -90,8 +99,8 @@ class Replica:
         return await until(gone, "the replica to exit")
 
     def kill(self) -> None:
-        """kill -9, then wait for it to be gone."""
-        self.process.send_signal(signal.SIGKILL)
+        """kill -9, then wait for it to be gone; nothing to do for one already gone."""
+        self.process.send_signal(signal.SIGKILL)  # Popen sends nothing to a process it has seen exit
         self.process.wait(BOUND)
 
 

@@ -8,17 +8,13 @@ the reader to start `agui-demo` serves it that way, so it fails when the example
 from __future__ import annotations
 
 import contextlib
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import uvicorn
+from threaded_server import serve_in_thread, server_config
 
 from examples.demo import app_from_flags, build_app, parse_flags
-from examples.serving import KEEP_ALIVE_SECONDS
 
 _BOUND = 10.0  # seconds a start or a stop may take
 
@@ -44,24 +40,8 @@ def serve_app(app: Any, name: str = "demo") -> Iterator[str]:
     Raises:
         RuntimeError: The server did not start within the bound.
     """
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    # As `python -m examples.demo` serves it: a Node client (the CopilotKit runtime) reuses idle connections.
-    config = uvicorn.Config(app, log_level="warning", ws="none", http="h11", timeout_keep_alive=KEEP_ALIVE_SECONDS)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True, name=f"{name}-{port}")
-    thread.start()
+    served = serve_in_thread(server_config(app), name, _BOUND)  # with its lifespan, unlike conftest's `serve`
     try:
-        deadline = time.monotonic() + _BOUND
-        while not server.started:
-            if time.monotonic() > deadline or not thread.is_alive():
-                raise RuntimeError(f"the {name} server did not start")
-            time.sleep(0.01)
-        yield f"http://127.0.0.1:{port}"
+        yield served.url
     finally:
-        server.should_exit = True
-        thread.join(_BOUND)
-        sock.close()
-        assert not thread.is_alive(), f"the {name} server did not stop"
+        served.stop(_BOUND)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from conformance_targets import TWO_REFUNDS, PydanticTarget, parallel_approval_app
+from replica_process import free_port
 from restartable import ROOT
 from served_demo import serve_demo
 from starlette.routing import Mount
@@ -188,9 +188,7 @@ async def test_the_cli_exits_1_when_a_case_fails(serve: Serve, tmp_path: Path) -
 def restartable(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The demo on SQLite in its own process; yields its AG-UI URL and the state directory to restart it."""
     state = tmp_path / "server"
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     subprocess.run(
         [sys.executable, str(RESTARTABLE), "start", str(state), str(port), str(tmp_path / "demo.db")],
         check=True,

@@ -10,7 +10,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from typing import Any
 
 import httpx
 import pytest
+from replica_process import free_port
 from restartable import ROOT
 
 from adapter.conformance import Recording, create_reference_app
@@ -169,9 +169,7 @@ async def test_delete_report_needs_allow_reset(allow_reset: bool) -> None:
 def served_reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`python -m adapter.conformance serve` on a free port, for the module; yields its URL."""
     tmp_path = tmp_path_factory.mktemp("reference")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     log = (tmp_path / "serve.log").open("wb")
     command = [sys.executable, "-m", "adapter.conformance", "serve", "--port", str(port), "--allow-reset"]
     server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ})

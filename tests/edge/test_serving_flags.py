@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import socket
 import sys
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -16,6 +13,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import PlainTextResponse
 from starlette.routing import Route
+from threaded_server import serve_in_thread
 
 from examples import demo, serving
 
@@ -114,26 +112,12 @@ def test_the_demos_help_says_which_flag_needs_an_extra(
     assert "/agui/inspector/ (needs the inspector extra: pip install 'agui-adapter[inspector]')" in shown
 
 
-def _serve_in_thread(config: uvicorn.Config) -> tuple[uvicorn.Server, threading.Thread, int]:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),), daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        assert thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    return server, thread, sock.getsockname()[1]
-
-
 def test_the_server_closes_an_idle_connection_after_the_flagged_keep_alive() -> None:
     app = Starlette(routes=[Route("/", lambda request: PlainTextResponse("ok"))])
     options = serving.uvicorn_options(parse("--port", "0", "--timeout-keep-alive", "1"))
-    server, thread, port = _serve_in_thread(uvicorn.Config(app, **options, log_level="warning", lifespan="off"))
+    served = serve_in_thread(uvicorn.Config(app, **options, log_level="warning", lifespan="off"))
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+        with socket.create_connection(("127.0.0.1", served.port), timeout=10) as connection:
             connection.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             received = b""
             while b"ok" not in received:
@@ -141,8 +125,7 @@ def test_the_server_closes_an_idle_connection_after_the_flagged_keep_alive() -> 
             assert b"200 OK" in received
             assert connection.recv(4096) == b""  # the server closed the idle connection, well before the timeout
     finally:
-        server.should_exit = True
-        thread.join(10)
+        served.stop()
 
 
 def test_serving_freezes_what_start_up_made_and_collects_its_garbage_first() -> None:

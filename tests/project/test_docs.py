@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from replica_process import free_port
 from served_demo import serve_agui_demo
 
 from adapter.client import parse_sse
@@ -266,13 +266,6 @@ def test_the_readme_links_every_docs_page() -> None:
     linked = {(README.parent / t.split("#", 1)[0]).resolve() for t in links(README)}
     unlinked = [p.name for p in sorted((ROOT / "docs").glob("*.md")) if p.resolve() not in linked]
     assert not unlinked, f"docs pages the README never links: {unlinked}"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

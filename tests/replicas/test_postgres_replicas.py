@@ -14,8 +14,6 @@ import asyncio
 import contextlib
 import json
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,7 +27,7 @@ import httpx
 import pytest
 from agui import Client, Reply, resolved, run_input
 from pg import fresh_schema_dsn
-from replica_process import until, wait_until
+from replica_process import Replica, free_port, until, wait_until
 
 from adapter.stores._postgres_schema import SCHEMA_VERSION  # private on purpose: the migrations to expect
 
@@ -39,36 +37,6 @@ ROOT = Path(__file__).resolve().parents[2]
 T = TypeVar("T")
 _BOUND = 120.0  # seconds a replica may take to start, stop or answer on a loaded machine
 _LONG_LEASE = 300.0  # the shared replicas never take a live resume over
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-class Replica:
-    """tests/replica_server.py in its own process, on a free port."""
-
-    def __init__(self, dsn: str, journal: Path, lease: float) -> None:
-        self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-        command = [sys.executable, str(ROOT / "tests" / "replica_server.py"), str(self.port), dsn, str(journal)]
-        self.process = subprocess.Popen([*command, str(lease)], env=env)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def healthy(self) -> bool:
-        assert self.process.poll() is None, f"the replica on port {self.port} exited"
-        try:
-            return httpx.get(self.url + "/health", timeout=5).status_code == 200
-        except httpx.TransportError:
-            return False
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-        self.process.wait(_BOUND)
 
 
 async def every(requests: Iterable[Awaitable[T]]) -> list[T]:
@@ -83,7 +51,7 @@ async def every(requests: Iterable[Awaitable[T]]) -> list[T]:
 @contextlib.contextmanager
 def replicas(count: int, dsn: str, journal: Path, *, lease: float = _LONG_LEASE) -> Iterator[list[Replica]]:
     """`count` replicas started at once on `dsn`, each up and healthy (its store reachable)."""
-    started = [Replica(dsn, journal, lease) for _ in range(count)]
+    started = [Replica("tests/replica_server.py", dsn, journal, lease) for _ in range(count)]
     try:
         for replica in started:
             wait_until(replica.healthy, f"the replica on port {replica.port} to be healthy", _BOUND)
@@ -259,7 +227,7 @@ async def test_a_replica_killed_mid_tool_is_finished_by_another_after_the_lease_
 
 def test_health_is_503_while_the_database_is_unreachable(tmp_path: Path) -> None:
     dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres?connect_timeout=1"
-    replica = Replica(dsn, tmp_path / "journal", _LONG_LEASE)
+    replica = Replica("tests/replica_server.py", dsn, tmp_path / "journal", _LONG_LEASE)
     try:
 
         def answered() -> bool:

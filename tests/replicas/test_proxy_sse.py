@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -29,6 +28,7 @@ import pytest
 from agui import run_input, user
 from conftest import Serve
 from externals import in_ci
+from replica_process import free_port
 
 from adapter import Adapter, tool
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -39,13 +39,6 @@ BOUND = 60.0  # seconds a proxy may take to start, or the stream to show its nex
 HOLD = 30.0  # seconds the held tool waits at most: a buffering proxy then shows everything at once, and fails
 KEEPALIVE = 0.2  # seconds of silence before the adapter sends a keep-alive comment
 INSTALL = "apt-get install -y haproxy nginx (bash .ci/run does)"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def haproxy(folder: Path, port: int, upstream: int) -> list[str]:
