@@ -19,7 +19,7 @@ from ag_ui.core import AssistantMessage, Message, ToolMessage
 from adapter import _errors as codes
 from adapter._access import Access
 from adapter._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
-from adapter._errors import AdapterError, ResumeError
+from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._gate import Replay, Resume
 from adapter._ids import new_id
 from adapter._parsed import KnownThread, ParsedThreads
@@ -376,7 +376,7 @@ class RecordHandle:
                 continue
             self.record = self.record.model_copy(update={"grants": kept})
             return True
-        raise AdapterError("the thread kept changing while a grant was revoked", code=codes.THREAD_CONFLICT)
+        raise ThreadConflict("the thread kept changing while a grant was revoked")
 
     async def claim_closed(
         self, gate: Resume, run_id: str, now: datetime, history: Sequence[Message], moved: Sequence[Message] = ()

@@ -15,7 +15,7 @@ from adapter._access import ANSWERS
 from adapter._answers import cancelled, settle_answers
 from adapter._calls import tool_message
 from adapter._config import EngineConfig
-from adapter._errors import AdapterError, Forbidden, ResumeError
+from adapter._errors import Forbidden, InvalidPage, ResumeError
 from adapter._events import TurnEvent, TurnEventType, notify
 from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction
 from adapter._ids import new_id
@@ -231,7 +231,7 @@ async def _page_start(handle: RecordHandle, page: Page) -> int:
         return 0
     found = None if id_problem(page.after) is not None else await handle.find(page.after)
     if found is None:
-        raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
+        raise InvalidPage("after names no message of this thread")
     return found + 1
 
 
