@@ -19,7 +19,8 @@ from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
 from adapter import Adapter, AdapterError, LimitExceeded, create_app
-from adapter._input import CheckedInput  # private on purpose: a handler between the edge and the adapter
+from adapter._input import CheckedInput  # private on purpose: an adapter that changes what the edge checked
+from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS  # private on purpose: the tests sit at the limits
 from adapter.backends import (
     BackendInterrupt,
@@ -207,22 +208,18 @@ async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monke
     assert reply.status == 200 and len(walked) == 1  # the Python call alone
 
 
-class Rewriting:
-    """App code between the edge and the adapter: a handler that changes the input before it runs it."""
+class Rewriting(Adapter):
+    """App code between the edge and the run: an adapter that changes the input before it runs it."""
 
-    def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None], *, in_place: bool) -> None:
-        self.adapter, self.change, self.in_place = adapter, change, in_place
-        """`in_place`: the handler passes on the `CheckedInput` it changed, not the plain input."""
+    def __init__(self, change: Callable[[RunAgentInput], None], *, in_place: bool, store: Spy) -> None:
+        super().__init__(ScriptedBackend(fallback="ok"), store=store)
+        self.change, self.in_place = change, in_place
+        """`in_place`: it passes on the `CheckedInput` it changed, not the plain input."""
 
-    async def start(self, checked: CheckedInput, **options: Any) -> AsyncIterator[Any]:
-        self.change(checked.input)
-        return await self.adapter.start(checked if self.in_place else checked.input, **options)
-
-    def capabilities(self) -> Any:
-        return self.adapter.capabilities()
-
-    async def thread(self, thread_id: str, **options: Any) -> Any:
-        return await self.adapter.thread(thread_id, **options)
+    async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
+        assert isinstance(run_input, CheckedInput)
+        self.change(run_input.input)
+        return await super().start(run_input if self.in_place else run_input.input, principal=principal)
 
 
 def bad_thread_id(run_input: RunAgentInput) -> None:
@@ -240,7 +237,7 @@ async def test_an_input_changed_after_the_edge_checked_it_is_checked_again(
 ) -> None:
     """What the edge checked is what runs: a handler that changed the input in place gets it checked again."""
     store = Spy()
-    rewriting = Rewriting(Adapter(ScriptedBackend(fallback="ok"), store=store), change, in_place=in_place)
+    rewriting = Rewriting(change, in_place=in_place, store=store)
     served = await serve(create_app(rewriting))
 
     reply = await served.client.post(run_input("t", [user("hi")]))

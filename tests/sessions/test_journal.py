@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
-from adapter import Adapter, ConfigurationError
+from adapter import Adapter, ConfigurationError, Limits
 from adapter.backends import Rule, ScriptedBackend
 from adapter.stores import RunJournal, SQLiteStore
 
@@ -82,8 +82,7 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
     adapter = Adapter(
         ScriptedBackend([Rule("talk", reply=" ".join(f"word{i}" for i in range(words)))]),
         store=SQLiteStore(tmp_path / f"{new_id('t')}.db"),
-        max_journal_events=max_events,
-        max_journal_chars=max_chars,
+        limits=Limits(max_journal_events=max_events, max_journal_chars=max_chars),
     )
     thread_id = new_id("thread")
     run_input = RunAgentInput.model_validate(body_of(thread_id, "r1", "talk"))
