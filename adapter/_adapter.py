@@ -285,46 +285,28 @@ class Adapter:
             custom={"reattach": REATTACH_EXTENSION},
         )
 
-    async def submit_resume(
+    async def resume(
         self,
         thread_id: str,
         entries: Iterable[EntryLike],
         *,
         metadata: Mapping[str, Any] | None = None,
-        principal: str | None = None,
-    ) -> bool:
-        """Check answers against the open turn and store them as runnable, for a worker to `resume`.
-
-        Entries are `ResumeEntry`s or mappings, addressed by `interruptId` or by `actionId` (the tool
-        call id a form card shows). `metadata` carries audit fields (`submittedBy`, `requestId`).
-        Returns False when the same answers were already applied.
-
-        Raises:
-            ResumeError: The answers do not fit the open turn; nothing was stored.
-            Forbidden: The `authorize` policy refuses `principal` an answer; nothing was stored.
-            LimitExceeded: 422 `INVALID_ID` or `INPUT_TOO_DEEP`, as `run`; nothing was stored.
-        """
-        return await _thread_api.submit_resume(self.config, thread_id, entries, metadata, principal)
-
-    async def resume(
-        self,
-        thread_id: str,
-        entries: Iterable[EntryLike] | None = None,
-        *,
-        metadata: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         principal: str | None = None,
     ) -> AsyncIterator[BaseEvent]:
-        """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones.
+        """Answer a suspended turn and continue it now: the Python way to answer, beside a `resume` input over HTTP.
 
-        `principal` answers, under the `authorize` policy, as in `run` (which raises `Forbidden`).
+        `entries` are `ResumeEntry`s or mappings, addressed by `interruptId` or by `actionId` (the tool call id a
+        form card shows); `metadata` carries audit fields (`submittedBy`, `requestId`) into every entry. `principal`
+        answers, under the `authorize` policy, as in `run` (which raises `Forbidden`). The run is driven by a task of
+        the adapter, as `run`'s is: a caller that stops reading early (a webhook that answers and returns) leaves it
+        going on, unless `on_disconnect="stop"`.
 
         Raises:
             LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked;
                 the run checks the rest as `run` does.
             Forbidden: `principal` may not read the thread: refused having read only its owner, before any
                 answer or action id is looked at.
-            ResumeError: RESUME_REQUIRED without `entries` when no answers were submitted.
         """
         check_id(thread_id, "/threadId")
         run_input = await _thread_api.resume_input(self.config, thread_id, entries, metadata, principal, run_id)
