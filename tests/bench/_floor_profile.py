@@ -565,7 +565,7 @@ async def pieces(directory: str, turns: int) -> None:
 
     async def save() -> None:
         nonlocal version
-        version = await store.save(thread, ThreadChange(queued=None), expected_version=version)
+        version = await store.save(thread, ThreadChange(grants=None), expected_version=version)
 
     print(f"  store.save (a head record)                   {await cpu_per(save):>8.1f}")
     from adapter.stores import JournalEvent

@@ -1,6 +1,6 @@
 """The limits of docs/security.md beyond the HTTP edge: the Python API, and the ids a backend makes.
 
-The thread API (`Adapter.run`, `resume`, `submit_resume`, `thread`, `cancel_turn`) refuses an id no store
+The thread API (`Adapter.run`, `resume`, `thread`, `cancel_turn`) refuses an id no store
 can keep and an input nested too deep, with the edge's codes, as `LimitExceeded`, before the store is
 asked; a backend or upstream item with such an id ends the run with `BACKEND_ERROR` before it is stored.
 """
@@ -97,8 +97,6 @@ def api_calls(adapter: Adapter, thread_id: str) -> dict[str, Callable[[], Any]]:
     return {
         "run": lambda: adapter.run(started),
         "resume": lambda: adapter.resume(thread_id, answer),
-        "resume queued": lambda: adapter.resume(thread_id),
-        "submit_resume": lambda: adapter.submit_resume(thread_id, answer),
         "thread": lambda: adapter.thread(thread_id),
         "cancel_turn": lambda: adapter.cancel_turn(thread_id),
     }
@@ -151,11 +149,11 @@ async def test_run_refuses_any_id_of_its_input_no_store_can_keep(place: str) -> 
     assert store.asked == []
 
 
-async def test_submit_resume_refuses_an_interrupt_id_no_store_can_keep() -> None:
+async def test_resume_refuses_an_interrupt_id_no_store_can_keep() -> None:
     store = Spy()
     adapter = Adapter(ScriptedBackend(fallback="ok"), store=store)
 
-    error = await refusal(adapter.submit_resume("t", [resolved("int\x00", {})]))
+    error = await refusal(adapter.resume("t", [resolved("int\x00", {})]))
 
     assert error.code == "INVALID_ID" and "save" not in store.asked
 
@@ -181,11 +179,11 @@ async def test_run_refuses_an_input_nested_too_deep_and_runs_the_deepest_allowed
     assert first.type == "RUN_STARTED"
 
 
-async def test_submit_resume_refuses_a_payload_nested_too_deep() -> None:
+async def test_resume_refuses_a_payload_nested_too_deep() -> None:
     store = Spy()
     adapter = Adapter(ScriptedBackend(fallback="ok"), store=store)
 
-    error = await refusal(adapter.submit_resume("t", [resolved("int_1", nested(MAX_DEPTH))]))
+    error = await refusal(adapter.resume("t", [resolved("int_1", nested(MAX_DEPTH))]))
 
     assert error.code == "INPUT_TOO_DEEP" and "save" not in store.asked
 

@@ -196,18 +196,6 @@ async def test_the_outcome_a_lapsed_replay_gives_is_recorded_once_and_stands(ans
     assert before is not None and stored.head.version == before.head.version + 1  # the outcome, written once
 
 
-async def test_submitting_the_answers_again_after_the_lease_records_the_outcome(clock: Clock) -> None:
-    store = MemoryStore()
-    second, entry = await lost_outcome(store, clock, "approve")
-    clock.advance(LEASE)
-
-    submitted = await second.submit_resume("t1", [entry])
-    stored = await store.load("t1", since=None)
-
-    assert submitted is False  # already applied: nothing is queued
-    assert stored is not None and stored.head.applied["outcome"]["code"] == INTERRUPTED
-
-
 class Slow:
     """The scripted backend, held in the step after stored answers until released: a replica slower than the lease."""
 
