@@ -101,16 +101,18 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
         assert kept[-1]["type"] == "RUN_FINISHED" and len(terminal.json) > 0
 
 
-def test_the_journal_limits_are_checked_when_the_adapter_is_built() -> None:
-    for options in (
+def test_the_journal_limits_are_checked_when_they_are_built() -> None:
+    limits: list[dict[str, Any]] = [
         {"max_journal_events": 0},
         {"max_journal_chars": -1},
-        {"on_disconnect": "later"},
         {"max_detached_runs": 0},
         {"max_run_time": timedelta(0)},
-    ):
+    ]
+    for options in limits:
         with pytest.raises(ConfigurationError):
-            Adapter(ScriptedBackend(), **options)
+            Limits(**options)
+    with pytest.raises(ConfigurationError):
+        Adapter(ScriptedBackend(), on_disconnect="later")  # type: ignore[arg-type]
 
 
 async def test_every_run_of_the_stream_is_in_the_journal_over_http(serve: Serve, tmp_path: Path) -> None:
