@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from adapter import Limits
 from adapter._adapter import Adapter
+from adapter._config import Limits
 from adapter._errors import CONTENT_TOO_LARGE
 from adapter._http import create_app
 from adapter.client import parse_sse
