@@ -6,6 +6,7 @@ import importlib
 import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -193,10 +194,11 @@ def test_an_option_that_moved_into_limits_names_its_new_spelling(moved: str) -> 
     from adapter import Adapter, create_app
     from adapter.backends import ScriptedBackend
 
+    old: dict[str, Any] = {moved: 1}
     with pytest.raises(TypeError, match=rf"limits=Limits\({moved}=\.\.\.\)"):
-        Adapter(ScriptedBackend(), **{moved: 1})
+        Adapter(ScriptedBackend(), **old)
     with pytest.raises(TypeError, match=rf"limits=Limits\({moved}=\.\.\.\)"):
-        create_app(Adapter(ScriptedBackend()), **{moved: 1})
+        create_app(Adapter(ScriptedBackend()), **old)
 
 
 def test_clock_is_no_option_and_says_how_tests_set_it() -> None:
@@ -204,7 +206,7 @@ def test_clock_is_no_option_and_says_how_tests_set_it() -> None:
     from adapter.backends import ScriptedBackend
 
     with pytest.raises(TypeError, match=r"config\.use_clock"):
-        Adapter(ScriptedBackend(), clock=lambda: None)
+        Adapter(ScriptedBackend(), clock=lambda: None)  # type: ignore[call-arg]
 
 
 def test_every_name_design_pins_imports_from_adapter_as_the_object_of_its_home() -> None:
