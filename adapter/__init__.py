@@ -7,7 +7,7 @@ ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architectur
 
 from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
-from adapter._config import HistoryMode
+from adapter._config import HistoryMode, Limits
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, InputRejected, LimitExceeded, ResumeError
 from adapter._events import TurnEvent, TurnEventType
 from adapter._forms import FormDefinition, FormRequired, UserInputTool
@@ -42,6 +42,7 @@ __all__ = [
     "InputRejected",
     "InputRequired",
     "LimitExceeded",
+    "Limits",
     "PredictState",
     "ResumeError",
     "ToolContext",

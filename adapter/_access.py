@@ -116,8 +116,17 @@ class Access:
         Raises:
             Forbidden: The first action the policy refuses.
         """
-        actions = sorted(set(input_actions(record, run_input)), key=_ORDER.index)
-        for action in actions or ["run"]:
+        await self.check_actions(principal, record, list(input_actions(record, run_input)) or ["run"])
+
+    async def check_actions(
+        self, principal: str | None, record: ThreadRecord | None, actions: Iterable[Action]
+    ) -> None:
+        """Check each of `actions` on the thread of `record`, once each, in the order a refusal names the first.
+
+        Raises:
+            Forbidden: The first action the policy refuses.
+        """
+        for action in sorted(set(actions), key=_ORDER.index):
             await self.require(principal, record, action)
 
 

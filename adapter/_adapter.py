@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from importlib import metadata
 from typing import Any, Final
 
@@ -31,11 +31,13 @@ from adapter._compat import for_unversioned_peer
 from adapter._config import (
     EngineConfig,
     HistoryMode,
+    Limits,
     OnDisconnect,
     UnknownResumeEntries,
     check_backend,
     check_options,
     checked_predictions,
+    refuses_moved_options,
 )
 from adapter._conversation import HistoryView
 from adapter._errors import ConfigurationError, Draining
@@ -43,21 +45,13 @@ from adapter._events import Listener
 from adapter._forms import FormDefinition, UserInputTool
 from adapter._input import CheckedInput
 from adapter._interrupts import InterruptPolicy
-from adapter._journal import (
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_DETACHED,
-    DEFAULT_MAX_EVENTS,
-    DEFAULT_MAX_RUN_TIME,
-    JournalLimits,
-    RunEvents,
-)
 from adapter._journal import Listener as EventReader
-from adapter._jsonpatch import MAX_PATCHED_BYTES
+from adapter._journal import RunEvents
 from adapter._limits import check_id, check_run_input
 from adapter._predict import PredictState
 from adapter._runner import Run
 from adapter._thread_api import EntryLike
-from adapter._tools import BaseTool, ClientToolLimits, FrontendOutcome, check_unique
+from adapter._tools import BaseTool, FrontendOutcome, check_unique
 from adapter.backends._seam import Backend
 from adapter.stores import JournalEvent, MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
@@ -88,27 +82,16 @@ class Adapter:
             interrupts either way.
         frontend_outcome_overrides: The same choice for single tools, by name.
         approve_with_edits: Offer `editedArgs` in approval interrupts.
-        interrupt_ttl: How long an interrupt stays answerable; None means forever.
-        max_steps: Model steps one run may take before it stops as cancelled.
-        max_tool_calls: Tool calls one turn may make; a call past it gets an error result. A call that
-            suspended and ran again after its answer counts once.
+        limits: Every bound the adapter keeps, grouped (`Limits`): steps, tool calls, client tools, state, journals,
+            bodies, and how long a run, an interrupt, a claim and a drain may last; the defaults when None.
         listeners: Called with a `TurnEvent` as turns start, suspend, resume and end.
-        claim_lease: How long a resume may hold a turn before another may claim it (a crashed replica).
         client_tool_policy: What a client tool's parameter schema and `metadata.resultSchema` must meet
             (`schema_tools.check_schema`; a result schema's root need not be an object); an input with a
             tool that fails it is refused with 422 `INVALID_TOOL_SCHEMA` before any event. None accepts
             any schema (patterns are still matched in linear time).
-        max_client_tools: Tools one input may declare; more get 413 `TOO_MANY_TOOLS` before any event.
-        max_client_tool_bytes: Size of an input's tool declarations together, as JSON; more get 413
-            `TOOLS_TOO_LARGE`. Large declarations are checked on a worker thread, and each schema's check
-            is remembered by content, so a client that resends its tools pays for the check once.
         predict_state: Tools (server or client) whose arguments write part of the shared state: the
             state shows them while the model streams them, and keeps them if the call succeeds
             (docs/tools.md, "Predictive state updates").
-        max_state_bytes: The most one state change may build, whoever makes it (a backend's `STATE_DELTA`, a
-            tool's `patch_state`): the state plus every value the patch adds or copies, about as JSON bytes,
-            each value counting at least 16. Past it a backend's delta ends the run with
-            `STATE_PATCH_TOO_LARGE`, and a tool's `patch_state` raises `ValueError` (docs/security.md).
         history: Who keeps the conversation. "client" (the default): each input's `messages` are the
             history, as AG-UI clients send it; the store keeps only what it lacks. "server": the stored
             conversation is the history, and an input's `messages` only add the ones the store does not
@@ -129,22 +112,11 @@ class Adapter:
         unknown_resume_entries: What a resume entry naming no interrupt of the thread gets: "refuse" (the
             default, `RESUME_UNKNOWN_INTERRUPT`) or "warn": left out, the run goes on without it and says so in a
             `CUSTOM` event named `warning` (AG-UI 1.1; a 1.0 client passes a CUSTOM event by).
-        max_journal_events: Events one run's journal keeps; a run past it is stopped and ends with `RUN_ERROR`
-            `JOURNAL_LIMIT` (docs/security.md).
-        max_journal_chars: Characters of wire JSON one run's journal keeps; past it, as `max_journal_events`.
-        max_run_time: How long one run may go on (an hour by default; None: no bound): a run outlives its client,
-            so a client that starts runs and leaves would otherwise keep its backend going for as long as it
-            likes. Past it the run is asked to stop, as `stop_run` asks, and ends with `RUN_ERROR` `RUN_DEADLINE`
-            at its next safe point, what it did stored (docs/security.md).
-        max_detached_runs: Runs one principal may leave going on one replica without a reader (16 by default);
-            their next run is refused with 429 `TOO_MANY_DETACHED_RUNS` until one ends or is read again.
-        drain_grace: How long `drain` (a graceful stop: SIGTERM with `examples/serving.py`) lets the runs in
-            progress end on their own before it stops them and lapses the claims they hold (docs/replicas.md).
-        clock: The time source, for tests.
         name: The agent's name in `capabilities()` (AG-UI's `identity.name`); the backend's class name when None.
         description: What the agent does, for `identity.description`.
     """
 
+    @refuses_moved_options
     def __init__(
         self,
         backend: Backend,
@@ -155,67 +127,50 @@ class Adapter:
         frontend_outcome: FrontendOutcome = "pending",
         frontend_outcome_overrides: Mapping[str, FrontendOutcome] | None = None,
         approve_with_edits: bool = True,
-        interrupt_ttl: timedelta | None = None,
-        max_steps: int = 10,
-        max_tool_calls: int | None = 50,
+        limits: Limits | None = None,
         listeners: Iterable[Listener] = (),
-        claim_lease: timedelta = timedelta(minutes=5),
         client_tool_policy: SchemaPolicy | None = STRICT_TOOL_POLICY,
-        max_client_tools: int = 128,
-        max_client_tool_bytes: int = 256 * 1024,
         predict_state: Iterable[PredictState] = (),
-        max_state_bytes: int = MAX_PATCHED_BYTES,
         history: HistoryMode = "client",
         history_view: HistoryView | None = None,
         authorize: Authorize | None = None,
         on_disconnect: OnDisconnect = "continue",
         unknown_resume_entries: UnknownResumeEntries = "refuse",
-        max_journal_events: int = DEFAULT_MAX_EVENTS,
-        max_journal_chars: int = DEFAULT_MAX_CHARS,
-        max_run_time: timedelta | None = timedelta(seconds=DEFAULT_MAX_RUN_TIME),
-        max_detached_runs: int = DEFAULT_MAX_DETACHED,
-        drain_grace: timedelta = timedelta(seconds=30),
-        clock: Callable[[], datetime] | None = None,
         name: str | None = None,
         description: str | None = None,
     ) -> None:
         overrides = dict(frontend_outcome_overrides or {})
-        run_time = None if max_run_time is None else max_run_time.total_seconds()
-        journal_limits = JournalLimits(max_journal_events, max_journal_chars, run_time, max_detached_runs)
+        limits = Limits() if limits is None else limits
         check_backend(backend)
+        if not isinstance(limits, Limits):
+            raise ConfigurationError(
+                f"limits must be a Limits (from adapter import Limits), not {type(limits).__name__}"
+            )
         check_options(
-            (frontend_outcome, *overrides.values()),
-            max_steps,
-            max_client_tools,
-            max_client_tool_bytes,
-            max_state_bytes,
-            history,
-            history_view,
-            on_disconnect,
-            journal_limits,
-            unknown_resume_entries,
+            (frontend_outcome, *overrides.values()), history, history_view, on_disconnect, unknown_resume_entries
         )
         registered = list(forms)
+        self.limits = limits
+        """The bounds this adapter keeps (`Limits`); the HTTP edge reads `max_body_bytes` from it."""
         self.config = EngineConfig(
             backend=backend,
             tools=tuple(check_unique([*tools, *([UserInputTool(registered)] if registered else [])])),
             store=store if store is not None else MemoryStore(),
-            policy=InterruptPolicy(frontend_outcome, overrides, approve_with_edits, interrupt_ttl),
-            max_steps=max_steps,
-            max_tool_calls=max_tool_calls,
+            policy=InterruptPolicy(frontend_outcome, overrides, approve_with_edits, limits.interrupt_ttl),
+            max_steps=limits.max_steps,
+            max_tool_calls=limits.max_tool_calls,
             listeners=tuple(listeners),
-            claim_lease=claim_lease,
+            claim_lease=limits.claim_lease,
             client_tool_policy=client_tool_policy,
             predictions=checked_predictions(predict_state),
-            client_tool_limits=ClientToolLimits(max_client_tools, max_client_tool_bytes),
-            max_state_bytes=max_state_bytes,
+            client_tool_limits=limits.client_tools(),
+            max_state_bytes=limits.max_state_bytes,
             history=history,
             history_view=history_view,
-            clock=clock or (lambda: datetime.now(UTC)),
             access=Access(authorize or owner_only),
             on_disconnect=on_disconnect,
             unknown_resume_entries=unknown_resume_entries,
-            journal_limits=journal_limits,
+            journal_limits=limits.journal(),
         )
         """The engine's frozen configuration, which every run reads."""
         self.identity = IdentityCapabilities(
@@ -225,9 +180,6 @@ class Adapter:
             version=_version(),
         )
         """Who answers: `capabilities().identity`."""
-        if not drain_grace >= timedelta(0):
-            raise ConfigurationError(f"drain_grace must not be negative, not {drain_grace}")
-        self.drain_grace = drain_grace
         self._drained: asyncio.Future[None] | None = None
 
     @property
@@ -333,46 +285,28 @@ class Adapter:
             custom={"reattach": REATTACH_EXTENSION},
         )
 
-    async def submit_resume(
+    async def resume(
         self,
         thread_id: str,
         entries: Iterable[EntryLike],
         *,
         metadata: Mapping[str, Any] | None = None,
-        principal: str | None = None,
-    ) -> bool:
-        """Check answers against the open turn and store them as runnable, for a worker to `resume`.
-
-        Entries are `ResumeEntry`s or mappings, addressed by `interruptId` or by `actionId` (the tool
-        call id a form card shows). `metadata` carries audit fields (`submittedBy`, `requestId`).
-        Returns False when the same answers were already applied.
-
-        Raises:
-            ResumeError: The answers do not fit the open turn; nothing was stored.
-            Forbidden: The `authorize` policy refuses `principal` an answer; nothing was stored.
-            LimitExceeded: 422 `INVALID_ID` or `INPUT_TOO_DEEP`, as `run`; nothing was stored.
-        """
-        return await _thread_api.submit_resume(self.config, thread_id, entries, metadata, principal)
-
-    async def resume(
-        self,
-        thread_id: str,
-        entries: Iterable[EntryLike] | None = None,
-        *,
-        metadata: Mapping[str, Any] | None = None,
         run_id: str | None = None,
         principal: str | None = None,
     ) -> AsyncIterator[BaseEvent]:
-        """Continue a suspended turn now and yield its events; without `entries`, apply the submitted ones.
+        """Answer a suspended turn and continue it now: the Python way to answer, beside a `resume` input over HTTP.
 
-        `principal` answers, under the `authorize` policy, as in `run` (which raises `Forbidden`).
+        `entries` are `ResumeEntry`s or mappings, addressed by `interruptId` or by `actionId` (the tool call id a
+        form card shows); `metadata` carries audit fields (`submittedBy`, `requestId`) into every entry. `principal`
+        answers, under the `authorize` policy, as in `run` (which raises `Forbidden`). The run is driven by a task of
+        the adapter, as `run`'s is: a caller that stops reading early (a webhook that answers and returns) leaves it
+        going on, unless `on_disconnect="stop"`.
 
         Raises:
             LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked;
                 the run checks the rest as `run` does.
             Forbidden: `principal` may not read the thread: refused having read only its owner, before any
                 answer or action id is looked at.
-            ResumeError: RESUME_REQUIRED without `entries` when no answers were submitted.
         """
         check_id(thread_id, "/threadId")
         run_input = await _thread_api.resume_input(self.config, thread_id, entries, metadata, principal, run_id)
@@ -511,7 +445,7 @@ class Adapter:
 
         At once, every new run (and resume) is refused with 503 `DRAINING` and `GET /health` says "draining", so
         a balancer sends them to another replica. The runs this adapter drives go on for up to `grace` (default
-        `drain_grace`). Then the rest are asked to stop, as a stop request asks (`adapter._stop`), and after a
+        `limits.drain_grace`). Then the rest are asked to stop, as a stop request asks (`adapter._stop`), and after a
         few seconds cut: a cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED`, and a resume cut while it
         applies its answers lapses its claim, so that the same answers take the turn over on another replica at
         once, under the rules of a claim whose lease ran out (docs/replicas.md). Idempotent: a second call waits
@@ -521,7 +455,7 @@ class Adapter:
             await asyncio.shield(self._drained)
             return
         self._drained = asyncio.get_running_loop().create_future()
-        grace = self.drain_grace if grace is None else grace
+        grace = self.limits.drain_grace if grace is None else grace
         running = self.config.journals.running
         if grace > timedelta(0) or running:  # a close with nothing to wait for says nothing
             log.info(

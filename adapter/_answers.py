@@ -176,12 +176,15 @@ def runs_nothing(gate: Resume) -> bool:
 async def settle_answers(
     gate: Resume,
     toolset: Toolset,
-    run_input: RunAgentInput,
+    run_input: RunAgentInput | None,
     config: EngineConfig,
     principal: str | None,
     parent: telemetry.Span = telemetry.NULL_SPAN,
 ) -> Settled:
     """Turn each answer into the ToolMessage for its call, running the tools an answer allows as `principal`.
+
+    `run_input` is the run that applies the answers, which its tools see; None where no input runs them, when every
+    answer is `cancelled` (`Adapter.cancel_turn`): a cancelled call runs no tool.
 
     A tool starts from the turn's stored state plus what its own arguments predicted; the changes of
     the calls that succeed are collected in `Settled.kept`.
@@ -240,7 +243,7 @@ def _executed_arguments(answer: Answer) -> str:
 async def _settle_one(
     answer: Answer,
     toolset: Toolset,
-    run_input: RunAgentInput,
+    run_input: RunAgentInput | None,
     state: ToolState,
     principal: str | None,
     parent: telemetry.Span,
@@ -249,7 +252,7 @@ async def _settle_one(
     name = call.tool_name
     if call.kind == "form":
         return _form_result(answer)
-    if answer.status == "cancelled":
+    if answer.status == "cancelled" or run_input is None:  # no input: only cancels come (`settle_answers`)
         return cancelled(name)
     if call.kind == "frontend":
         return ToolResult.of(answer.payload)

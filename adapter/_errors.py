@@ -9,10 +9,13 @@
 
     AdapterError                 a run's failure, after RUN_STARTED: `code` and a message safe to show a client
     ├── ResumeError              RESUME_* (the resume gate refused the input; nothing was executed)
-    └── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
+    ├── BackendError             BACKEND_ERROR (the backend failed; `code` may be more specific)
+    ├── InvalidPage              400 INVALID_PAGE: a thread route's page names nothing the thread holds
+    └── ThreadConflict           THREAD_CONFLICT: the thread kept changing; a thread route answers 409
 
 `ConfigurationError` is raised at start-up, never at run time. `Forbidden` refuses a request the
-`authorize` policy does not allow, before any event: HTTP answers it with 403.
+`authorize` policy does not allow, before any event: HTTP answers it with 403. Every refusal carries its
+HTTP status as `status_code` (an `AdapterError` with None is a run's failure, never a refusal).
 The codes below are the whole vocabulary: `HTTP_CODES` answer a refused request before any stream
 opens, `RUN_CODES` end a run as `RUN_ERROR.code`; `STORE_UNAVAILABLE`, `THREAD_CONFLICT` (a rename's 409)
 and `INTERNAL_ERROR` are both. docs/resuming.md documents each one (a test keeps the two in step).
@@ -137,6 +140,9 @@ class ConfigurationError(ValueError):
 class Forbidden(PermissionError):
     """The `authorize` policy refused the request; nothing was run or stored. `code` says which check."""
 
+    status_code: Final = 403
+    details: Final = None
+
     def __init__(self, message: str, *, code: str = THREAD_FORBIDDEN) -> None:
         super().__init__(message)
         self.message = message
@@ -198,6 +204,8 @@ class AdapterError(Exception):
     """A failure reported to the client as `RUN_ERROR` with a stable `code`."""
 
     code: str = INTERNAL_ERROR
+    status_code: int | None = None
+    """The HTTP status a route answers when this error refuses its request; None: a run's failure, not a refusal."""
 
     def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
         super().__init__(message)
@@ -218,3 +226,17 @@ class BackendError(AdapterError):
     """The agent backend failed."""
 
     code = BACKEND_ERROR
+
+
+class InvalidPage(AdapterError):
+    """A page of a thread or of the threads names what no listing gave (an unknown `after` or `before`)."""
+
+    code = INVALID_PAGE
+    status_code = 400
+
+
+class ThreadConflict(AdapterError):
+    """The thread kept changing while it was changed; nothing of this change is stored. Try again."""
+
+    code = THREAD_CONFLICT
+    status_code = 409

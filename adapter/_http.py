@@ -18,14 +18,16 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 404 `THREAD_NOT_FOUND` / `RUN_NOT_FOUND`: an unknown thread or run, and the same for one the caller may not read;
 - 422 `INVALID_TITLE`: a rename's title is not a short one-line string (or null);
 - 409 `THREAD_CONFLICT`: a rename that kept meeting other saves;
-- 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the handler's access policy refused the caller
+- 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the adapter's access policy refused the caller
   (`adapter._access`), checked on the record the run itself loaded;
 - 503 `STORE_UNAVAILABLE`: the thread could not be read;
 - 500 `INTERNAL_ERROR`: a bug while starting the run (logged; the message holds nothing of it).
 
-The run starts in two phases: the edge awaits the handler's `start`, where every refusal above is
+Each refusal is an error that carries its status (`status_code`): the edge maps none by its code.
+
+The run starts in two phases: the edge awaits the adapter's `start`, where every refusal above is
 raised, and only then opens the stream, which fails only after RUN_STARTED. The stream reads the run as
-one listener among others (`adapter._journal`): the run goes on when it leaves, unless the handler says
+one listener among others (`adapter._journal`): the run goes on when it leaves, unless the adapter says
 otherwise, and is reattached to at `GET /threads/{threadId}/runs/{runId}/events`.
 """
 
@@ -37,10 +39,10 @@ import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from typing import Final, Protocol, TypeAlias
+from dataclasses import dataclass
+from typing import Final, TypeAlias
 from urllib.parse import unquote
 
-from ag_ui.core import AgentCapabilities, BaseEvent
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import ClientDisconnect, Request
@@ -49,14 +51,16 @@ from starlette.routing import BaseRoute, Match, Mount, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter import _errors as codes
-from adapter._errors import AdapterError, Draining, Forbidden, InputRejected
-from adapter._input import CheckedInput, is_json, parse_body, read_body
+from adapter._adapter import Adapter
+from adapter._config import refuses_moved_options
+from adapter._errors import AdapterError, Draining, Forbidden, InputRejected, InvalidPage
+from adapter._input import is_json, parse_body, read_body
 from adapter._inspector import inspector_routes
-from adapter._journal import Listener, RunEvents
 from adapter._limits import id_problem
-from adapter._sse import EventStreamResponse, unjournaled
+from adapter._sse import EventStreamResponse
+from adapter._threads import DEFAULT_THREADS
 from adapter._types import JSON
-from adapter.stores import StoreUnavailable, TurnStore
+from adapter.stores import StoreUnavailable
 from adapter.stores._health import Probe
 
 logger = logging.getLogger(__name__)
@@ -71,43 +75,8 @@ _MAX_SEQ_DIGITS: Final = 12  # an event id (`after`, `Last-Event-ID`): far more 
 PrincipalOf: TypeAlias = Callable[[Request], str | None | Awaitable[str | None]]
 """Who sent a request: `principal(request) -> str | None`, sync or async."""
 
-
-class RunHandler(Protocol):
-    """What the HTTP layer serves: the engine behind `create_app` (the adapter's `Adapter`).
-
-    A request with a principal calls `start` and `thread` with `principal=`; an anonymous one without it.
-    """
-
-    async def start(self, run_input: CheckedInput, /) -> AsyncIterator[BaseEvent]:
-        """Check, authorize and load one run; then its events, from RUN_STARTED to its terminal event.
-
-        The edge awaits it before the response starts, with the input it parsed and checked. What it
-        raises is the request's refusal: `Forbidden` (403), `InputRejected` (its `status_code`) and
-        `StoreUnavailable` (503). The events fail only after RUN_STARTED: an exception there still ends
-        the stream with a RUN_ERROR.
-        """
-        ...
-
-    def capabilities(self) -> AgentCapabilities:
-        """Declare what the agent does (CAP-1)."""
-        ...
-
-    async def thread(self, thread_id: str) -> JSON:
-        """The thread's stored messages and open interrupts, or None for an unknown (or unreadable) thread.
-
-        A paged request (`?after=&limit=`) calls it with `after=` and `limit=`, as `Adapter.thread` takes them.
-        """
-        ...
-
-
-# What a handler may add to serve threads as a resource and reattached runs; each route answers 404 without it
-# (`Adapter` has them all). Each is called with `principal=` for a request that has one.
-_THREADS = "threads"  # threads(*, before, limit) -> {"threads": [...], "next": ...}
-_RENAME = "rename_thread"  # rename_thread(thread_id, title) -> bool
-_DELETE = "delete_thread"  # delete_thread(thread_id) -> bool
-_LISTEN = "listen"  # listen(thread_id, run_id, *, after) -> Listener | None
-_STOP = "stop_run"  # stop_run(thread_id, run_id) -> bool | None
-_REVOKE = "revoke_grant"  # revoke_grant(thread_id, tool) -> bool | None
+Refusal: TypeAlias = InputRejected | Forbidden | AdapterError
+"""What refuses a request before any stream opens; each carries its HTTP status as `status_code`."""
 
 
 def authenticated_user(request: Request) -> str | None:
@@ -118,10 +87,10 @@ def authenticated_user(request: Request) -> str | None:
     return str(user.identity) if user.is_authenticated else None
 
 
+@refuses_moved_options
 def create_app(
-    handler: RunHandler,
+    adapter: Adapter,
     *,
-    max_body_bytes: int = 1_048_576,
     keepalive_interval: float = 15.0,
     inspector: bool = False,
     principal: PrincipalOf | None = None,
@@ -134,11 +103,11 @@ def create_app(
 
     - `POST /`: run. The body is a `RunAgentInput`; the answer is `200 text/event-stream`, one
       `data:` frame per event, closed right after the terminal event. `Accept` is ignored.
-    - `GET /capabilities`: `handler.capabilities()` as JSON.
-    - `GET /health`: `{"status": "ok"}`; 503 `{"status": "draining"}` once the handler drains (`Adapter.drain`:
+    - `GET /capabilities`: `adapter.capabilities()` as JSON.
+    - `GET /health`: `{"status": "ok"}`; 503 `{"status": "draining"}` once the adapter drains (`Adapter.drain`:
       a graceful stop; `POST /` then answers 503 `DRAINING` with `Retry-After`); 503
       `{"status": "unavailable", "store": "read-only"}` when the
-      handler's store answers but cannot be written, `"unreachable"` when its `ping()` fails or takes more
+      adapter's store answers but cannot be written, `"unreachable"` when its `ping()` fails or takes more
       than 5 s (a database that is down). Trivial queries, asked once for all the checks that come together
       and answered from the last ask for a second: cheap enough to poll under load.
     - `GET /threads/{threadId}`: the thread's stored messages (form cards included, with their
@@ -166,9 +135,10 @@ def create_app(
       caller who may read the thread but not run on it.
     - `GET /inspector/`: with `inspector=True`, the agui-inspector dev UI, pointed at this sub-app.
 
+    A body larger than the adapter's `limits.max_body_bytes` gets 413 without being read whole.
+
     Args:
-        handler: Runs the agent and declares its capabilities.
-        max_body_bytes: Largest accepted request body; larger ones get 413 without being read whole.
+        adapter: Runs the agent and declares its capabilities.
         keepalive_interval: Seconds of silence after which the stream sends `: keep-alive`.
         inspector: Serve the agui-inspector page (the optional `inspector` extra). For development only:
             it adds no authentication.
@@ -177,52 +147,55 @@ def create_app(
             `authenticated_user`, Starlette's `request.user.identity` when authenticated, else None.
 
     Raises:
-        ValueError: An option is not positive.
+        ValueError: `keepalive_interval` is not positive.
+        TypeError: `adapter` is not an `Adapter`; or an option that moved (`max_body_bytes`: into `Limits`).
         ImportError: `inspector=True` without the agui-inspector package.
     """
-    if not (max_body_bytes > 0 and keepalive_interval > 0):  # also refuses NaN
-        raise ValueError("max_body_bytes and keepalive_interval must be positive")
+    if not isinstance(adapter, Adapter):
+        raise TypeError(f"create_app serves an Adapter, not {type(adapter).__name__}: wrap the agent in Adapter(...)")
+    if not keepalive_interval > 0:  # also refuses NaN
+        raise ValueError("keepalive_interval must be positive")
+    max_body_bytes = adapter.limits.max_body_bytes
 
     principal_of = principal or authenticated_user
 
     async def run(request: Request) -> Response:
         return await _run(
-            request, handler, principal_of, max_body_bytes=max_body_bytes, keepalive_interval=keepalive_interval
+            request, adapter, principal_of, max_body_bytes=max_body_bytes, keepalive_interval=keepalive_interval
         )
 
     async def capabilities(request: Request) -> Response:
-        body = handler.capabilities().model_dump_json(by_alias=True, exclude_none=True)
+        body = adapter.capabilities().model_dump_json(by_alias=True, exclude_none=True)
         return Response(body, media_type="application/json")
 
-    store: TurnStore | None = getattr(handler, "store", None)
-    probe = None if store is None else Probe(store, _PING_TIMEOUT)  # a handler without a store is healthy
+    probe = Probe(adapter.store, _PING_TIMEOUT)
 
     async def health(request: Request) -> Response:
-        if getattr(handler, "draining", False):  # first: a balancer must move away even while the store is fine
+        if adapter.draining:  # first: a balancer must move away even while the store is fine
             return _json_response(503, {"status": "draining"})
-        said = "ok" if probe is None else await probe()
+        said = await probe()
         if said != "ok":
             return _json_response(503, {"status": "unavailable", "store": said})
         return _json_response(200, {"status": "ok"})
 
     async def thread(request: Request) -> Response:
         if request.method == "PATCH":
-            return await _rename(request, handler, principal_of)
+            return await _rename(request, adapter, principal_of)
         if request.method == "DELETE":
-            return await _delete(request, handler, principal_of)
-        return await _thread(request, handler, principal_of)
+            return await _delete(request, adapter, principal_of)
+        return await _thread(request, adapter, principal_of)
 
     async def threads(request: Request) -> Response:
-        return await _threads(request, handler, principal_of)
+        return await _threads(request, adapter, principal_of)
 
     async def events(request: Request) -> Response:
-        return await _events(request, handler, principal_of, keepalive_interval=keepalive_interval)
+        return await _events(request, adapter, principal_of, keepalive_interval=keepalive_interval)
 
     async def stop(request: Request) -> Response:
-        return await _stop(request, handler, principal_of)
+        return await _stop(request, adapter, principal_of)
 
     async def grant(request: Request) -> Response:
-        return await _revoke(request, handler, principal_of)
+        return await _revoke(request, adapter, principal_of)
 
     routes = [
         Route("/", run, methods=["POST"]),
@@ -242,15 +215,13 @@ def create_app(
         # it has closed the streams (cut or ended), while the runs go on in the adapter. A parent app that mounts
         # this one calls `drain` from its own lifespan: Starlette runs no mounted app's (docs/replicas.md).
         yield
-        drain = getattr(handler, "drain", None)
-        if drain is not None:
-            await drain()
+        await adapter.drain()
 
     return Starlette(routes=routes, middleware=[Middleware(OneSlashForm, routes=routes)], lifespan=lifespan)
 
 
 async def _run(
-    request: Request, handler: RunHandler, principal_of: PrincipalOf, *, max_body_bytes: int, keepalive_interval: float
+    request: Request, adapter: Adapter, principal_of: PrincipalOf, *, max_body_bytes: int, keepalive_interval: float
 ) -> Response:
     if not is_json(request.headers.get("content-type", "")):
         return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the run input as application/json."))
@@ -265,12 +236,9 @@ async def _run(
     except InputRejected as rejected:
         return _refuse(rejected)
     who = await _principal(request, principal_of)
-    options = {} if who is None else {"principal": who}
     try:
-        events = await handler.start(checked, **options)
-    except Forbidden as refused:
-        return _refuse(InputRejected(403, refused.code, refused.message))
-    except InputRejected as refused:
+        events = await adapter.start(checked, principal=who)
+    except (InputRejected, Forbidden) as refused:
         return _refuse(refused)
     except StoreUnavailable:
         logger.warning("POST /: the store could not be reached", exc_info=True)
@@ -279,11 +247,10 @@ async def _run(
         logger.exception("POST /: the run could not start")
         message = "The run could not start because of an internal error."  # internals never reach the client
         return _json_response(500, {"error": {"code": codes.INTERNAL_ERROR, "message": message}})
-    listener = events.frames() if isinstance(events, RunEvents) else unjournaled(events)
-    return EventStreamResponse(listener, keepalive_interval=keepalive_interval)
+    return EventStreamResponse(events.frames(), keepalive_interval=keepalive_interval)
 
 
-async def _thread(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _thread(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`GET /threads/{thread_id}`: the thread, or one page of it."""
     try:
         page = _page(request.query_params)
@@ -292,48 +259,41 @@ async def _thread(request: Request, handler: RunHandler, principal_of: Principal
     who = await _principal(request, principal_of)
     thread_id = path_id(request, "thread_id")
     try:
-        found = await _read_thread(handler, thread_id, who, page)
+        found = await _read_thread(adapter, thread_id, who, page)
     except StoreUnavailable:
         logger.warning("GET /threads: the store could not be reached", exc_info=True)
         return _store_down()
-    except AdapterError as error:
-        if error.code != codes.INVALID_PAGE:
-            raise
-        return _refuse(InputRejected(400, error.code, error.message))
+    except InvalidPage as refused:
+        return _refuse(refused)
     if found is None:
         return _not_found(codes.THREAD_NOT_FOUND)
     return _json_response(200, found)
 
 
-async def _read_thread(handler: RunHandler, thread_id: str, who: str | None, page: dict[str, object]) -> JSON:
+async def _read_thread(adapter: Adapter, thread_id: str, who: str | None, page: Page) -> JSON:
     if id_problem(thread_id) is not None:  # an id no store can keep names no thread; the store is not asked
         return None
-    options = page if who is None else {**page, "principal": who}
-    return await handler.thread(thread_id, **options)  # options: see RunHandler
+    return await adapter.thread(thread_id, principal=who, after=page.after, limit=page.limit)
 
 
-async def _threads(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _threads(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`GET /threads`: a page of the caller's threads, newest first."""
-    listing = getattr(handler, _THREADS, None)
-    if listing is None:
-        return _not_found(codes.THREAD_NOT_FOUND)
     query = request.query_params
-    page: dict[str, object] = {}
     try:
-        if "before" in query:
-            page["before"] = query["before"]
-        if "limit" in query:
-            page["limit"] = _whole(query["limit"], 1, _MAX_THREADS, "limit")
+        limit = _whole(query["limit"], 1, _MAX_THREADS, "limit") if "limit" in query else DEFAULT_THREADS
     except InputRejected as rejected:
         return _refuse(rejected)
-    return await _answer(lambda who: listing(**page, **who), request, principal_of, "GET /threads")
+
+    async def listed(who: str | None) -> JSON:
+        return await adapter.threads(principal=who, before=query.get("before"), limit=limit)
+
+    return await _answer(listed, request, principal_of, "GET /threads")
 
 
-async def _rename(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _rename(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`PATCH /threads/{thread_id}`: `{"title": ...}` renames the thread."""
-    rename = getattr(handler, _RENAME, None)
     thread_id = path_id(request, "thread_id")
-    if rename is None or id_problem(thread_id) is not None:
+    if id_problem(thread_id) is not None:
         return _not_found(codes.THREAD_NOT_FOUND)
     if not is_json(request.headers.get("content-type", "")):
         return _refuse(InputRejected(415, codes.UNSUPPORTED_MEDIA_TYPE, "Send the change as application/json."))
@@ -350,35 +310,33 @@ async def _rename(request: Request, handler: RunHandler, principal_of: Principal
     if not isinstance(change, dict) or set(change) != {"title"}:
         return _refuse(InputRejected(422, codes.INVALID_INPUT, 'Send {"title": "..."} (null clears the title).'))
 
-    async def renamed(who: dict[str, str]) -> JSON:
-        done = await rename(thread_id, change["title"], **who)
+    async def renamed(who: str | None) -> JSON:
+        done = await adapter.rename_thread(thread_id, change["title"], principal=who)
         return {"threadId": thread_id, "title": change["title"]} if done else None
 
     return await _answer(renamed, request, principal_of, "PATCH /threads", missing=codes.THREAD_NOT_FOUND)
 
 
-async def _delete(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _delete(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`DELETE /threads/{thread_id}`: 204, and the thread is gone."""
-    delete = getattr(handler, _DELETE, None)
     thread_id = path_id(request, "thread_id")
-    if delete is None or id_problem(thread_id) is not None:
+    if id_problem(thread_id) is not None:
         return _not_found(codes.THREAD_NOT_FOUND)
 
-    async def deleted(who: dict[str, str]) -> JSON:
-        return True if await delete(thread_id, **who) else None
+    async def deleted(who: str | None) -> JSON:
+        return True if await adapter.delete_thread(thread_id, principal=who) else None
 
     return await _answer(deleted, request, principal_of, "DELETE /threads", missing=codes.THREAD_NOT_FOUND, empty=204)
 
 
-async def _revoke(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _revoke(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`DELETE /threads/{thread_id}/grants/{tool}`: 204, and the tool asks a person again on this thread."""
-    revoke = getattr(handler, _REVOKE, None)
     thread_id, tool = path_id(request, "thread_id"), path_id(request, "tool")
-    if revoke is None or id_problem(thread_id) is not None:
+    if id_problem(thread_id) is not None:
         return _not_found(codes.THREAD_NOT_FOUND)
 
-    async def revoked(who: dict[str, str]) -> JSON:
-        done = await revoke(thread_id, tool, **who)
+    async def revoked(who: str | None) -> JSON:
+        done = await adapter.revoke_grant(thread_id, tool, principal=who)
         return None if done is None else True
 
     route = "DELETE /threads/{id}/grants"
@@ -386,12 +344,9 @@ async def _revoke(request: Request, handler: RunHandler, principal_of: Principal
 
 
 async def _events(
-    request: Request, handler: RunHandler, principal_of: PrincipalOf, *, keepalive_interval: float
+    request: Request, adapter: Adapter, principal_of: PrincipalOf, *, keepalive_interval: float
 ) -> Response:
     """`GET /threads/{thread_id}/runs/{run_id}/events`: the run's events after `Last-Event-ID` (or `?after=`)."""
-    listen = getattr(handler, _LISTEN, None)
-    if listen is None:
-        return _not_found(codes.RUN_NOT_FOUND)
     try:
         after = _after(request)
     except InputRejected as rejected:
@@ -399,7 +354,7 @@ async def _events(
     who = await _principal(request, principal_of)
     ids = path_id(request, "thread_id"), path_id(request, "run_id")
     try:
-        listener: Listener | None = await listen(*ids, after=after, **({} if who is None else {"principal": who}))
+        listener = await adapter.listen(*ids, after=after, principal=who)
     except StoreUnavailable:
         logger.warning("GET /threads/{id}/runs/{id}/events: the store could not be reached", exc_info=True)
         return _store_down()
@@ -411,22 +366,19 @@ async def _events(
     return EventStreamResponse(listener, keepalive_interval=keepalive_interval)
 
 
-async def _stop(request: Request, handler: RunHandler, principal_of: PrincipalOf) -> Response:
+async def _stop(request: Request, adapter: Adapter, principal_of: PrincipalOf) -> Response:
     """`POST /threads/{thread_id}/runs/{run_id}/stop`: 202 once the run is asked to stop."""
-    stop = getattr(handler, _STOP, None)
-    if stop is None:
-        return _not_found(codes.RUN_NOT_FOUND)
     thread_id, run_id = path_id(request, "thread_id"), path_id(request, "run_id")
 
-    async def stopping(who: dict[str, str]) -> JSON:
-        asked = await stop(thread_id, run_id, **who)
+    async def stopping(who: str | None) -> JSON:
+        asked = await adapter.stop_run(thread_id, run_id, principal=who)
         return None if asked is None else {"threadId": thread_id, "runId": run_id, "stopping": asked}
 
     return await _answer(stopping, request, principal_of, "POST .../stop", missing=codes.RUN_NOT_FOUND, status=202)
 
 
 async def _answer(
-    call: Callable[[dict[str, str]], Awaitable[JSON]],
+    call: Callable[[str | None], Awaitable[JSON]],
     request: Request,
     principal_of: PrincipalOf,
     route: str,
@@ -438,20 +390,16 @@ async def _answer(
     """The JSON answer of a thread route, its refusals mapped the one way every route maps them."""
     who = await _principal(request, principal_of)
     try:
-        found = await call({} if who is None else {"principal": who})
+        found = await call(who)
     except StoreUnavailable:
         logger.warning("%s: the store could not be reached", route, exc_info=True)
         return _store_down()
-    except Forbidden as refused:
-        return _refuse(InputRejected(403, refused.code, refused.message))
-    except InputRejected as rejected:
-        return _refuse(rejected)
+    except (InputRejected, Forbidden) as refused:
+        return _refuse(refused)
     except AdapterError as error:
-        if error.code == codes.INVALID_PAGE:
-            return _refuse(InputRejected(400, error.code, error.message))
-        if error.code == codes.THREAD_CONFLICT:
-            return _refuse(InputRejected(409, error.code, error.message))
-        raise
+        if error.status_code is None:  # a failure, not a refusal: a bug, answered 500
+            raise
+        return _refuse(error)
     if found is None:
         return _not_found(missing)
     return Response(status_code=empty) if empty is not None else _json_response(status, found)
@@ -481,26 +429,38 @@ async def _principal(request: Request, principal_of: PrincipalOf) -> str | None:
     return await who if inspect.isawaitable(who) else who
 
 
-def _page(query: Mapping[str, str]) -> dict[str, object]:
-    """`after` and `limit` from the query of `GET /threads/{id}`, checked; none when neither is given."""
-    page: dict[str, object] = {}
-    if "after" in query:
-        if not query["after"]:
-            raise InputRejected(400, codes.INVALID_PAGE, "after must name a message id.")
-        page["after"] = query["after"]
-    if "limit" in query:
-        limit = query["limit"]
-        if not (limit.isascii() and limit.isdigit() and len(limit) <= 4 and 1 <= int(limit) <= _MAX_PAGE):
-            raise InputRejected(400, codes.INVALID_PAGE, f"limit must be a whole number from 1 to {_MAX_PAGE}.")
-        page["limit"] = int(limit)
-    return page
+def _page(query: Mapping[str, str]) -> Page:
+    """`after` and `limit` from the query of `GET /threads/{id}`, checked; neither when neither is given."""
+    after = query.get("after")
+    if after is not None and not after:
+        raise InputRejected(400, codes.INVALID_PAGE, "after must name a message id.")
+    limit = query.get("limit")
+    if limit is None:
+        return Page(after, None)
+    if not (limit.isascii() and limit.isdigit() and len(limit) <= 4 and 1 <= int(limit) <= _MAX_PAGE):
+        raise InputRejected(400, codes.INVALID_PAGE, f"limit must be a whole number from 1 to {_MAX_PAGE}.")
+    return Page(after, int(limit))
 
 
-def _refuse(rejected: InputRejected) -> Response:
-    logger.info("refused a run request: %s %s", rejected.status_code, rejected.code)
-    response = _json_response(rejected.status_code, rejected.body())
-    if isinstance(rejected, Draining):
-        response.headers["Retry-After"] = str(rejected.retry_after)
+@dataclass(frozen=True, slots=True)
+class Page:
+    """The page `GET /threads/{id}` asks for: after which message, and how many (the whole thread without either)."""
+
+    after: str | None
+    limit: int | None
+
+
+def _refuse(refused: Refusal) -> Response:
+    """The refusal as its own status and `{"error": {"code", "message", "details"?}}`."""
+    status = refused.status_code
+    assert status is not None  # a failure, not a refusal, is never answered here (`_answer`)
+    logger.info("refused a request: %s %s", status, refused.code)
+    error: dict[str, JSON] = {"code": refused.code, "message": refused.message}
+    if refused.details is not None:
+        error["details"] = refused.details
+    response = _json_response(status, {"error": error})
+    if isinstance(refused, Draining):
+        response.headers["Retry-After"] = str(refused.retry_after)
     return response
 
 

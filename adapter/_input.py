@@ -44,7 +44,7 @@ class CheckedInput:
     """A run input the HTTP edge parsed from a body and checked: the nesting and id rules of `adapter._limits` hold.
 
     Only `parse_run_input` makes one. What the edge checked is what runs: `Adapter.start` takes the input as it is
-    only while no code has read `input` since (code between the edge and the adapter, a custom handler, may have
+    only while no code has read `input` since (code between the edge and the run, an `Adapter` subclass, may have
     changed it in place); once it was read, the input is checked again, as any input the Python API is given.
     """
 

@@ -190,16 +190,13 @@ class ThreadRecord(BaseModel):
     """The principal of the run that created the thread; None leaves it open to all (`adapter._access`)."""
     open_turn: OpenTurn | None = None
     applied: AppliedResume | None = None
-    queued: list[dict[str, Any]] | None = None
-    """Resume entries accepted by `Adapter.submit_resume`, waiting for a worker to continue the turn."""
     grants: list[Grant] = Field(default_factory=list)
     """The tools a person allowed for the rest of the thread, one grant a tool."""
 
     @classmethod
     def from_head(cls, thread_id: str, head: ThreadHead) -> ThreadRecord:
         """The records of a stored head. Only these small records are validated, never the messages."""
-        records = {"open_turn": head.open_turn, "applied": head.applied, "queued": head.queued}
-        records["grants"] = head.grants or []
+        records = {"open_turn": head.open_turn, "applied": head.applied, "grants": head.grants or []}
         return cls.model_validate({"thread_id": thread_id, "owner": head.owner, **records})
 
 

@@ -19,7 +19,7 @@ from ag_ui.core import AssistantMessage, Message, ToolMessage
 from adapter import _errors as codes
 from adapter._access import Access
 from adapter._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
-from adapter._errors import AdapterError, ResumeError
+from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._gate import Replay, Resume
 from adapter._ids import new_id
 from adapter._parsed import KnownThread, ParsedThreads
@@ -348,9 +348,9 @@ class RecordHandle:
         """
         claimed, applied = _claimed(gate, run_id, now)
         grants = self._granted(gate, now, principal)
-        change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), queued=None, claim=True)
+        change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), claim=True)
         await self._claim(change if grants is None else dataclasses.replace(change, grants=_wire(grants)))
-        update: dict[str, Any] = {"open_turn": claimed, "applied": applied, "queued": None}
+        update: dict[str, Any] = {"open_turn": claimed, "applied": applied}
         self.record = self.record.model_copy(update=update if grants is None else {**update, "grants": grants})
 
     def _granted(self, gate: Resume, now: datetime, principal: str | None) -> list[Grant] | None:
@@ -376,7 +376,7 @@ class RecordHandle:
                 continue
             self.record = self.record.model_copy(update={"grants": kept})
             return True
-        raise AdapterError("the thread kept changing while a grant was revoked", code=codes.THREAD_CONFLICT)
+        raise ThreadConflict("the thread kept changing while a grant was revoked")
 
     async def claim_closed(
         self, gate: Resume, run_id: str, now: datetime, history: Sequence[Message], moved: Sequence[Message] = ()
@@ -388,9 +388,9 @@ class RecordHandle:
         over, and exactly one of two racing resumes still wins.
         """
         _, applied = _claimed(gate, run_id, now)
-        change = self._change(history, moved, open_turn=None, applied=_json(applied), queued=None, claim=True)
+        change = self._change(history, moved, open_turn=None, applied=_json(applied), claim=True)
         await self._claim(change, history)
-        self.record = self.record.model_copy(update={"open_turn": None, "applied": applied, "queued": None})
+        self.record = self.record.model_copy(update={"open_turn": None, "applied": applied})
 
     async def _claim(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
         try:
@@ -413,22 +413,13 @@ class RecordHandle:
         except StoreConflict:
             return
 
-    async def queue(self, entries: list[dict[str, Any]]) -> None:
-        """Store submitted answers for a worker to apply; a racing submission gets RESUME_CONFLICT."""
-        try:
-            await self._save(ThreadChange(queued=entries))
-        except StoreConflict:
-            raise ResumeError("the turn changed while the answers were submitted", code=codes.RESUME_CONFLICT) from None
-
     async def release(self) -> None:
         """Give the turn back as it was read, after a resume failed before it applied anything."""
         head = self._head
         if self._fence is None or head is None:
             return
         try:
-            await self._save(
-                ThreadChange(open_turn=head.open_turn, applied=head.applied, queued=head.queued, grants=head.grants)
-            )
+            await self._save(ThreadChange(open_turn=head.open_turn, applied=head.applied, grants=head.grants))
         except StoreConflict:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
 
@@ -718,7 +709,7 @@ def _built_on(head: ThreadHead, grants: bool = True) -> tuple[object, ...]:
 
     And but its grants, for a save that does not write them (`grants=False`).
     """
-    built = (head.message_count, head.claim, head.open_turn, head.applied, head.queued, head.owner, head.incarnation)
+    built = (head.message_count, head.claim, head.open_turn, head.applied, head.owner, head.incarnation)
     return (*built, head.grants) if grants else built
 
 
@@ -733,7 +724,6 @@ def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> Threa
         message_count=count,
         open_turn=records.get("open_turn", head.open_turn if head is not None else None),
         applied=records.get("applied", head.applied if head is not None else None),
-        queued=records.get("queued", head.queued if head is not None else None),
         grants=records.get("grants", head.grants if head is not None else None),
         owner=head.owner if head is not None else change.owner,
         title=None if head is None else head.title,

@@ -3,13 +3,13 @@
 The response reads a `Listener` (`adapter._journal`): the run itself is driven by a task of its own,
 so the response only waits for what is ready, with a timeout that sends keep-alive comments, and never
 holds the run's work. Whatever ends the response (the terminal event, the client gone), it tells the
-listener, which lets the run go on or (`on_disconnect="stop"`, or a handler that is not journaled) takes
+listener, which lets the run go on or (`on_disconnect="stop"`) takes
 it along, as before journals.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 import anyio
@@ -17,8 +17,7 @@ from ag_ui.core import BaseEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from adapter._journal import Listener, LiveRun, RunEvents
-from adapter._stop import StopSignal
+from adapter._journal import Listener
 from adapter._wire import event_json
 from adapter.stores import JournalEvent
 
@@ -104,14 +103,6 @@ class EventStreamResponse(Response):
             await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return True
-
-
-def unjournaled(events: AsyncIterator[BaseEvent]) -> Listener:
-    """The run of a handler that keeps no journal (any `RunHandler` but `Adapter`).
-
-    It is read as before journals: no ids, paced by its client, and closed when the client leaves.
-    """
-    return RunEvents(LiveRun(("", ""), events, stop=StopSignal(), stop_on_leave=True)).frames()
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:

@@ -1,4 +1,4 @@
-"""The thread API beside HTTP, behind `Adapter`'s methods: submit answers for a worker, read or cancel a thread."""
+"""The thread API beside HTTP, behind `Adapter`'s methods: answer a turn, read a thread, revoke a grant, cancel."""
 
 from __future__ import annotations
 
@@ -11,20 +11,20 @@ from typing import Any, Final
 from ag_ui.core import PROTOCOL_VERSION, ResumeEntry, RunAgentInput
 
 from adapter import _errors as codes
-from adapter._access import ANSWERS
+from adapter._access import ANSWERS, answer_action
 from adapter._answers import cancelled, settle_answers
 from adapter._calls import tool_message
 from adapter._config import EngineConfig
-from adapter._errors import AdapterError, Forbidden, ResumeError
+from adapter._errors import Forbidden, InvalidPage
 from adapter._events import TurnEvent, TurnEventType, notify
-from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction
+from adapter._gate import Answer, Resume, claimable, refuse_contradiction
 from adapter._ids import new_id
-from adapter._limits import check_id, check_run_input, id_problem
+from adapter._limits import check_id, id_problem
 from adapter._record import ThreadRecord
 from adapter._record_handle import RecordHandle
 from adapter._tools import Toolset
 from adapter._types import wire_json
-from adapter.stores import StoredMessage, TurnStore
+from adapter.stores import StoredMessage
 
 log = logging.getLogger("adapter.thread_api")
 
@@ -68,82 +68,32 @@ def _interrupt_for(record: ThreadRecord | None, action_id: str) -> str:
     return action_id  # no request has it: the gate refuses it by its action id (`_gate._addressed`)
 
 
-async def submit_resume(
+async def resume_input(
     config: EngineConfig,
     thread_id: str,
     entries: Iterable[EntryLike],
     metadata: Mapping[str, Any] | None,
     principal: str | None,
-) -> bool:
-    """Check the answers against the open turn and store them for `resume`; False if already applied.
-
-    The policy is asked as a run asks it (`Access.check_input`), after an outsider is refused on the head alone.
-    """
-    check_id(thread_id, "/threadId")
-    handle = RecordHandle(config.store, thread_id)
-    record = await handle.load(messages=False)
-    await config.access.admit(principal, record, ANSWERS)
-    resolved = resume_entries(record, entries, metadata)
-    probe = RunAgentInput(thread_id=thread_id, run_id=new_id("submit"), messages=[], resume=resolved)
-    check_run_input(probe)
-    await config.access.check_input(principal, record, probe)
-    gate = await check_resume(
-        record,
-        probe,
-        now=config.now(),
-        claim_lease=config.claim_lease,
-        edited_args_schemas=config.tool_schemas(),
-        grantable=config.grantable(),
-    )
-    gate = await handle.settled(gate)
-    if isinstance(gate, Replay):
-        return False
-    queued = [wire_json(entry) for entry in resolved]
-    assert record is not None  # a gate that passes has an open turn
-    if record.queued is not None and record.queued != queued:
-        raise ResumeError("other answers were already submitted for this turn", code=codes.RESUME_CONFLICT)
-    await handle.queue(queued)
-    return True
-
-
-async def queued_entries(store: TurnStore, thread_id: str) -> list[ResumeEntry]:
-    """The answers `submit_resume` stored for the thread (asks no policy: `resume_input` does)."""
-    return _queued(await RecordHandle(store, thread_id).load(messages=False))
-
-
-async def resume_input(
-    config: EngineConfig,
-    thread_id: str,
-    entries: Iterable[EntryLike] | None,
-    metadata: Mapping[str, Any] | None,
-    principal: str | None,
     run_id: str | None = None,
 ) -> RunAgentInput:
-    """The input `Adapter.resume` runs: `entries` (see `resume_entries`), or the submitted answers without them.
+    """The input `Adapter.resume` runs: the answers `entries` (see `resume_entries`) on the thread, and nothing else.
 
     The run asks the policy for each answer (`Access.check_input`); an outsider is refused first, on the head
-    alone, so that neither an action id nor whether answers wait tells it anything.
+    alone, so that no action id tells it anything.
 
     Raises:
         Forbidden: THREAD_FORBIDDEN for a caller the policy lets neither read the thread nor answer on it.
-        ResumeError: RESUME_REQUIRED without `entries` when no answers were submitted.
         LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked.
     """
     check_id(thread_id, "/threadId")
     record = await RecordHandle(config.store, thread_id).load(messages=False)
     await config.access.admit(principal, record, ANSWERS)
-    resolved = _queued(record) if entries is None else resume_entries(record, entries, metadata)
+    resolved = resume_entries(record, entries, metadata)
     # A 1.0 input: without `protocolVersion` the run would downgrade its events for a pre-1.0 peer (`_compat`).
     run_id = run_id or new_id("run")
     return RunAgentInput(
         thread_id=thread_id, run_id=run_id, messages=[], resume=resolved, protocol_version=PROTOCOL_VERSION
     )
-
-
-def _queued(record: ThreadRecord | None) -> list[ResumeEntry]:
-    if record is None or not record.queued:
-        raise ResumeError("no answers were submitted for this thread", code=codes.RESUME_REQUIRED)
-    return [ResumeEntry.model_validate(entry) for entry in record.queued]
 
 
 async def read_thread(
@@ -231,7 +181,7 @@ async def _page_start(handle: RecordHandle, page: Page) -> int:
         return 0
     found = None if id_problem(page.after) is not None else await handle.find(page.after)
     if found is None:
-        raise AdapterError("after names no message of this thread", code=codes.INVALID_PAGE)
+        raise InvalidPage("after names no message of this thread")
     return found + 1
 
 
@@ -260,9 +210,7 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     turn = record.open_turn if record else None
     if record is None or turn is None:
         return False
-    cancels = [ResumeEntry(interrupt_id=call.interrupt_id, status="cancelled") for call in turn.pending]
-    probe = RunAgentInput(thread_id=thread_id, run_id=new_id("cancel"), messages=[], resume=cancels)
-    await config.access.check_input(principal, record, probe)
+    await config.access.check_actions(principal, record, [answer_action(call) for call in turn.pending])
     earlier = claimable(turn, record.applied, now=config.now(), claim_lease=config.claim_lease)
     answers = [Answer(call, "cancelled") for call in turn.pending]
     if earlier is not None:
@@ -271,10 +219,7 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     # A resume whose answers are all `cancelled`, applied as a resume applies them (nothing runs): the same
     # ToolMessages, form cards and approval records; a backend's own interrupt is not forwarded, and the call it
     # names, if any, is cancelled too.
-    cancelling = RunAgentInput(
-        thread_id=thread_id, run_id=new_id("run"), messages=[], tools=[], context=[], state=None, forwarded_props=None
-    )
-    settled = await settle_answers(Resume(turn, answers), Toolset(config.tools), cancelling, config, principal)
+    settled = await settle_answers(Resume(turn, answers), Toolset(config.tools), None, config, principal)
     history = handle.conversation()
     settled.apply_to(history, turn.turn_id, config.now(), principal)
     history += [

@@ -22,7 +22,7 @@ from ag_ui.core import Message, TextPart, UserMessage
 
 from adapter import _errors as codes
 from adapter._config import EngineConfig
-from adapter._errors import AdapterError, Forbidden, LimitExceeded
+from adapter._errors import Forbidden, InvalidPage, LimitExceeded, ThreadConflict
 from adapter._limits import check_id
 from adapter._record import OpenTurn
 from adapter._types import wire_json
@@ -91,7 +91,7 @@ async def list_threads(
     try:
         found, following = await config.store.list_threads(principal, before=before, limit=limit)
     except ValueError:
-        raise AdapterError("before is not a cursor a listing returned", code=codes.INVALID_PAGE) from None
+        raise InvalidPage("before is not a cursor a listing returned") from None
     shown = [summary for summary in found if await config.access.allows(principal, summary.owner, "read")]
     return {"threads": [_listed(summary) for summary in shown], "next": following}
 
@@ -135,7 +135,7 @@ async def rename_thread(config: EngineConfig, thread_id: str, title: object, pri
         except StoreConflict:
             continue  # a run saved meanwhile: read the new version and rename that
         return True
-    raise AdapterError("the thread kept changing; try the rename again", code=codes.THREAD_CONFLICT)
+    raise ThreadConflict("the thread kept changing; try the rename again")
 
 
 async def delete_thread(config: EngineConfig, thread_id: str, principal: str | None) -> bool:

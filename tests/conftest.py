@@ -328,11 +328,15 @@ class MakeAdapter(Protocol):
 
 @pytest.fixture
 def make_adapter(kit: Kit, backend: ScriptedBackend) -> MakeAdapter:
-    """An Adapter over the scenario backend and the spied tools; options go to `Adapter`."""
+    """An Adapter over the scenario backend and the spied tools; options go to `Adapter`, but `clock` (for tests)."""
 
     def make(**options: Any) -> Adapter:
         options.setdefault("tools", kit.tools)
-        return Adapter(options.pop("backend", backend), **options)
+        clock = options.pop("clock", None)
+        adapter = Adapter(options.pop("backend", backend), **options)
+        if clock is not None:
+            adapter.config.use_clock(clock)
+        return adapter
 
     return make
 

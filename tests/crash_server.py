@@ -23,7 +23,7 @@ import uvicorn
 from ag_ui.core import Interrupt
 from starlette.applications import Starlette
 
-from adapter import Adapter, ToolContext, create_app, tool
+from adapter import Adapter, Limits, ToolContext, create_app, tool
 from adapter.backends import BackendInterrupt, BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore
 from examples import serving
@@ -72,8 +72,7 @@ def build(db: str, journal: Path, lease: float, drain_grace: float = 30.0) -> tu
         backend,
         tools=[pay],
         store=SQLiteStore(db),
-        claim_lease=timedelta(seconds=lease),
-        drain_grace=timedelta(seconds=drain_grace),
+        limits=Limits(claim_lease=timedelta(seconds=lease), drain_grace=timedelta(seconds=drain_grace)),
     )
     return create_app(adapter), adapter
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 
-from adapter import Adapter, ToolContext, create_app, tool
+from adapter import Adapter, Limits, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import PostgresStore
 from examples.serving import KEEP_ALIVE_SECONDS
@@ -49,7 +49,9 @@ def build(dsn: str, journal: Path, lease: float) -> Starlette:
 
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
     store = PostgresStore(dsn, max_size=20)
-    adapter = Adapter(ScriptedBackend(rules), tools=[pay], store=store, claim_lease=timedelta(seconds=lease))
+    adapter = Adapter(
+        ScriptedBackend(rules), tools=[pay], store=store, limits=Limits(claim_lease=timedelta(seconds=lease))
+    )
     return create_app(adapter)
 
 

@@ -180,4 +180,4 @@ async def _measure(store: MemoryStore, thread_id: str) -> int:
     if stored is None:
         return 0
     head = stored.head
-    return held(list(stored.messages)) + held((head.open_turn, head.applied, head.queued, head.grants))
+    return held(list(stored.messages)) + held((head.open_turn, head.applied, head.grants))

@@ -24,6 +24,7 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter._adapter import Adapter
+from adapter._config import Limits
 from adapter._errors import CONTENT_TOO_LARGE
 from adapter._http import create_app
 from adapter.client import parse_sse
@@ -201,8 +202,8 @@ def _adapters(backend: ReferenceBackend, store: TurnStore) -> dict[str, ASGIApp]
     return {
         "default": adapter(),
         "pending": adapter(frontend_outcome="pending"),
-        "expiring": adapter(interrupt_ttl=timedelta(seconds=EXPIRES_AFTER)),
-        "cancelling": adapter(max_steps=1),
+        "expiring": adapter(limits=Limits(interrupt_ttl=timedelta(seconds=EXPIRES_AFTER))),
+        "cancelling": adapter(limits=Limits(max_steps=1)),
     }
 
 

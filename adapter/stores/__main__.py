@@ -3,7 +3,7 @@
     python -m adapter.stores purge --db URL --older-than 30d [--grace 7d]
 
 `--db` is a `postgresql://` URL or an existing SQLite file (a path, or `sqlite:///path`). `purge` deletes
-the threads that finished (no open turn, no queued answers) and were last written longer ago than
+the threads that finished (no open turn) and were last written longer ago than
 `--older-than`, and the threads whose open turn expired longer ago than `--grace` (default 0), with
 their runs' journals; and every run's journal last appended to longer ago than `--older-than`.
 Durations are a number and a unit: s (seconds), m (minutes), h (hours), d (days) or w (weeks).

@@ -130,7 +130,7 @@ class MemoryStore:
     ) -> int:
         """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
 
-        A finished thread has no open turn and no queued answers. Returns how many threads were deleted.
+        A finished thread has no open turn. Returns how many threads were deleted.
         """
         idle, expired = cutoffs(older_than, grace, now)
         async with self._lock:
@@ -231,7 +231,7 @@ def _apply(thread: _Thread, change: ThreadChange, records: dict[str, str]) -> No
 
 
 def _finished(thread: _Thread) -> bool:
-    return all(thread.records.get(name, "null") == "null" for name in ("open_turn", "queued"))
+    return thread.records.get("open_turn", "null") == "null"
 
 
 def _text(value: JSONValue) -> str:

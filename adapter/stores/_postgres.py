@@ -53,7 +53,7 @@ _DISK_FULL: Final = "53100"
 _T = TypeVar("_T")
 
 _LOAD: Final = """
-    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.queued, t.owner, t.title, t.saved_at,
+    SELECT t.version, t.claim, t.message_count, t.open_turn, t.applied, t.owner, t.title, t.saved_at,
            t.incarnation, t.stamp, t.grants, m.message_id, m.role, m.body
     FROM agui_threads t
     LEFT JOIN agui_messages m
@@ -73,7 +73,7 @@ _SET_GRANTS: Final = "UPDATE agui_threads SET grants = %s WHERE thread_id = %s"
 _PURGE: Final = """
     WITH doomed AS (
         DELETE FROM agui_threads
-        WHERE (open_turn = 'null' AND queued = 'null' AND saved_at < %(idle)s)
+        WHERE (open_turn = 'null' AND saved_at < %(idle)s)
            OR (expires_at IS NOT NULL AND expires_at < %(expired)s)
         RETURNING thread_id
     ), gone AS (
@@ -217,24 +217,23 @@ class PostgresStore:
         if not rows:
             return None
         first = rows[0]
-        open_turn, applied, queued = (json.loads(text) for text in first[3:6])
-        updated_at = first[8].astimezone(UTC)
+        open_turn, applied = (json.loads(text) for text in first[3:5])
+        updated_at = first[7].astimezone(UTC)
         head = ThreadHead(
             first[0],
             first[1],
             first[2],
             open_turn,
             applied,
-            queued,
+            first[5],
             first[6],
-            first[7],
             updated_at,
+            first[8],
             first[9],
-            first[10],
-            grants=json.loads(first[11]),
+            grants=json.loads(first[10]),
         )
         start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[12], row[13], row[14]) for row in rows if row[12] is not None]
+        messages = [StoredMessage(row[11], row[12], row[13]) for row in rows if row[11] is not None]
         return StoredThread(head, start, messages)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
@@ -302,7 +301,7 @@ class PostgresStore:
     ) -> int:
         """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
 
-        A finished thread has no open turn and no queued answers. One statement; returns how many
+        A finished thread has no open turn. One statement; returns how many
         threads were deleted. A save racing with it either lands first (and the thread is kept if it is
         no longer finished) or finds the thread gone (`StoreConflict`).
         """
@@ -555,7 +554,8 @@ def _save_params(
         [m.json for m in change.append],
         *_record(records, "open_turn"),
         *_record(records, "applied"),
-        *_record(records, "queued"),
+        False,  # the retired `queued` record: never set, its column kept for the databases that have it
+        None,
         turn_expiry(change.open_turn),
         incarnation is not ANY_INCARNATION,
         incarnation if isinstance(incarnation, str) else None,

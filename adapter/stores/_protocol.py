@@ -7,7 +7,7 @@ A thread is stored as two parts:
   on), so a turn's cost depends on the turn, not on the thread;
 - its head: the thread's version, its claim number, how many messages it holds, and the small
   records of the engine (the open turn with its pending calls, the last applied resume with its
-  fingerprints, answers queued for a worker, the tools a person allowed for the thread), each an
+  fingerprints, the tools a person allowed for the thread), each an
   opaque JSON value to the store.
 
 Every save is a compare-and-set on the version, within one life of the thread: a thread deleted and created
@@ -82,8 +82,6 @@ class ThreadHead:
     """The suspended turn and its pending calls, or None when nothing waits."""
     applied: JSONValue = None
     """The last applied resume: its answers' fingerprints and the outcome of the run that applied it."""
-    queued: JSONValue = None
-    """Resume entries submitted for a worker to apply, or None."""
     owner: str | None = None
     """Who owns the thread, as set by the save that created it; None for an unowned thread."""
     title: str | None = None
@@ -133,7 +131,6 @@ class ThreadChange:
     """Keep only the first `keep` messages: a client that rewrote its history starts again there."""
     open_turn: JSONValue = KEEP
     applied: JSONValue = KEEP
-    queued: JSONValue = KEEP
     grants: JSONValue = KEEP
     claim: bool = False
     """Take a new claim: the claim number advances by one, and the writer holds the new number."""
@@ -152,7 +149,7 @@ class ThreadChange:
 
     def records(self) -> dict[str, JSONValue]:
         """The head records this change sets, by name."""
-        named = {"open_turn": self.open_turn, "applied": self.applied, "queued": self.queued, "grants": self.grants}
+        named = {"open_turn": self.open_turn, "applied": self.applied, "grants": self.grants}
         return {name: value for name, value in named.items() if value is not KEEP}
 
     def check(self, message_count: int) -> None:
@@ -415,7 +412,7 @@ class TurnStore(Protocol):
     ) -> int:
         """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
 
-        A finished thread has no open turn and no queued answers; `now` defaults to the current time.
+        A finished thread has no open turn; `now` defaults to the current time.
         The journals of the threads it deletes go too, and so does every journal last appended to longer
         than `older_than` ago, whatever its thread (a run that ended, or one whose replica died).
         Returns how many threads were deleted (`python -m adapter.stores purge` calls it).

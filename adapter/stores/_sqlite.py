@@ -178,7 +178,7 @@ class SQLiteStore:
     ) -> int:
         """Delete finished threads idle longer than `older_than`, and threads whose open turn expired `grace` ago.
 
-        A finished thread has no open turn and no queued answers. One transaction; returns how many
+        A finished thread has no open turn. One transaction; returns how many
         threads were deleted.
         """
         idle, expired = cutoffs(older_than, grace, now)
@@ -284,7 +284,7 @@ class SQLiteStore:
     def _purge(self, idle: float, expired: float) -> int:
         connection = self._connect()
         doomed = (
-            "SELECT thread_id FROM agui_threads WHERE (open_turn = 'null' AND queued = 'null' AND saved_at < ?) "
+            "SELECT thread_id FROM agui_threads WHERE (open_turn = 'null' AND saved_at < ?) "
             "OR (expires_at IS NOT NULL AND expires_at < ?)"
         )
         # The journals of the doomed threads, and every journal idle past the cutoff, whatever its thread.
@@ -425,26 +425,25 @@ class SQLiteStore:
         connection.execute("BEGIN")
         try:
             row = connection.execute(
-                "SELECT version, claim, message_count, open_turn, applied, queued, owner, title, updated_at, "
+                "SELECT version, claim, message_count, open_turn, applied, owner, title, updated_at, "
                 "incarnation, stamp, grants FROM agui_threads WHERE thread_id = ?",
                 (thread_id,),
             ).fetchone()
             if row is None:
                 return None
-            open_turn, applied, queued = (json.loads(text) for text in row[3:6])
+            open_turn, applied = (json.loads(text) for text in row[3:5])
             head = ThreadHead(
                 row[0],
                 row[1],
                 row[2],
                 open_turn,
                 applied,
-                queued,
-                row[6],
-                title=row[7],
-                updated_at=from_micros(row[8]),
-                incarnation=row[9],
-                stamp=row[10],
-                grants=json.loads(row[11]),
+                row[5],
+                title=row[6],
+                updated_at=from_micros(row[7]),
+                incarnation=row[8],
+                stamp=row[9],
+                grants=json.loads(row[10]),
             )
             start = head.message_count if since is None else min(max(since, 0), head.message_count)
             stop = head.message_count if until is None else until

@@ -50,9 +50,9 @@ def _move(connection: sqlite3.Connection, thread_id: str, version: int, document
         "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
         [(thread_id, i, str(m.get("id", "")), str(m.get("role", "")), json.dumps(m)) for i, m in enumerate(messages)],
     )
-    records = [json.dumps(document.get(name)) for name in ("open_turn", "applied", "queued")]
+    records = [json.dumps(document.get(name)) for name in ("open_turn", "applied")]
     connection.execute(
-        "INSERT INTO agui_threads (thread_id, version, claim, message_count, open_turn, applied, queued) "
-        "VALUES (?, ?, 0, ?, ?, ?, ?)",
+        "INSERT INTO agui_threads (thread_id, version, claim, message_count, open_turn, applied) "
+        "VALUES (?, ?, 0, ?, ?, ?)",
         (thread_id, version, len(messages), *records),
     )

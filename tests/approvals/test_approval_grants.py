@@ -14,7 +14,7 @@ from agui import resolved
 from approvals_kit import Chat, approvals, interrupts, results
 from pg import fresh_schema_dsn
 
-from adapter import Adapter, Forbidden, ResumeError, ToolContext, tool
+from adapter import Adapter, Forbidden, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
@@ -355,21 +355,20 @@ async def test_a_revocation_while_a_run_is_in_progress_does_not_fail_it_and_coun
     assert read["grants"] == []
 
 
-async def test_submitted_answers_remember_as_the_worker_that_applies_them_and_are_checked_when_submitted() -> None:
+async def test_answers_resumed_from_python_remember_as_the_principal_that_gives_them() -> None:
     office = Office()
     adapter = office.adapter(authorize=anyone)
     chat = Chat(adapter, principal="alice")
     (email,) = interrupts(await chat.say("email"))
 
-    assert await adapter.submit_resume(chat.thread_id, [resolved(email["id"], REMEMBER)], principal="alice")
-    applied = [event async for event in adapter.resume(chat.thread_id, principal="worker")]
+    remembered = [resolved(email["id"], REMEMBER)]
+    applied = [event async for event in adapter.resume(chat.thread_id, remembered, principal="worker")]
     (pay,) = interrupts(await Chat(adapter, "alice", chat.thread_id).say("pay"))
-    with pytest.raises(ResumeError) as refused:
-        await adapter.submit_resume(chat.thread_id, [resolved(pay["id"], REMEMBER)], principal="alice")
+    refused = [event async for event in adapter.resume(chat.thread_id, [resolved(pay["id"], REMEMBER)])]
 
     assert applied[-1].type == "RUN_FINISHED"
     assert office.ran == ["email ceo@x.io"]
     thread = await adapter.thread(chat.thread_id, principal="alice")
     assert thread is not None
     assert [(g["tool"], g["grantedBy"]) for g in thread["grants"]] == [("send_email", "worker")]
-    assert refused.value.code == "RESUME_GRANT_REFUSED"
+    assert refused[-1].type == "RUN_ERROR" and refused[-1].code == "RESUME_GRANT_REFUSED"  # type: ignore[attr-defined]

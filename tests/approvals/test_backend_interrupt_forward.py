@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
+from clock import clocked
 
-from adapter import Adapter
+from adapter import Adapter, Limits
 from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta
 from adapter.stores import MemoryStore, ThreadChange
 
@@ -144,7 +145,7 @@ async def test_a_client_that_leaves_while_the_answers_are_forwarded_leaves_the_i
 async def test_a_refused_forward_after_a_takeover_leaves_the_turn_unclaimed(clock: Clock) -> None:
     """A claim left by a replica that died is taken over after the lease; the refusal gives the turn back unclaimed."""
     store = MemoryStore()
-    adapter = Adapter(Asking(refusals=1), store=store, clock=clock, claim_lease=LEASE)
+    adapter = clocked(Adapter(Asking(refusals=1), store=store, limits=Limits(claim_lease=LEASE)), clock)
     await run(adapter, run_input("t", [user("go")]))
     stored = await store.load("t", since=None)
     assert stored is not None

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from adapter import Adapter, ConfigurationError
+from adapter import Adapter, ConfigurationError, Limits
 from adapter.backends import AGUIUpstream, BackendError, BackendItem, ModelRequest, TextDelta, UpstreamLimits
 
 if TYPE_CHECKING:
@@ -237,7 +237,7 @@ def test_each_limit_must_be_a_positive_number(value: Any) -> None:
 async def test_an_upstream_copy_bomb_ends_the_run_before_it_reaches_the_client() -> None:
     bomb = {"type": "STATE_DELTA", "delta": [{"op": "copy", "from": "/a", "path": "/a/-"}] * 21}
     upstream = Hostile(endless(frame(STARTED), frame(bomb), frame(FINISHED), up_to=0))
-    adapter = Adapter(AGUIUpstream(upstream), max_state_bytes=64 * KIB)
+    adapter = Adapter(AGUIUpstream(upstream), limits=Limits(max_state_bytes=64 * KIB))
 
     events = await run_events(adapter, run_input("t-bomb", [user("hi")], state={"a": ["tiny"] * 10}))
 
@@ -249,7 +249,7 @@ async def test_an_upstream_copy_bomb_ends_the_run_before_it_reaches_the_client()
 @pytest.mark.parametrize("value", [0, -5, True, 1.5])
 def test_max_state_bytes_must_be_a_positive_integer(value: Any) -> None:
     with pytest.raises(ConfigurationError, match="max_state_bytes"):
-        Adapter(AGUIUpstream(Hostile(endless(up_to=0))), max_state_bytes=value)
+        Adapter(AGUIUpstream(Hostile(endless(up_to=0))), limits=Limits(max_state_bytes=value))
 
 
 async def test_a_gzip_bomb_as_an_error_body_is_read_only_as_far_as_the_log_needs() -> None:

@@ -45,7 +45,7 @@ from _server import MAX_BODY, NAVIGATE, ROUND_TRIP_PROMPT, SHORT_PROMPT, SHORT_T
 
 import adapter
 import schema_tools
-from adapter import Adapter, create_app, tool
+from adapter import Adapter, Limits, create_app, tool
 
 # Private on purpose: the profile counts calls of the engine's own pieces (policy, config, parsed threads).
 from adapter._access import Access, View
@@ -257,8 +257,11 @@ def bed(directory: str) -> Bed:
     store = SQLiteStore(str(Path(directory, f"profile-{_id('db')}.db")))
     instrument(store)
     policy = counting_policy(CALLS)
-    handler = Adapter(backend, tools=[refund], store=store, frontend_outcome="interrupt", authorize=policy)
-    return Bed(handler, Client(create_app(handler, max_body_bytes=MAX_BODY)), store)
+    limits = Limits(max_body_bytes=MAX_BODY)
+    handler = Adapter(
+        backend, tools=[refund], store=store, frontend_outcome="interrupt", authorize=policy, limits=limits
+    )
+    return Bed(handler, Client(create_app(handler)), store)
 
 
 # The workloads: each iteration measures what it runs inside `probe.measured()`.
@@ -562,7 +565,7 @@ async def pieces(directory: str, turns: int) -> None:
 
     async def save() -> None:
         nonlocal version
-        version = await store.save(thread, ThreadChange(queued=None), expected_version=version)
+        version = await store.save(thread, ThreadChange(grants=None), expected_version=version)
 
     print(f"  store.save (a head record)                   {await cpu_per(save):>8.1f}")
     from adapter.stores import JournalEvent

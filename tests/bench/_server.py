@@ -69,7 +69,7 @@ _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
 def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
-    from adapter import Adapter, create_app
+    from adapter import Adapter, Limits, create_app
     from adapter.backends import Call, Rule, ScriptedBackend
     from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
@@ -88,9 +88,9 @@ def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
         store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
     if not journal:
         store = _without_journals(store)
-    adapter = Adapter(backend, store=store, frontend_outcome="interrupt")  # the workloads answer with a resume
-    # Bodies of the 10,000-turn growth workload are several MB.
-    app = create_app(adapter, max_body_bytes=MAX_BODY)
+    # The workloads answer with a resume; bodies of the 10,000-turn growth workload are several MB.
+    adapter = Adapter(backend, store=store, frontend_outcome="interrupt", limits=Limits(max_body_bytes=MAX_BODY))
+    app = create_app(adapter)
     return _with_bench_routes(Mount(MOUNT, app=app), on_shutdown=adapter.aclose)
 
 

@@ -1,6 +1,6 @@
 """The limits of docs/security.md beyond the HTTP edge: the Python API, and the ids a backend makes.
 
-The thread API (`Adapter.run`, `resume`, `submit_resume`, `thread`, `cancel_turn`) refuses an id no store
+The thread API (`Adapter.run`, `resume`, `thread`, `cancel_turn`) refuses an id no store
 can keep and an input nested too deep, with the edge's codes, as `LimitExceeded`, before the store is
 asked; a backend or upstream item with such an id ends the run with `BACKEND_ERROR` before it is stored.
 """
@@ -19,7 +19,8 @@ from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
 from adapter import Adapter, AdapterError, LimitExceeded, create_app
-from adapter._input import CheckedInput  # private on purpose: a handler between the edge and the adapter
+from adapter._input import CheckedInput  # private on purpose: an adapter that changes what the edge checked
+from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter._limits import MAX_DEPTH, MAX_ID_CHARS  # private on purpose: the tests sit at the limits
 from adapter.backends import (
     BackendInterrupt,
@@ -96,8 +97,6 @@ def api_calls(adapter: Adapter, thread_id: str) -> dict[str, Callable[[], Any]]:
     return {
         "run": lambda: adapter.run(started),
         "resume": lambda: adapter.resume(thread_id, answer),
-        "resume queued": lambda: adapter.resume(thread_id),
-        "submit_resume": lambda: adapter.submit_resume(thread_id, answer),
         "thread": lambda: adapter.thread(thread_id),
         "cancel_turn": lambda: adapter.cancel_turn(thread_id),
     }
@@ -150,11 +149,11 @@ async def test_run_refuses_any_id_of_its_input_no_store_can_keep(place: str) -> 
     assert store.asked == []
 
 
-async def test_submit_resume_refuses_an_interrupt_id_no_store_can_keep() -> None:
+async def test_resume_refuses_an_interrupt_id_no_store_can_keep() -> None:
     store = Spy()
     adapter = Adapter(ScriptedBackend(fallback="ok"), store=store)
 
-    error = await refusal(adapter.submit_resume("t", [resolved("int\x00", {})]))
+    error = await refusal(adapter.resume("t", [resolved("int\x00", {})]))
 
     assert error.code == "INVALID_ID"
     assert "save" not in store.asked
@@ -181,11 +180,11 @@ async def test_run_refuses_an_input_nested_too_deep_and_runs_the_deepest_allowed
     assert first.type == "RUN_STARTED"
 
 
-async def test_submit_resume_refuses_a_payload_nested_too_deep() -> None:
+async def test_resume_refuses_a_payload_nested_too_deep() -> None:
     store = Spy()
     adapter = Adapter(ScriptedBackend(fallback="ok"), store=store)
 
-    error = await refusal(adapter.submit_resume("t", [resolved("int_1", nested(MAX_DEPTH))]))
+    error = await refusal(adapter.resume("t", [resolved("int_1", nested(MAX_DEPTH))]))
 
     assert error.code == "INPUT_TOO_DEEP"
     assert "save" not in store.asked
@@ -211,22 +210,18 @@ async def test_an_input_the_edge_checked_is_not_walked_again(serve: Serve, monke
     assert len(walked) == 1
 
 
-class Rewriting:
-    """App code between the edge and the adapter: a handler that changes the input before it runs it."""
+class Rewriting(Adapter):
+    """App code between the edge and the run: an adapter that changes the input before it runs it."""
 
-    def __init__(self, adapter: Adapter, change: Callable[[RunAgentInput], None], *, in_place: bool) -> None:
-        self.adapter, self.change, self.in_place = adapter, change, in_place
-        """`in_place`: the handler passes on the `CheckedInput` it changed, not the plain input."""
+    def __init__(self, change: Callable[[RunAgentInput], None], *, in_place: bool, store: Spy) -> None:
+        super().__init__(ScriptedBackend(fallback="ok"), store=store)
+        self.change, self.in_place = change, in_place
+        """`in_place`: it passes on the `CheckedInput` it changed, not the plain input."""
 
-    async def start(self, checked: CheckedInput, **options: Any) -> AsyncIterator[Any]:
-        self.change(checked.input)
-        return await self.adapter.start(checked if self.in_place else checked.input, **options)
-
-    def capabilities(self) -> Any:
-        return self.adapter.capabilities()
-
-    async def thread(self, thread_id: str, **options: Any) -> Any:
-        return await self.adapter.thread(thread_id, **options)
+    async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
+        assert isinstance(run_input, CheckedInput)
+        self.change(run_input.input)
+        return await super().start(run_input if self.in_place else run_input.input, principal=principal)
 
 
 def bad_thread_id(run_input: RunAgentInput) -> None:
@@ -244,7 +239,7 @@ async def test_an_input_changed_after_the_edge_checked_it_is_checked_again(
 ) -> None:
     """What the edge checked is what runs: a handler that changed the input in place gets it checked again."""
     store = Spy()
-    rewriting = Rewriting(Adapter(ScriptedBackend(fallback="ok"), store=store), change, in_place=in_place)
+    rewriting = Rewriting(change, in_place=in_place, store=store)
     served = await serve(create_app(rewriting))
 
     reply = await served.client.post(run_input("t", [user("hi")]))

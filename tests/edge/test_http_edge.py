@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
@@ -12,24 +11,21 @@ import httpx
 import pytest
 from ag_ui.core import (
     AgentCapabilities,
-    BaseEvent,
-    HumanInTheLoopCapabilities,
     RunAgentInput,
-    RunFinishedEvent,
-    RunStartedEvent,
     TextPart,
     UserMessage,
 )
-from ag_ui.core.capabilities import IdentityCapabilities, TransportCapabilities
 from agui import FRONTEND_TOOLS, extras_in, http_scope, new_id, nulls_in, run_input, user
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.types import Message
 
-from adapter import create_app
-from adapter._input import CheckedInput  # private on purpose: a handler of its own, as the edge calls it
+from adapter import Adapter, ConfigurationError, Limits, create_app
+from adapter._input import CheckedInput  # private on purpose: what the edge starts a run with, recorded
+from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
+from adapter.backends import ScriptedBackend
 from adapter.client import parse_sse
-from adapter.stores import SQLiteStore
+from adapter.stores import MemoryStore, SQLiteStore
 
 MINIMAL: dict[str, Any] = {"threadId": "t1", "runId": "r1", "messages": []}
 
@@ -38,43 +34,36 @@ if TYPE_CHECKING:
     from conftest import Connect, Kit
 
 
-@dataclass
-class RecordingHandler:
-    """Answers every run with RUN_STARTED then RUN_FINISHED, and keeps the inputs it was given."""
+class RecordingAdapter(Adapter):
+    """A scripted adapter that keeps the inputs the edge started it with."""
 
-    received: list[RunAgentInput] = field(default_factory=list)
+    def __init__(self, **options: Any) -> None:
+        super().__init__(ScriptedBackend(fallback="ok"), **options)
+        self.received: list[RunAgentInput] = []
 
-    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
-        self.received.append(checked.input)
-        return self.events(checked.input)
-
-    async def events(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        yield RunStartedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
-        yield RunFinishedEvent(thread_id=run_input.thread_id, run_id=run_input.run_id)
-
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities(
-            identity=IdentityCapabilities(name="fake"),
-            transport=TransportCapabilities(streaming=True),
-            human_in_the_loop=HumanInTheLoopCapabilities(interrupts=True, approve_with_edits=None),
-        )
-
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
+    async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
+        self.received.append(run_input.input if isinstance(run_input, CheckedInput) else run_input)
+        return await super().start(run_input, principal=principal)
 
 
 @pytest.fixture
-def handler() -> RecordingHandler:
-    return RecordingHandler()
+def handler() -> RecordingAdapter:
+    return RecordingAdapter()
+
+
+def client_of(adapter: Adapter, **options: Any) -> httpx.AsyncClient:
+    """A client for `create_app(adapter, **options)`."""
+    return httpx.AsyncClient(transport=httpx.ASGITransport(create_app(adapter, **options)), base_url="http://test")
 
 
 @pytest.fixture
-def client_for(handler: RecordingHandler) -> Callable[..., httpx.AsyncClient]:
-    """Builds a client for `create_app(handler, **options)`."""
+def client_for(handler: RecordingAdapter) -> Callable[..., httpx.AsyncClient]:
+    """Builds a client for a recording adapter within `max_body_bytes`, or the `handler` fixture's without it."""
 
-    def build(**options: Any) -> httpx.AsyncClient:
-        app = create_app(handler, **options)
-        return httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test")
+    def build(max_body_bytes: int | None = None) -> httpx.AsyncClient:
+        if max_body_bytes is None:
+            return client_of(handler)
+        return client_of(RecordingAdapter(limits=Limits(max_body_bytes=max_body_bytes)))
 
     return build
 
@@ -105,7 +94,8 @@ def assert_refused(response: httpx.Response, status: int, code: str) -> dict[str
 def assert_served(response: httpx.Response) -> None:
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream"
-    assert [event["type"] for event in events_of(response)] == ["RUN_STARTED", "RUN_FINISHED"]
+    types = [event["type"] for event in events_of(response)]
+    assert (types[0], types[-1]) == ("RUN_STARTED", "RUN_FINISHED")
 
 
 @pytest.mark.parametrize(
@@ -118,7 +108,7 @@ def assert_served(response: httpx.Response) -> None:
     ],
 )
 async def test_non_json_content_type_is_415(
-    client: httpx.AsyncClient, handler: RecordingHandler, content_type: str
+    client: httpx.AsyncClient, handler: RecordingAdapter, content_type: str
 ) -> None:
     response = await client.post("/", content=json.dumps(MINIMAL), headers={"content-type": content_type})
 
@@ -147,16 +137,16 @@ async def test_body_over_the_limit_is_413(client_for: Callable[..., httpx.AsyncC
     assert_refused(response, 413, "CONTENT_TOO_LARGE")
 
 
-async def test_chunked_body_over_the_limit_is_413(
-    client_for: Callable[..., httpx.AsyncClient], handler: RecordingHandler
-) -> None:
+async def test_chunked_body_over_the_limit_is_413() -> None:
+    handler = RecordingAdapter(limits=Limits(max_body_bytes=300))
+
     async def chunks() -> AsyncIterator[bytes]:
         yield b'{"threadId": "t1", "runId": "r1", "messages": [], "state": "'
         for _ in range(10):
             yield b"x" * 50
         yield b'"}'
 
-    async with client_for(max_body_bytes=300) as client:
+    async with client_of(handler) as client:
         response = await client.post("/", content=chunks(), headers={"content-type": "application/json"})
 
     assert "content-length" not in response.request.headers
@@ -172,8 +162,8 @@ async def test_body_at_the_limit_is_served(client_for: Callable[..., httpx.Async
     assert_served(response)
 
 
-async def test_declared_oversize_is_refused_before_reading(handler: RecordingHandler) -> None:
-    app = create_app(handler, max_body_bytes=100)
+async def test_declared_oversize_is_refused_before_reading() -> None:
+    app = create_app(RecordingAdapter(limits=Limits(max_body_bytes=100)))
     sent: list[Message] = []
 
     async def receive() -> Message:
@@ -224,7 +214,7 @@ async def test_declared_oversize_is_refused_before_reading(handler: RecordingHan
     ],
 )
 async def test_malformed_input_is_422_without_a_stream(
-    client: httpx.AsyncClient, handler: RecordingHandler, body: bytes
+    client: httpx.AsyncClient, handler: RecordingAdapter, body: bytes
 ) -> None:
     response = await client.post("/", content=body, headers={"content-type": "application/json"})
 
@@ -273,7 +263,7 @@ async def test_unpaired_surrogate_escape_is_422(client: httpx.AsyncClient, text:
     "text", [pytest.param(r"\ud83d\udc4d", id="escaped-pair"), pytest.param(r"\\ud800", id="escaped-backslash")]
 )
 async def test_paired_surrogates_and_escaped_backslashes_are_served(
-    client: httpx.AsyncClient, handler: RecordingHandler, text: str
+    client: httpx.AsyncClient, handler: RecordingAdapter, text: str
 ) -> None:
     body = body_with_user_text(text)
 
@@ -283,14 +273,14 @@ async def test_paired_surrogates_and_escaped_backslashes_are_served(
     assert handler.received[0].messages[0].content in ("👍", "\\ud800")
 
 
-async def test_large_body_is_parsed_and_served(client: httpx.AsyncClient, handler: RecordingHandler) -> None:
+async def test_large_body_is_parsed_and_served(client: httpx.AsyncClient, handler: RecordingAdapter) -> None:
     response = await client.post("/", json={**MINIMAL, "state": {"blob": "x" * 200_000}})
 
     assert_served(response)
     assert handler.received[0].state == {"blob": "x" * 200_000}
 
 
-async def test_client_gone_while_sending_the_body_starts_no_run(handler: RecordingHandler) -> None:
+async def test_client_gone_while_sending_the_body_starts_no_run(handler: RecordingAdapter) -> None:
     inbox: list[Message] = [
         {"type": "http.request", "body": b'{"threadId": ', "more_body": True},
         {"type": "http.disconnect"},
@@ -309,7 +299,7 @@ async def test_client_gone_while_sending_the_body_starts_no_run(handler: Recordi
 
 
 @pytest.mark.parametrize("version", ["2.0", "0.9", "10.1", "9" * 5000 + ".0", "0" * 5000 + "2.0"])
-async def test_another_major_version_is_400(client: httpx.AsyncClient, handler: RecordingHandler, version: str) -> None:
+async def test_another_major_version_is_400(client: httpx.AsyncClient, handler: RecordingAdapter, version: str) -> None:
     response = await client.post("/", json={**MINIMAL, "protocolVersion": version})
 
     assert_refused(response, 400, "UNSUPPORTED_PROTOCOL_VERSION")
@@ -341,7 +331,7 @@ async def test_same_major_or_uninterpretable_version_is_served(
     assert any("protocolVersion" in record.getMessage() for record in caplog.records) is warned
 
 
-async def test_unknown_members_are_kept_and_served(client: httpx.AsyncClient, handler: RecordingHandler) -> None:
+async def test_unknown_members_are_kept_and_served(client: httpx.AsyncClient, handler: RecordingAdapter) -> None:
     message = {"id": "m1", "role": "user", "content": "hi", "futureField": {"x": 1}}
     body = {**MINIMAL, "messages": [message], "futureField": {"x": 1}, "parentRunId": "r0"}
 
@@ -355,7 +345,7 @@ async def test_unknown_members_are_kept_and_served(client: httpx.AsyncClient, ha
 
 
 async def test_unknown_role_message_is_dropped_with_a_warning(
-    client: httpx.AsyncClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+    client: httpx.AsyncClient, handler: RecordingAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:
     messages = [
         {"id": "m1", "role": "user", "content": "before"},
@@ -372,7 +362,7 @@ async def test_unknown_role_message_is_dropped_with_a_warning(
 
 
 async def test_unknown_content_parts_are_dropped_with_a_warning(
-    client: httpx.AsyncClient, handler: RecordingHandler, caplog: pytest.LogCaptureFixture
+    client: httpx.AsyncClient, handler: RecordingAdapter, caplog: pytest.LogCaptureFixture
 ) -> None:
     content = [
         {"type": "text", "text": "look"},
@@ -404,7 +394,7 @@ async def test_accept_header_is_ignored(client: httpx.AsyncClient) -> None:
     assert_served(response)
 
 
-async def test_app_works_mounted_under_a_prefix(handler: RecordingHandler) -> None:
+async def test_app_works_mounted_under_a_prefix(handler: RecordingAdapter) -> None:
     outer = Starlette(routes=[Mount("/agui", app=create_app(handler))])
 
     async with httpx.AsyncClient(transport=httpx.ASGITransport(outer), base_url="http://test") as client:
@@ -416,17 +406,17 @@ async def test_app_works_mounted_under_a_prefix(handler: RecordingHandler) -> No
     assert capabilities.status_code == health.status_code == 200
 
 
-async def test_capabilities_are_camel_case_json_without_nulls(client: httpx.AsyncClient) -> None:
-    response = await client.get("/capabilities")
+async def test_capabilities_are_camel_case_json_without_nulls() -> None:
+    async with client_of(RecordingAdapter(name="fake")) as client:
+        response = await client.get("/capabilities")
 
     assert response.status_code == 200
     assert response.headers["content-type"] == "application/json"
-    assert response.json() == {
-        "identity": {"name": "fake"},
-        "transport": {"streaming": True},
-        "humanInTheLoop": {"interrupts": True},
-    }
-    assert AgentCapabilities.model_validate(response.json()).model_extra == {}
+    body = response.json()
+    assert body["identity"]["name"] == "fake"
+    assert body["humanInTheLoop"]["approveWithEdits"] is True
+    assert nulls_in(body) == []
+    assert AgentCapabilities.model_validate(body).model_extra == {}
 
 
 async def test_health(client: httpx.AsyncClient) -> None:
@@ -435,12 +425,15 @@ async def test_health(client: httpx.AsyncClient) -> None:
     assert (response.status_code, response.json()) == (200, {"status": "ok"})
 
 
-class _Store:
+class PingedStore(MemoryStore):
+    """A memory store whose `ping` fails, hangs or answers, as a test says."""
+
     def __init__(self, error: Exception | None, *, hangs: bool = False) -> None:
+        super().__init__()
         self.error = error
         self.hangs = hangs
 
-    async def ping(self) -> None:
+    async def ping(self, *, write: bool = False) -> None:
         if self.hangs:
             await anyio.sleep_forever()
         if self.error is not None:
@@ -450,19 +443,17 @@ class _Store:
 @pytest.mark.parametrize(
     ("store", "status"),
     [
-        pytest.param(_Store(None), 200, id="up"),
-        pytest.param(_Store(OSError("connection refused")), 503, id="down"),
-        pytest.param(_Store(None, hangs=True), 503, id="hung"),  # a store that never answers is not up
+        pytest.param(lambda: PingedStore(None), 200, id="up"),
+        pytest.param(lambda: PingedStore(OSError("connection refused")), 503, id="down"),
+        pytest.param(lambda: PingedStore(None, hangs=True), 503, id="hung"),  # a store that never answers is not up
     ],
 )
 async def test_health_reports_whether_the_store_answers(
-    handler: RecordingHandler, store: _Store, status: int, monkeypatch: pytest.MonkeyPatch
+    store: Callable[[], PingedStore], status: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("adapter._http._PING_TIMEOUT", 0.2)  # private: how long /health waits (5 s by default)
-    handler.store = store  # type: ignore[attr-defined]
-    app = create_app(handler)
 
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:
+    async with client_of(RecordingAdapter(store=store())) as client:
         response = await client.get("/health")
 
     assert response.status_code == status
@@ -475,18 +466,25 @@ async def test_run_route_only_accepts_post(client: httpx.AsyncClient) -> None:
     assert response.status_code == 405
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"max_body_bytes": 0},
-        {"keepalive_interval": 0},
-        {"keepalive_interval": -1.0},
-        {"keepalive_interval": float("nan")},
-    ],
-)
-def test_options_must_be_positive(handler: RecordingHandler, options: dict[str, Any]) -> None:
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan")])
+def test_keepalive_interval_must_be_positive(handler: RecordingAdapter, interval: float) -> None:
     with pytest.raises(ValueError, match="positive"):
-        create_app(handler, **options)
+        create_app(handler, keepalive_interval=interval)
+
+
+def test_the_body_limit_must_be_positive() -> None:
+    with pytest.raises(ConfigurationError, match="max_body_bytes"):
+        Limits(max_body_bytes=0)
+
+
+def test_the_body_limit_moved_into_limits(handler: RecordingAdapter) -> None:
+    with pytest.raises(TypeError, match=r"limits=Limits\(max_body_bytes=\.\.\.\)"):
+        create_app(handler, max_body_bytes=100)  # type: ignore[call-arg]
+
+
+def test_only_an_adapter_is_served() -> None:
+    with pytest.raises(TypeError, match="Adapter"):
+        create_app(object())  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("declared", [None, "1.0", "1.3"], ids=["absent", "1.0", "1.3"])

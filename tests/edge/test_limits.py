@@ -23,7 +23,7 @@ from pg import fresh_schema_dsn
 
 import adapter._tools  # private on purpose: a spy counts the schema checks the cache saves
 import schema_tools
-from adapter import Adapter, LimitExceeded
+from adapter import Adapter, LimitExceeded, Limits
 from adapter import tool as adapter_tool
 
 # Private on purpose: each limit's value, so the tests sit just inside and just past it.
@@ -268,7 +268,7 @@ def test_an_id_the_rule_accepts_is_kept_by_postgres(postgres_store: Stores, valu
 
 
 async def test_too_many_client_tools_are_refused_before_any_event(serve: Serve) -> None:
-    client = (await serve(Adapter(ScriptedBackend(fallback="ok"), max_client_tools=3))).client
+    client = (await serve(Adapter(ScriptedBackend(fallback="ok"), limits=Limits(max_client_tools=3)))).client
 
     ok = await client.post(run_input("t1", [user("hi")], tools=[tool(f"t{i}") for i in range(3)]))
     over = await client.post(run_input("t2", [user("hi")], tools=[tool(f"t{i}") for i in range(4)]), clean=False)
@@ -278,7 +278,7 @@ async def test_too_many_client_tools_are_refused_before_any_event(serve: Serve) 
 
 
 async def test_the_python_api_raises_the_same_refusal_before_any_event() -> None:
-    adapter = Adapter(ScriptedBackend(fallback="ok"), max_client_tools=1)
+    adapter = Adapter(ScriptedBackend(fallback="ok"), limits=Limits(max_client_tools=1))
     body = RunAgentInput.model_validate(run_input("t1", [user("hi")], tools=[tool("a"), tool("b")]))
 
     with pytest.raises(LimitExceeded) as refused:

@@ -13,12 +13,9 @@ import httpx
 import pytest
 import uvicorn
 from ag_ui.core import (
-    AgentCapabilities,
-    BaseEvent,
     CustomEvent,
     RunAgentInput,
     RunErrorEvent,
-    RunFinishedEvent,
     RunStartedEvent,
     TextMessageContentEvent,
     TextMessageEndEvent,
@@ -27,9 +24,11 @@ from ag_ui.core import (
 from agui import http_scope, parse_sse
 from starlette.types import Message
 
-from adapter import create_app
-from adapter._input import CheckedInput  # private on purpose: handlers of their own, as the edge starts them
+from adapter import Adapter, create_app
+from adapter._input import CheckedInput  # private on purpose: an adapter whose start fails, as the edge calls it
+from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter._sse import KEEPALIVE, encode_event  # private on purpose: SSE framing is one pure function, tested alone
+from adapter.backends import BackendItem, ModelRequest, TextDelta
 from adapter.client import AGUIClient
 from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server
 
@@ -39,54 +38,30 @@ if TYPE_CHECKING:
 
 BODY = json.dumps({"threadId": "t1", "runId": "r1", "messages": []}).encode()
 STARTED = RunStartedEvent(thread_id="t1", run_id="r1", protocol_version="1.0")
-FINISHED = RunFinishedEvent(thread_id="t1", run_id="r1")
 TEXT = [
     TextMessageStartEvent(message_id="m1", role="assistant"),
     TextMessageContentEvent(message_id="m1", delta="héllo 👍🏽\r\nworld"),
     TextMessageEndEvent(message_id="m1"),
 ]
+WORDS = "héllo 👍🏽\r\nworld"
 
 
-class Handler:
-    """What `create_app` serves, started as the edge starts it: `run` gives the events."""
+class Paced:
+    """A backend that says `WORDS` after `pause` seconds, or raises `failure` after its first word."""
 
-    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
-        return self.run(checked.input)
+    def __init__(self, pause: float = 0.0, failure: Exception | None = None) -> None:
+        self.pause, self.failure = pause, failure
 
-    def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        raise NotImplementedError
-
-    def capabilities(self) -> AgentCapabilities:
-        return AgentCapabilities()
-
-    async def thread(self, thread_id: str) -> None:
-        return None  # it keeps no threads: GET /threads/{id} answers 404
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield TextDelta("héllo ")
+        if self.failure is not None:
+            raise self.failure
+        await asyncio.sleep(self.pause)
+        yield TextDelta("👍🏽\r\nworld")
 
 
-class ScriptedHandler(Handler):
-    """Plays a script: events are yielded, numbers are pauses in seconds, exceptions are raised."""
-
-    def __init__(self, *script: BaseEvent | float | BaseException) -> None:
-        self.script = script
-        self.closed = False
-        self.yielded = 0
-
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        try:
-            for step in self.script:
-                if isinstance(step, BaseEvent):
-                    self.yielded += 1
-                    yield step
-                elif isinstance(step, BaseException):
-                    raise step
-                else:
-                    await asyncio.sleep(step)
-        finally:
-            self.closed = True
-
-
-async def post(handler: Any, **options: Any) -> httpx.Response:
-    app = create_app(handler, **options)
+async def post(adapter: Adapter, **options: Any) -> httpx.Response:
+    app = create_app(adapter, **options)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url="http://test") as client:
         return await client.post("/", content=BODY, headers={"content-type": "application/json"})
 
@@ -115,7 +90,7 @@ def test_encode_event_keeps_required_nulls_and_drops_absent_optionals() -> None:
 
 
 async def test_stream_headers_and_lf_only_framing() -> None:
-    response = await post(ScriptedHandler(STARTED, *TEXT, FINISHED))
+    response = await post(Adapter(Paced()))
 
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream"
@@ -123,127 +98,77 @@ async def test_stream_headers_and_lf_only_framing() -> None:
     assert response.headers["x-accel-buffering"] == "no"
     assert b"\r" not in response.content
     events, comments = sse_of(response)
-    assert events == [json.loads(encode_event(event)[len("data: ") :]) for event in (STARTED, *TEXT, FINISHED)]
+    assert [event["type"] for event in events][0] == "RUN_STARTED"
+    assert "".join(event.get("delta", "") for event in events) == WORDS
     assert comments == 0
 
 
 async def test_keepalive_comments_fill_a_silent_gap() -> None:
-    quiet = await post(ScriptedHandler(STARTED, *TEXT, FINISHED), keepalive_interval=0.05)
-    slow = await post(ScriptedHandler(STARTED, 0.2, *TEXT, FINISHED), keepalive_interval=0.05)
+    quiet = await post(Adapter(Paced()), keepalive_interval=0.05)
+    slow = await post(Adapter(Paced(pause=0.2)), keepalive_interval=0.05)
 
     assert KEEPALIVE in slow.text
     slow_events, comments = sse_of(slow)
     assert comments >= 2
-    assert slow_events == sse_of(quiet)[0]
+    assert [event["type"] for event in slow_events] == [event["type"] for event in sse_of(quiet)[0]]
 
 
-async def test_stream_ends_right_after_the_terminal_event() -> None:
-    handler = ScriptedHandler(STARTED, FINISHED, CustomEvent(name="late", value=1), 30.0, FINISHED)
-
-    with anyio.fail_after(5):
-        response = await post(handler)
-
-    events, _ = sse_of(response)
-    assert [event["type"] for event in events] == ["RUN_STARTED", "RUN_FINISHED"]
-    assert handler.yielded == 2
-    assert handler.closed
-
-
-async def test_run_error_is_terminal_too() -> None:
-    handler = ScriptedHandler(STARTED, RunErrorEvent(message="nope", code="BACKEND_ERROR"), FINISHED)
-
-    events, _ = sse_of(await post(handler))
-
-    assert [event["type"] for event in events] == ["RUN_STARTED", "RUN_ERROR"]
-    assert events[-1]["code"] == "BACKEND_ERROR"
-
-
-async def test_a_raising_handler_ends_with_one_generic_run_error(caplog: pytest.LogCaptureFixture) -> None:
-    handler = ScriptedHandler(STARTED, *TEXT[:2], RuntimeError("secret-detail at /srv/app.py"))
-
+async def test_a_raising_backend_ends_with_one_run_error_that_tells_nothing(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.ERROR, logger="adapter"):
-        response = await post(handler)
+        response = await post(Adapter(Paced(failure=RuntimeError("secret-detail at /srv/app.py"))))
 
     events, _ = sse_of(response)
-    assert [event["type"] for event in events] == [
-        "RUN_STARTED",
-        "TEXT_MESSAGE_START",
-        "TEXT_MESSAGE_CONTENT",
-        "RUN_ERROR",
-    ]
-    assert events[-1]["code"] == "INTERNAL_ERROR"
+    assert [event["type"] for event in events][0] == "RUN_STARTED"
+    assert [event["type"] for event in events].count("RUN_ERROR") == 1
+    assert events[-1]["type"] == "RUN_ERROR"
     assert "secret-detail" not in response.text
     assert "Traceback" not in response.text
     assert "secret-detail" in caplog.text
-    assert handler.closed
 
 
-class FailsToStart(Handler):
-    async def start(self, checked: CheckedInput) -> AsyncIterator[BaseEvent]:
+class FailsToStart(Adapter):
+    """An adapter whose `start` fails with a bug, before any event."""
+
+    async def start(self, run_input: RunAgentInput | CheckedInput, *, principal: str | None = None) -> RunEvents:
         raise RuntimeError("secret-detail")
 
 
-class FailsAtOnce(Handler):
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        raise RuntimeError("secret-detail")
-        yield STARTED  # pragma: no cover - makes this an async generator
-
-
-async def test_a_handler_that_fails_to_start_gets_a_clean_500(caplog: pytest.LogCaptureFixture) -> None:
-    response = await post(FailsToStart())
+async def test_an_adapter_that_fails_to_start_gets_a_clean_500(caplog: pytest.LogCaptureFixture) -> None:
+    response = await post(FailsToStart(Paced()))
 
     assert (response.status_code, response.json()["error"]["code"]) == (500, "INTERNAL_ERROR")
     assert "secret-detail" not in response.text
     assert "secret-detail" in caplog.text
 
 
-class YieldsGarbage(ScriptedHandler):
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        yield STARTED
-        yield "not an event"  # type: ignore[misc]
-
-
-@pytest.mark.parametrize(
-    "handler",
-    [
-        pytest.param(FailsAtOnce(), id="run-raises-before-iterating"),
-        pytest.param(ScriptedHandler(STARTED, *TEXT), id="no-terminal-event"),
-        pytest.param(YieldsGarbage(), id="non-event-item"),
-        pytest.param(ScriptedHandler(STARTED, asyncio.CancelledError()), id="own-cancelled-error"),
-    ],
-)
-async def test_a_run_that_cannot_finish_ends_with_internal_error(handler: Any) -> None:
-    with anyio.fail_after(5):
-        response = await post(handler)
-
-    events, _ = sse_of(response)
-    assert events[-1] == {"type": "RUN_ERROR", "message": events[-1]["message"], "code": "INTERNAL_ERROR"}
-    assert "secret-detail" not in response.text
-
-
-class Endless(Handler):
-    """Streams RUN_STARTED, then waits on a backend task (or keeps yielding) forever."""
+class Endless:
+    """A backend that says a word, then waits on a task of its own (or keeps talking) until it is cancelled."""
 
     def __init__(self, *, chatty: bool) -> None:
         self.chatty = chatty
-        self.backend: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None
         self.finalised = asyncio.Event()
         self.ticks = 0
 
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        self.backend = asyncio.create_task(asyncio.sleep(3600))
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        self.task = asyncio.create_task(asyncio.sleep(3600))
         try:
-            yield STARTED
+            yield TextDelta("started")
             while self.chatty:
                 self.ticks += 1
-                yield CustomEvent(name="tick", value=None)
+                yield TextDelta(" tick")
                 await asyncio.sleep(0)
-            await self.backend
+            await self.task
         finally:
-            self.backend.cancel()
+            self.task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self.backend
+                await self.task
             self.finalised.set()
+
+
+def stopping(backend: Endless) -> Adapter:
+    """An adapter whose runs end with their client (`on_disconnect="stop"`), as the tests of a leaving client want."""
+    return Adapter(backend, on_disconnect="stop")
 
 
 def body_scope(body: bytes) -> dict[str, Any]:
@@ -252,7 +177,7 @@ def body_scope(body: bytes) -> dict[str, Any]:
 
 @pytest.mark.parametrize("chatty", [False, True], ids=["waiting-on-backend", "suspended-at-yield"])
 async def test_client_disconnect_closes_the_run(chatty: bool) -> None:
-    handler = Endless(chatty=chatty)
+    backend = Endless(chatty=chatty)
     first_event_sent = asyncio.Event()
     sent: list[Message] = []
     inbox: list[Message] = [{"type": "http.request", "body": BODY, "more_body": False}]
@@ -269,18 +194,17 @@ async def test_client_disconnect_closes_the_run(chatty: bool) -> None:
             first_event_sent.set()
 
     with anyio.fail_after(2):
-        await create_app(handler, keepalive_interval=0.05)(body_scope(BODY), receive, send)
+        await create_app(stopping(backend), keepalive_interval=0.05)(body_scope(BODY), receive, send)
+        await backend.finalised.wait()
 
-    assert handler.finalised.is_set()
-    assert handler.backend is not None
-    assert handler.backend.cancelled()
-    assert sent[1]["body"].startswith(encode_event(STARTED).encode())  # ready frames are sent together
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+    assert backend.task is not None
+    assert backend.task.cancelled()
+    assert b'"type":"RUN_STARTED"' in sent[1]["body"]
 
 
 async def test_send_failing_with_oserror_closes_the_run() -> None:
     """ASGI 2.4 servers signal a gone client by raising OSError from send."""
-    handler = Endless(chatty=True)
+    backend = Endless(chatty=True)
     inbox: list[Message] = [{"type": "http.request", "body": BODY, "more_body": False}]
     never = asyncio.Event()
     bodies = 0
@@ -300,31 +224,33 @@ async def test_send_failing_with_oserror_closes_the_run() -> None:
 
     scope = {**body_scope(BODY), "asgi": {"version": "3.0", "spec_version": "2.4"}}
     with anyio.fail_after(2):
-        await create_app(handler)(scope, receive, send)
-
-    assert handler.finalised.is_set()
-    assert asyncio.all_tasks() == {asyncio.current_task()}
+        await create_app(stopping(backend))(scope, receive, send)
+        await backend.finalised.wait()
 
 
-class Gated(Handler):
-    """Sends RUN_STARTED, then holds the rest of the run until the test opens the gate."""
+class Gated:
+    """A backend that says a word, then holds the rest of the run until the test opens the gate."""
 
     def __init__(self) -> None:
         self.gate = asyncio.Event()
 
-    async def run(self, run_input: RunAgentInput) -> AsyncIterator[BaseEvent]:
-        yield STARTED
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield TextDelta("wait")
         await self.gate.wait()
-        yield FINISHED
+        yield TextDelta(" done")
 
 
 async def test_events_arrive_incrementally_over_real_http() -> None:
-    handler = Gated()
+    backend = Gated()
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(
-        create_app(handler), lifespan="off", ws="none", log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS
+        create_app(Adapter(backend)),
+        lifespan="off",
+        ws="none",
+        log_level="warning",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
     )
     server = uvicorn.Server(config)
     serving = asyncio.create_task(server.serve(sockets=[sock]))
@@ -336,19 +262,20 @@ async def test_events_arrive_incrementally_over_real_http() -> None:
             async with AGUIClient(f"http://127.0.0.1:{port}/") as client:
                 async for event in client.stream(BODY):
                     seen.append(event.type)
-                    if not handler.gate.is_set():  # the first event came before the run could finish
-                        assert event.type == "RUN_STARTED"
-                        handler.gate.set()
+                    if event.type == "TEXT_MESSAGE_CONTENT" and not backend.gate.is_set():
+                        backend.gate.set()  # the first word came before the run could finish
     finally:
         server.should_exit = True
         await serving
         sock.close()
 
-    assert seen == ["RUN_STARTED", "RUN_FINISHED"]
+    assert seen[0] == "RUN_STARTED"
+    assert seen[-1] == "RUN_FINISHED"
+    assert backend.gate.is_set()
 
 
 async def test_a_stalled_client_holds_the_run_back_until_it_leaves() -> None:
-    handler = Endless(chatty=True)
+    backend = Endless(chatty=True)
     inbox: list[Message] = [{"type": "http.request", "body": BODY, "more_body": False}]
     stalled = asyncio.Event()
     body_frames = 0
@@ -368,10 +295,10 @@ async def test_a_stalled_client_holds_the_run_back_until_it_leaves() -> None:
             await asyncio.Event().wait()
 
     with anyio.fail_after(2):
-        await create_app(handler)(body_scope(BODY), receive, send)
+        await create_app(stopping(backend))(body_scope(BODY), receive, send)
+        await backend.finalised.wait()
 
-    assert handler.finalised.is_set()
-    assert handler.ticks < 50
+    assert backend.ticks < 50
 
 
 async def test_multibyte_text_survives_streaming(connect: Connect) -> None:

@@ -1,4 +1,4 @@
-"""Forms through the Python API: registration, frozen schemas, submit_resume for workers, cancel_turn, CAS."""
+"""Forms through the Python API: registration, frozen schemas, resume by action id and its audit, cancel_turn, CAS."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from agui import collect
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, interrupt_of, of, say, spied
 
-from adapter import Adapter, AdapterError, ConfigurationError, FormDefinition, UserInputTool
+from adapter import Adapter, ConfigurationError, FormDefinition, UserInputTool
 from adapter._forms import ActivityConflict, pending_form, transition  # private on purpose: the card's status moves
 from adapter.backends import ScriptedBackend
 from adapter.stores import MemoryStore
@@ -115,27 +115,19 @@ async def test_a_waiting_form_keeps_the_schema_it_was_asked_with() -> None:
     await before.aclose()
 
 
-async def test_submit_resume_stores_the_answers_for_a_worker() -> None:
+async def test_resume_by_action_id_audits_the_card_and_the_same_answers_again_replay() -> None:
     adapter, runs = ticket_adapter()
     asked = interrupt_of(await say(adapter, "t-worker", TICKET_REQUEST))
     answers = [entry(asked["toolCallId"], DETAILS)]
     audit = {"submittedBy": "user-1001", "requestId": "request-789"}
 
-    assert await adapter.submit_resume("t-worker", answers, metadata=audit) is True
-    assert await adapter.submit_resume("t-worker", answers, metadata=audit) is True
-    waiting = await adapter.thread("t-worker")
-    assert waiting is not None
-    assert [i["id"] for i in waiting["interrupts"]] == [asked["id"]]
-    assert len(runs) == 1
-
-    events = await collect(adapter.resume("t-worker"), resumed=True)
+    events = await collect(adapter.resume("t-worker", answers, metadata=audit), resumed=True)
 
     (finished,) = of(events, "RUN_FINISHED")
     assert finished["outcome"] == {"type": "success"}
     assert [run["ctx"].submitted_form_data for run in runs] == [None, DETAILS]
     (card,) = of(events, "ACTIVITY_SNAPSHOT")
     assert (card["content"]["status"], card["content"]["submittedBy"]) == ("SUBMITTED", "user-1001")
-    assert await adapter.submit_resume("t-worker", answers, metadata=audit) is False
     replay = await collect(adapter.resume("t-worker", answers, metadata=audit), resumed=True)
     assert [event["type"] for event in replay] == ["RUN_STARTED", "RUN_FINISHED"]
     assert len(runs) == 2
@@ -151,20 +143,20 @@ async def test_a_wrong_action_id_never_resumes_another_request() -> None:
     second = interrupt_of(await say(adapter, "t-late", "book a meeting room"))
 
     for wrong in (entry(first["toolCallId"], BOOKING), entry("call_never_made", BOOKING)):
-        with pytest.raises(AdapterError) as late:
-            await adapter.submit_resume("t-late", [wrong])
-        assert late.value.code == "RESUME_UNKNOWN_INTERRUPT"
+        (late,) = of(await collect(adapter.resume("t-late", [wrong]), resumed=True), "RUN_ERROR")
+        assert late["code"] == "RESUME_UNKNOWN_INTERRUPT"
     mismatched = {"interruptId": second["id"], "status": "resolved", "payload": BOOKING}
-    with pytest.raises(AdapterError) as crossed:
-        await adapter.submit_resume("t-late", [mismatched], metadata={"actionId": first["toolCallId"]})
-    assert crossed.value.code == "RESUME_UNKNOWN_INTERRUPT"
+    crossing = adapter.resume("t-late", [mismatched], metadata={"actionId": first["toolCallId"]})
+    (crossed,) = of(await collect(crossing, resumed=True), "RUN_ERROR")
+    assert crossed["code"] == "RESUME_UNKNOWN_INTERRUPT"
 
     still = await adapter.thread("t-late")
     assert still is not None
     assert [i["id"] for i in still["interrupts"]] == [second["id"]]
     assert [card["content"]["status"] for card in cards(still["messages"])] == ["SUBMITTED", "PENDING"]
     assert len(runs) == 1
-    assert await adapter.submit_resume("t-late", [entry(second["toolCallId"], BOOKING)]) is True
+    done = await collect(adapter.resume("t-late", [entry(second["toolCallId"], BOOKING)]), resumed=True)
+    assert of(done, "RUN_FINISHED")[0]["outcome"] == {"type": "success"}
 
 
 async def test_cancel_turn_moves_the_card_to_cancelled_and_runs_nothing() -> None:
@@ -183,9 +175,10 @@ async def test_cancel_turn_moves_the_card_to_cancelled_and_runs_nothing() -> Non
     assert answer["error"] == "cancelled"
     assert runs == []
     assert await adapter.cancel_turn("t-cancel") is False
-    with pytest.raises(AdapterError) as gone:
-        await adapter.submit_resume("t-cancel", [entry(asked["toolCallId"], BOOKING)])
-    assert gone.value.code == "RESUME_UNKNOWN_INTERRUPT"
+    (gone,) = of(
+        await collect(adapter.resume("t-cancel", [entry(asked["toolCallId"], BOOKING)]), resumed=True), "RUN_ERROR"
+    )
+    assert gone["code"] == "RESUME_UNKNOWN_INTERRUPT"
     assert await adapter.thread("t-unknown") is None
 
 

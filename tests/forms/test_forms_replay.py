@@ -11,7 +11,7 @@ from ag_ui.core import ToolMessage
 from agui import collect
 from formkit import DETAILS, TICKET_REQUEST, arguments, interrupt_of, of, say, spied
 
-from adapter import Adapter, FormRequired, ToolContext, tool
+from adapter import Adapter, FormRequired, Limits, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from examples.support_ticket import RULES as TICKET_RULES
 from examples.support_ticket import SUPPORT_TICKET_FORM, create_support_ticket
@@ -107,7 +107,7 @@ async def test_a_second_form_required_after_the_data_is_a_protocol_error(caplog:
 
 async def test_the_quota_counts_an_interrupted_call_and_its_replay_once() -> None:
     ticket, runs = spied(create_support_ticket)
-    adapter, backend = adapter_with(ticket, notify_team, max_tool_calls=1)
+    adapter, backend = adapter_with(ticket, notify_team, limits=Limits(max_tool_calls=1))
     asked = interrupt_of(await say(adapter, "t-quota", "ticket then notify"))
 
     events = await collect(adapter.resume("t-quota", answer(asked)), resumed=True)
@@ -123,7 +123,7 @@ async def test_the_quota_counts_an_interrupted_call_and_its_replay_once() -> Non
 
 async def test_within_the_quota_the_replay_leaves_room_for_the_next_call() -> None:
     ticket, _ = spied(create_support_ticket)
-    adapter, backend = adapter_with(ticket, notify_team, max_tool_calls=2)
+    adapter, backend = adapter_with(ticket, notify_team, limits=Limits(max_tool_calls=2))
     asked = interrupt_of(await say(adapter, "t-room", "ticket then notify"))
 
     events = await collect(adapter.resume("t-room", answer(asked)), resumed=True)

@@ -18,7 +18,7 @@ import httpx
 from agui import NAVIGATE, Client
 from starlette.requests import Request
 
-from adapter import Action, Adapter, ScriptedBackend, ToolContext, tool
+from adapter import Action, Adapter, Limits, ScriptedBackend, ToolContext, tool
 
 # private on purpose: the adapter's default policy, one of the policies the machines run under
 from adapter._access import owner_only
@@ -237,11 +237,11 @@ def start_replica(
         ScriptedBackend(RULES),
         tools=[ledger.pay_tool(generation)],
         store=store,
-        clock=clock,
-        claim_lease=LEASE,
+        limits=Limits(claim_lease=LEASE),
         authorize=None if policy == "owner" else POLICIES[policy],
         history=history,
     )
+    adapter.config.use_clock(clock)
     app = create_app(adapter, principal=by_header)
     http = [
         httpx.AsyncClient(transport=httpx.ASGITransport(app), base_url=f"http://r{generation}", headers={"x-user": p})

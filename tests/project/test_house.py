@@ -138,3 +138,22 @@ def test_tests_are_grouped_by_layer_and_import_helpers_from_the_same_folders_for
     assert pytest_paths == settings["tool"]["mypy"]["mypy_path"]
     assert "--import-mode=importlib" in settings["tool"]["pytest"]["ini_options"]["addopts"]
     assert sorted(path.name for path in (ROOT / "tests").glob("test_*.py")) == []
+
+
+EDGE = ("adapter/_http.py", "adapter/_sse.py", "adapter/_input.py")
+"""The HTTP edge's modules: they serve an `Adapter`, typed, and probe nothing by name (issue 41)."""
+
+
+@pytest.mark.parametrize("module", EDGE)
+def test_the_edge_probes_no_attribute_by_name(module: str) -> None:
+    tree = ast.parse((ROOT / module).read_text(encoding="utf-8"))
+    probes = [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "hasattr")
+        and any(isinstance(arg, ast.Constant) and isinstance(arg.value, str) for arg in node.args[1:2])
+    ]
+
+    assert probes == [], f"{module} probes an attribute by name at lines {probes}: call the Adapter's method"

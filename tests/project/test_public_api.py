@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -28,6 +30,7 @@ DOORS = {
         "InputRejected",
         "InputRequired",
         "LimitExceeded",
+        "Limits",
         "PredictState",
         "ResumeError",
         "ToolContext",
@@ -121,7 +124,7 @@ DOORS = {
     ],
 }
 
-APP_AUTHOR_LIMIT = 25
+APP_AUTHOR_LIMIT = 26  # 25, and `Limits`: the bounds thirteen options of `Adapter` were (issue 41)
 """The most names `adapter` may hold: what an app author wires, and no more."""
 
 # ../shared/DESIGN.md "Public surface": names tests and users outside the package import from `adapter`.
@@ -170,6 +173,40 @@ def test_each_name_has_one_home_door() -> None:
 
 def test_the_app_authors_door_stays_small() -> None:
     assert len(DOORS["adapter"]) <= APP_AUTHOR_LIMIT
+
+
+ADAPTER_OPTIONS_LIMIT = 18
+"""Keywords `Adapter(...)` takes at most: its bounds are grouped in `Limits`, its test hooks are no options."""
+
+
+def test_the_adapter_takes_few_options() -> None:
+    from adapter import Adapter
+
+    parameters = inspect.signature(Adapter).parameters.values()
+    keywords = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+
+    assert len(keywords) <= ADAPTER_OPTIONS_LIMIT, keywords
+    assert not [name for name in keywords if name.startswith("max_")]
+
+
+@pytest.mark.parametrize("moved", ["max_steps", "claim_lease", "max_body_bytes"])
+def test_an_option_that_moved_into_limits_names_its_new_spelling(moved: str) -> None:
+    from adapter import Adapter, create_app
+    from adapter.backends import ScriptedBackend
+
+    old: dict[str, Any] = {moved: 1}
+    with pytest.raises(TypeError, match=rf"limits=Limits\({moved}=\.\.\.\)"):
+        Adapter(ScriptedBackend(), **old)
+    with pytest.raises(TypeError, match=rf"limits=Limits\({moved}=\.\.\.\)"):
+        create_app(Adapter(ScriptedBackend()), **old)
+
+
+def test_clock_is_no_option_and_says_how_tests_set_it() -> None:
+    from adapter import Adapter
+    from adapter.backends import ScriptedBackend
+
+    with pytest.raises(TypeError, match=r"config\.use_clock"):
+        Adapter(ScriptedBackend(), clock=lambda: None)  # type: ignore[call-arg]
 
 
 def test_every_name_design_pins_imports_from_adapter_as_the_object_of_its_home() -> None:

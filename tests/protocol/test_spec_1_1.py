@@ -14,7 +14,7 @@ from ag_ui.core import RunAgentInput, UserMessage
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from adapter import Adapter, ConfigurationError, create_app, tool
+from adapter import Adapter, ConfigurationError, Limits, create_app, tool
 from adapter._compat import speaks_1_1  # private on purpose: the version rule over any text
 from adapter.backends import (
     BackendItem,
@@ -137,7 +137,7 @@ async def test_a_stopped_run_closes_what_it_opened_has_no_result_and_reports_its
     """1.1 Cancelled runs: closed like any run before its cancelled RUN_FINISHED; `result` SHOULD be absent; `usage`
     MAY report the tokens accrued before the stop. Here the stop is `max_steps`, a limit the producer enforces."""
     backend = SpendsAndCalls()
-    app = create_app(Adapter(backend, tools=[lookup], max_steps=2))
+    app = create_app(Adapter(backend, tools=[lookup], limits=Limits(max_steps=2)))
     async with AGUIClient(app) as client:
         run = await client.thread().say("look order A1 up")
 
@@ -158,7 +158,7 @@ async def test_a_stopped_run_closes_what_it_opened_has_no_result_and_reports_its
 async def test_a_resumed_run_reports_only_its_own_model_calls() -> None:
     """1.1 Token usage: a run that resumes an interrupted one reports only the calls it made itself."""
     backend = SpendsAndCalls()
-    app = create_app(Adapter(backend, tools=[refund_order, lookup], max_steps=2))
+    app = create_app(Adapter(backend, tools=[refund_order, lookup], limits=Limits(max_steps=2)))
     async with AGUIClient(app) as client:
         thread = client.thread()
         asked = await thread.say("refund order A1")

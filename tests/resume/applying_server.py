@@ -21,7 +21,7 @@ import uvicorn
 from ag_ui.core import ToolMessage
 from starlette.applications import Starlette
 
-from adapter import Adapter, create_app, tool
+from adapter import Adapter, Limits, create_app, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
 from adapter.stores import SQLiteStore
 
@@ -52,7 +52,7 @@ def build(db: str, journal: Path, lease: float) -> Starlette:
 
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
     backend = Holding(ScriptedBackend(rules), journal)
-    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db), claim_lease=timedelta(seconds=lease))
+    adapter = Adapter(backend, tools=[pay], store=SQLiteStore(db), limits=Limits(claim_lease=timedelta(seconds=lease)))
     return create_app(adapter)
 
 

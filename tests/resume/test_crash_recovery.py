@@ -13,10 +13,11 @@ import httpx
 import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
 from agui import Client, Reply, resolved
+from clock import clocked
 from replica_process import BOUND as _BOUND
 from replica_process import Replica, journaled, until
 
-from adapter import Adapter, ResumeError, ToolContext, tool
+from adapter import Adapter, Limits, ResumeError, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore
 
@@ -57,7 +58,9 @@ def replicas(payments: Payments, clock: Clock) -> tuple[Adapter, Adapter]:
     store = MemoryStore()
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
     return tuple(  # type: ignore[return-value]
-        Adapter(ScriptedBackend(rules), tools=[payments.tool], store=store, clock=clock, claim_lease=LEASE)
+        clocked(
+            Adapter(ScriptedBackend(rules), tools=[payments.tool], store=store, limits=Limits(claim_lease=LEASE)), clock
+        )
         for _ in range(2)
     )
 

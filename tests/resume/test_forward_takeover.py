@@ -11,14 +11,16 @@ from typing import Any
 
 from ag_ui.core import Interrupt, RunAgentInput
 from agui import collect, resolved, run_input, user
+from clock import clocked
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from adapter import Adapter, tool
+from adapter import Adapter, Limits, tool
 from adapter.backends import BackendError, BackendInterrupt, BackendItem, ModelRequest, TextDelta, ToolCall
 from adapter.stores import MemoryStore, SQLiteStore, ThreadHead, TurnStore
 
 LEASE = timedelta(minutes=5)
+LIMITS = Limits(claim_lease=LEASE)
 ANSWER = resolved("up-1", {"approved": True})
 
 
@@ -92,7 +94,7 @@ async def test_a_replica_that_dies_mid_forward_is_taken_over_with_the_same_answe
     """Two replicas on one SQLite file: the first hangs mid-forward, the second finishes the turn after the lease."""
     upstream, clock = Upstream(["die"]), Clock()
     first, second = (
-        Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE) for _ in range(2)
+        clocked(Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), limits=LIMITS), clock) for _ in range(2)
     )
     await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
     hung = await dying(first, upstream)
@@ -125,7 +127,7 @@ async def test_a_replica_that_dies_mid_forward_is_taken_over_with_the_same_answe
 async def test_a_forward_refused_after_a_takeover_gives_the_turn_back_unclaimed(tmp_path: Path) -> None:
     upstream, clock = Upstream(["die", "refuse"]), Clock()
     first, second = (
-        Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE) for _ in range(2)
+        clocked(Adapter(upstream, store=SQLiteStore(tmp_path / "turns.db"), limits=LIMITS), clock) for _ in range(2)
     )
     await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
     hung = await dying(first, upstream)
@@ -168,7 +170,7 @@ async def test_a_takeover_repeats_the_answers_the_dead_replica_applied_before_it
     upstream, clock = AlsoPaying(["die"]), Clock()
     store = tmp_path / "turns.db"
     first, second = (
-        Adapter(upstream, tools=[pay], store=SQLiteStore(store), clock=clock, claim_lease=LEASE) for _ in range(2)
+        clocked(Adapter(upstream, tools=[pay], store=SQLiteStore(store), limits=LIMITS), clock) for _ in range(2)
     )
     asked = await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
     approval, upstreams = [resolved(i["id"], {"approved": True}) for i in asked[-1]["outcome"]["interrupts"]]
@@ -197,7 +199,7 @@ async def attempts(script: list[str]) -> None:
     store, clock, upstream = MemoryStore(), Clock(), Upstream(script)
 
     def replica() -> Adapter:
-        return Adapter(upstream, store=store, clock=clock, claim_lease=LEASE)
+        return clocked(Adapter(upstream, store=store, limits=LIMITS), clock)
 
     await collect(replica().run(RunAgentInput.model_validate(run_input("t", [user("go")]))))
     dead: list[tuple[Adapter, asyncio.Future[list[dict[str, Any]]]]] = []
@@ -257,7 +259,7 @@ async def test_a_run_whose_claim_lapsed_while_its_tool_ran_cannot_hold_the_turn(
 
     upstream, clock = AlsoPaying([]), Clock()
     first, second = (
-        Adapter(upstream, tools=[pay], store=SQLiteStore(tmp_path / "turns.db"), clock=clock, claim_lease=LEASE)
+        clocked(Adapter(upstream, tools=[pay], store=SQLiteStore(tmp_path / "turns.db"), limits=LIMITS), clock)
         for _ in range(2)
     )
     asked = await collect(first.run(RunAgentInput.model_validate(run_input("t", [user("go")]))))

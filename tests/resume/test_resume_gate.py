@@ -14,6 +14,7 @@ import pytest
 from ag_ui.core import ToolMessage
 from agui import FRONTEND_TOOLS, Reply, Thread, cancelled, json_content, new_id, resolved, run_input, user
 
+from adapter import Limits
 from adapter.backends import ScriptedBackend
 from adapter.stores import StoredThread
 
@@ -160,7 +161,7 @@ async def test_partial_resume_is_refused_and_nothing_runs(suspend: Suspend, kit:
 
 
 async def test_expired_interrupt_can_be_cancelled_but_not_resolved(suspend: Suspend, kit: Kit, clock: Clock) -> None:
-    suspended = await suspend(interrupt_ttl=timedelta(minutes=1), clock=clock)
+    suspended = await suspend(limits=Limits(interrupt_ttl=timedelta(minutes=1)), clock=clock)
     expires = datetime.fromisoformat(suspended.interrupt["expiresAt"].replace("Z", "+00:00"))
     assert expires == clock.now + timedelta(minutes=1)
     before = await suspended.stored()
@@ -180,7 +181,7 @@ async def test_an_interrupt_expires_at_its_expires_at_not_a_moment_later(
     suspend: Suspend, kit: Kit, clock: Clock
 ) -> None:
     """`expiresAt` is the first instant it can no longer be resolved, as `@ag-ui/client` 1.0 judges it."""
-    suspended = await suspend(interrupt_ttl=timedelta(minutes=1), clock=clock)
+    suspended = await suspend(limits=Limits(interrupt_ttl=timedelta(minutes=1)), clock=clock)
     before = await suspended.stored()
     clock.now = datetime.fromisoformat(suspended.interrupt["expiresAt"].replace("Z", "+00:00"))
 
@@ -196,7 +197,7 @@ async def test_an_interrupt_expires_at_its_expires_at_not_a_moment_later(
 
 
 async def test_interrupt_inside_its_ttl_still_resolves(suspend: Suspend, kit: Kit, clock: Clock) -> None:
-    suspended = await suspend(interrupt_ttl=timedelta(minutes=1), clock=clock)
+    suspended = await suspend(limits=Limits(interrupt_ttl=timedelta(minutes=1)), clock=clock)
     clock.advance(timedelta(seconds=59))
 
     reply = await suspended.thread.resume(resolved(suspended.interrupt["id"], {"approved": True}))

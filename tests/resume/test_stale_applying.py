@@ -21,12 +21,12 @@ import httpx
 import pytest
 from ag_ui.core import BaseEvent, RunAgentInput, ToolMessage, UserMessage
 from agui import Client, resolved
-from clock import Clock
+from clock import Clock, clocked
 from hypothesis import given
 from hypothesis import strategies as st
 from replica_process import BOUND, Replica, journaled, until
 
-from adapter import Adapter, tool
+from adapter import Adapter, Limits, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
 from adapter.stores import (
     ANY_INCARNATION,
@@ -41,6 +41,7 @@ from adapter.stores import (
 )
 
 LEASE = timedelta(minutes=5)
+LIMITS = Limits(claim_lease=LEASE)
 ANSWERS = {"approve": {"approved": True}, "deny": {"approved": False}}
 INTERRUPTED = "RUN_INTERRUPTED"
 
@@ -135,7 +136,7 @@ async def lost_outcome(store: MemoryStore, clock: Clock, answer: str) -> tuple[A
 
     Returns the other replica, on the same store and clock, and the resume entry to send again.
     """
-    first = Adapter(ScriptedBackend(RULES), tools=[pay], store=CutAfterClosing(store), clock=clock, claim_lease=LEASE)
+    first = clocked(Adapter(ScriptedBackend(RULES), tools=[pay], store=CutAfterClosing(store), limits=LIMITS), clock)
     opening = RunAgentInput(
         thread_id="t1", run_id="r0", messages=[UserMessage(id="u1", content="pay 10")], tools=[], context=[]
     )
@@ -147,7 +148,7 @@ async def lost_outcome(store: MemoryStore, clock: Clock, answer: str) -> tuple[A
     assert stored is not None
     assert stored.head.open_turn is None
     assert stored.head.applied["outcome"] is None
-    second = Adapter(ScriptedBackend(RULES), tools=[pay], store=store, clock=clock, claim_lease=LEASE)
+    second = clocked(Adapter(ScriptedBackend(RULES), tools=[pay], store=store, limits=LIMITS), clock)
     return second, entry
 
 
@@ -200,19 +201,6 @@ async def test_the_outcome_a_lapsed_replay_gives_is_recorded_once_and_stands(ans
     assert stored.head.version == before.head.version + 1
 
 
-async def test_submitting_the_answers_again_after_the_lease_records_the_outcome(clock: Clock) -> None:
-    store = MemoryStore()
-    second, entry = await lost_outcome(store, clock, "approve")
-    clock.advance(LEASE)
-
-    submitted = await second.submit_resume("t1", [entry])
-    stored = await store.load("t1", since=None)
-
-    assert submitted is False  # already applied: nothing is queued
-    assert stored is not None
-    assert stored.head.applied["outcome"]["code"] == INTERRUPTED
-
-
 class Slow:
     """The scripted backend, held in the step after stored answers until released: a replica slower than the lease."""
 
@@ -232,8 +220,8 @@ class Slow:
 async def test_a_run_that_ends_after_its_lapsed_replay_stores_its_reply_but_not_its_outcome(clock: Clock) -> None:
     """The first outcome recorded stands: the late run's messages are kept after it, its own ending is not."""
     store, slow = MemoryStore(), Slow()
-    first = Adapter(slow, tools=[pay], store=store, clock=clock, claim_lease=LEASE)
-    second = Adapter(ScriptedBackend(RULES), tools=[pay], store=store, clock=clock, claim_lease=LEASE)
+    first = clocked(Adapter(slow, tools=[pay], store=store, limits=LIMITS), clock)
+    second = clocked(Adapter(ScriptedBackend(RULES), tools=[pay], store=store, limits=LIMITS), clock)
     opening = RunAgentInput(
         thread_id="t1", run_id="r0", messages=[UserMessage(id="u1", content="pay 10")], tools=[], context=[]
     )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
-from adapter import Adapter, tool
+from adapter import Adapter, Limits, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import ANY_INCARNATION, MemoryStore, StoreConflict, StoredThread, ThreadChange
 
@@ -39,7 +39,7 @@ async def test_a_model_that_never_stops_calling_tools_is_cancelled_at_max_steps(
         return "pong"
 
     forever = Rule(r"loop", steps=[[Call("ping")]] * 50)
-    served = await serve(Adapter(ScriptedBackend([forever]), tools=[ping], max_steps=3))
+    served = await serve(Adapter(ScriptedBackend([forever]), tools=[ping], limits=Limits(max_steps=3)))
 
     reply = await served.client.post(run_input(new_id("thread"), [user("loop")]))
 
@@ -88,7 +88,7 @@ async def test_a_claim_left_by_a_crashed_replica_expires_with_its_lease(
     serve: Serve, make_adapter: MakeAdapter, kit: Kit, clock: Clock
 ) -> None:
     store = MemoryStore()
-    served = await serve(make_adapter(store=store, clock=clock, claim_lease=timedelta(minutes=5)))
+    served = await serve(make_adapter(store=store, clock=clock, limits=Limits(claim_lease=timedelta(minutes=5))))
     thread = served.client.thread(tools=FRONTEND_TOOLS)
     (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
     stored = await served.call(store.load(thread.id, since=None))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
-from adapter import Adapter, ConfigurationError
+from adapter import Adapter, ConfigurationError, Limits
 from adapter.backends import Rule, ScriptedBackend
 from adapter.stores import RunJournal, SQLiteStore
 
@@ -84,8 +84,7 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
     adapter = Adapter(
         ScriptedBackend([Rule("talk", reply=" ".join(f"word{i}" for i in range(words)))]),
         store=SQLiteStore(tmp_path / f"{new_id('t')}.db"),
-        max_journal_events=max_events,
-        max_journal_chars=max_chars,
+        limits=Limits(max_journal_events=max_events, max_journal_chars=max_chars),
     )
     thread_id = new_id("thread")
     run_input = RunAgentInput.model_validate(body_of(thread_id, "r1", "talk"))
@@ -107,16 +106,18 @@ async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is
         assert len(terminal.json) > 0
 
 
-def test_the_journal_limits_are_checked_when_the_adapter_is_built() -> None:
-    for options in (
+def test_the_journal_limits_are_checked_when_they_are_built() -> None:
+    limits: list[dict[str, Any]] = [
         {"max_journal_events": 0},
         {"max_journal_chars": -1},
-        {"on_disconnect": "later"},
         {"max_detached_runs": 0},
         {"max_run_time": timedelta(0)},
-    ):
+    ]
+    for options in limits:
         with pytest.raises(ConfigurationError):
-            Adapter(ScriptedBackend(), **options)
+            Limits(**options)
+    with pytest.raises(ConfigurationError):
+        Adapter(ScriptedBackend(), on_disconnect="later")  # type: ignore[arg-type]
 
 
 async def test_every_run_of_the_stream_is_in_the_journal_over_http(serve: Serve, tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput, UserMessage
 
-from adapter import Adapter, ToolContext, create_app, tool
+from adapter import Adapter, Limits, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore
 
@@ -57,7 +57,9 @@ async def test_a_stop_mid_tool_lapses_the_claim_so_another_replica_finishes_the_
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
 
     def replica() -> Adapter:
-        return Adapter(ScriptedBackend(rules), tools=[pay], store=store, drain_grace=timedelta(milliseconds=50))
+        return Adapter(
+            ScriptedBackend(rules), tools=[pay], store=store, limits=Limits(drain_grace=timedelta(milliseconds=50))
+        )
 
     stopping, other = replica(), replica()
     opening = RunAgentInput(

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
 
-from adapter import Adapter, LimitExceeded, create_app
+from adapter import Adapter, LimitExceeded, Limits, create_app
 from adapter.backends import ModelRequest, TextDelta
 from adapter.stores import MemoryStore
 
@@ -37,7 +37,7 @@ def opening(thread_id: str) -> RunAgentInput:
 
 
 async def test_a_run_past_its_deadline_ends_run_deadline_with_what_it_said_stored() -> None:
-    adapter = Adapter(Endless(), max_run_time=timedelta(milliseconds=300))
+    adapter = Adapter(Endless(), limits=Limits(max_run_time=timedelta(milliseconds=300)))
 
     events = [
         json.loads(event.model_dump_json(by_alias=True, exclude_none=True))
@@ -67,7 +67,9 @@ async def left(adapter: Adapter, thread_id: str, principal: str | None) -> None:
 
 
 async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() -> None:
-    adapter = Adapter(Endless(), store=MemoryStore(), max_detached_runs=2, authorize=lambda p, o, a: True)
+    adapter = Adapter(
+        Endless(), store=MemoryStore(), limits=Limits(max_detached_runs=2), authorize=lambda p, o, a: True
+    )
     await left(adapter, "a1", "alice")
     await left(adapter, "a2", "alice")
 
@@ -93,7 +95,7 @@ async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() 
 
 
 async def test_the_refusal_is_a_429_with_its_code_over_http() -> None:
-    adapter = Adapter(Endless(), max_detached_runs=1)
+    adapter = Adapter(Endless(), limits=Limits(max_detached_runs=1))
     await left(adapter, "a1", None)
     body = opening("a2").model_dump(by_alias=True, mode="json")
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(adapter)), base_url="http://t") as http:

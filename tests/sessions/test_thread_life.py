@@ -18,7 +18,7 @@ from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
 from pg import every_store
 from sessions_kit import journal_of
 
-from adapter import Adapter, ToolContext, create_app, tool
+from adapter import Adapter, Limits, ToolContext, create_app, tool
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, TurnStore
 
@@ -210,7 +210,9 @@ async def test_a_thread_longer_than_the_journals_limits_still_suspends_and_resum
 ) -> None:
     """The journal's limits bound what a backend makes: the restated thread never stops a turn."""
     rules = [Rule(r"pay (?P<amount>\d+)", steps=[[Call("pay", {"amount": "{amount}"})]], reply="Done.")]
-    adapter = Adapter(ScriptedBackend(rules), tools=[payments.tool], store=store, max_journal_chars=2_000)
+    adapter = Adapter(
+        ScriptedBackend(rules), tools=[payments.tool], store=store, limits=Limits(max_journal_chars=2_000)
+    )
     history = [UserMessage(id=f"old{i}", content="x" * 500) for i in range(8)]
     run_input = opening("pay 7", "r0", "u0")
     run_input = run_input.model_copy(update={"messages": [*history, *run_input.messages]})

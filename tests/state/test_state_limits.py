@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from agui import new_id, run_input, user
 from client_state import follow
 
-from adapter import Adapter, PredictState, ToolContext, tool
+from adapter import Adapter, Limits, PredictState, ToolContext, tool
 from adapter.backends import BackendItem, ModelRequest, TextDelta, ToolCall, ToolCallChunk
 
 if TYPE_CHECKING:
@@ -68,7 +68,9 @@ async def test_a_predicted_document_streams_in_bytes_linear_in_its_size(serve: S
 
 
 async def test_a_tools_copy_bomb_is_refused_to_the_tool_and_the_run_goes_on(serve: Serve) -> None:
-    served = await serve(Adapter(Writes("copy_bomb", "{}"), tools=[copy_bomb], max_state_bytes=256 * 1024))
+    served = await serve(
+        Adapter(Writes("copy_bomb", "{}"), tools=[copy_bomb], limits=Limits(max_state_bytes=256 * 1024))
+    )
     state: dict[str, Any] = {"a": ["tiny"] * 10}
 
     reply = await served.client.post(run_input(new_id("thread"), [user("blow it up")], state=state))

@@ -68,7 +68,7 @@ async def test_the_first_save_creates_the_thread_at_version_one(store: TurnStore
     assert loaded is not None
     head = loaded.head
     assert (head.version, head.claim, head.message_count) == (1, 0, 2)
-    assert (head.open_turn, head.applied, head.queued, head.grants) == ({"turn": 1}, None, None, None)
+    assert (head.open_turn, head.applied, head.grants) == ({"turn": 1}, None, None)
     assert (loaded.start, list(loaded.messages)) == (0, [msg("m0"), msg("m1")])
 
 
@@ -272,13 +272,13 @@ async def test_positions_the_thread_lacks_are_refused_and_nothing_is_written(
 
 
 async def test_head_records_are_set_kept_or_cleared(store: TurnStore) -> None:
-    await seeded(store, open_turn={"pending": ["i1"]}, applied={"run": "r0"}, queued=[{"interruptId": "i1"}])
+    await seeded(store, open_turn={"pending": ["i1"]}, applied={"run": "r0"}, grants=[{"tool": "t"}])
 
-    await store.save("t1", ThreadChange(open_turn=None, applied=KEEP, queued=None), expected_version=1)
+    await store.save("t1", ThreadChange(open_turn=None, applied=KEEP, grants=None), expected_version=1)
 
     loaded = await store.load("t1")
     assert loaded is not None
-    assert (loaded.head.open_turn, loaded.head.applied, loaded.head.queued) == (None, {"run": "r0"}, None)
+    assert (loaded.head.open_turn, loaded.head.applied, loaded.head.grants) == (None, {"run": "r0"}, None)
 
 
 GRANT = [{"tool": "send_email", "grantedBy": "bob", "grantedAt": "2026-12-06T20:00:00+00:00"}]
@@ -486,7 +486,6 @@ async def test_purge_deletes_finished_threads_idle_longer_than_the_age(store: Tu
     now = datetime.now(UTC)
     await store.save("done", ThreadChange(append=[msg("m0")], open_turn=None), expected_version=0)
     await store.save("waiting", ThreadChange(open_turn={"pending": [{"interrupt_id": "i1"}]}), expected_version=0)
-    await store.save("queued", ThreadChange(queued=[{"interruptId": "i1"}]), expected_version=0)
 
     fresh = await store.purge(timedelta(days=30), now=now)
     aged = await store.purge(timedelta(days=30), now=now + timedelta(days=31))
@@ -494,7 +493,6 @@ async def test_purge_deletes_finished_threads_idle_longer_than_the_age(store: Tu
     assert (fresh, aged) == (0, 1)
     assert await store.load("done") is None
     assert await store.load("waiting") is not None
-    assert await store.load("queued") is not None
     assert await store.save("done", ThreadChange(append=[msg("again")]), expected_version=0) == 1
 
 

@@ -35,7 +35,7 @@ SAVES = st.lists(
 async def measured(store: KeptThreads, thread_id: str) -> int:
     stored = await store.load(thread_id)
     assert stored is not None
-    records = (stored.head.open_turn, stored.head.applied, stored.head.queued, stored.head.grants)
+    records = (stored.head.open_turn, stored.head.applied, stored.head.grants)
     return held(list(stored.messages)) + held(records)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import uvicorn
 from starlette.applications import Starlette
 
-from adapter import Adapter, ToolContext, create_app, tool
+from adapter import Adapter, Limits, ToolContext, create_app, tool
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend
 from adapter.stores import PostgresStore
 from examples.serving import KEEP_ALIVE_SECONDS
@@ -88,8 +88,8 @@ def build(dsn: str, journal: Path, *, lease: float | None, tool_seconds: float) 
     ]
     backend = PacedBackend(ScriptedBackend(rules, keep_requests=1))
     store = PostgresStore(dsn, max_size=POOL_SIZE)
-    options: dict[str, Any] = {} if lease is None else {"claim_lease": timedelta(seconds=lease)}
-    adapter = Adapter(backend, tools=[pay], store=store, frontend_outcome="interrupt", **options)
+    limits = Limits() if lease is None else Limits(claim_lease=timedelta(seconds=lease))
+    adapter = Adapter(backend, tools=[pay], store=store, frontend_outcome="interrupt", limits=limits)
     return create_app(adapter), adapter
 
 
