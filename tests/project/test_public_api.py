@@ -103,6 +103,7 @@ DOORS = {
     "adapter.stores": [
         "ANY_INCARNATION",
         "KEEP",
+        "JournalAppend",
         "JournalEvent",
         "MemoryStore",
         "PostgresStore",
