@@ -38,6 +38,7 @@ from adapter._record import (
 from adapter.stores import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -48,6 +49,7 @@ from adapter.stores import (
     ThreadHead,
     TurnStore,
 )
+from adapter.stores._protocol import save_and_append
 
 log = logging.getLogger("adapter.record")
 
@@ -400,18 +402,21 @@ class RecordHandle:
         assert self._head is not None  # a turn to claim was loaded
         self._fence = self._head.claim + 1
 
-    async def create(self, title: str | None) -> None:
+    async def create(self, title: str | None, journal: JournalAppend | None = None) -> bool:
         """Store a thread this run found missing, before its first event: its owner and title, no message yet.
 
-        A reattach on any replica then knows whose the thread is, and a listing shows it while its first answer
-        streams. Another request that created it first keeps it: this run's first save finds it then (`_rebase`).
+        With `journal`, its events go in the same store call (the run's RUN_STARTED). A reattach on any replica
+        then knows whose the thread is, and a listing shows it while its first answer streams. Another request that
+        created it first keeps it: this run's first save finds it then (`_rebase`), and nothing of this call was
+        stored (False).
         """
         if self.version != 0:
-            return
+            return False
         try:
-            await self._save(ThreadChange(title=title))
+            await self._save(ThreadChange(title=title), journal=journal)
         except StoreConflict:
-            return
+            return False
+        return True
 
     async def queue(self, entries: list[dict[str, Any]]) -> None:
         """Store submitted answers for a worker to apply; a racing submission gets RESUME_CONFLICT."""
@@ -637,8 +642,10 @@ class RecordHandle:
         append = [stored_message(message) for message in history[self.synced :] if message.id not in held]
         return ThreadChange(append=append, replace=replace, **records)
 
-    async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
-        """Save `change` on the version and life this handle read (see `incarnation`).
+    async def _save(
+        self, change: ThreadChange, history: Sequence[Message] | None = None, journal: JournalAppend | None = None
+    ) -> None:
+        """Save `change` on the version and life this handle read (see `incarnation`); with `journal`, in one call.
 
         Raises:
             AdapterError: THREAD_DELETED when the thread's life this run read is over; nothing was stored.
@@ -651,9 +658,7 @@ class RecordHandle:
         life = self.incarnation if self.version else ANY_INCARNATION
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
-                version = await self.store.save(
-                    self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
-                )
+                version = await self._write(change, life, journal)
                 break
             except ThreadGone:
                 self._gone(change)
@@ -674,6 +679,18 @@ class RecordHandle:
         if history is not None:
             self.synced = len(history)
             self._known = [*self._known, *(message.id for message in change.append)]
+
+    async def _write(self, change: ThreadChange, life: object, journal: JournalAppend | None) -> int:
+        """One store call: the save, and the journal's events with it when given (`save_and_append`)."""
+        if journal is None:
+            return await self.store.save(
+                self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
+            )
+        fence, read = self._fence, self.version
+        version, _ = await save_and_append(
+            self.store, self.thread_id, change, journal, expected_version=read, fence=fence, incarnation=life
+        )
+        return version
 
     def _gone(self, change: ThreadChange) -> NoReturn:
         """The thread this run read was deleted: nothing more is stored, and what was not is named in the log."""

@@ -75,7 +75,7 @@ from adapter._tools import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import wire_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
-from adapter.stores import StoreUnavailable
+from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
 
@@ -188,6 +188,8 @@ class Run:
         """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
         self.streaming = False
         """The run waits on its backend's stream: a stop may cut the wait short (`adapter._journal`)."""
+        self.creating: str | None = None
+        """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
 
     def interruptible(self) -> bool:
         """Whether the run waits on its backend's stream now: a stop may cut that wait short (`StopSignal.absorb`)."""
@@ -217,9 +219,28 @@ class Run:
         )
         if record is None and not self.input.resume:
             # Stored before the first event, so that a reattach anywhere knows whose the thread is, and a listing
-            # shows it while its first answer streams.
-            await self.handle.create(default_title(self.input.messages))
+            # shows it while its first answer streams: with the journal's RUN_STARTED, in one store call
+            # (`open_journal`), unless the store keeps no journals.
+            self.creating = default_title(self.input.messages)
+            if self.config.journals.store is None:
+                await self.handle.create(self.creating)
+                self.creating = None
         return self._events(record, toolset)
+
+    async def open_journal(self, journal: str, first: JournalEvent) -> None:
+        """Write the journal's first event (`Journals.begin`): with the save that creates the thread, when it does.
+
+        Raises:
+            ValueError: That journal exists (a run id used again); nothing was stored.
+            StoreUnavailable: As the store's calls; the run's events are closed then, and it never started.
+        """
+        title = self.creating
+        if title is not None:
+            created = await self.handle.create(title, JournalAppend(journal, [first]))
+            self.creating = None  # created now, or by another request first
+            if created:
+                return
+        await self.config.store.append_events(self.input.thread_id, journal, [first])
 
     async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         yield RunStartedEvent(
