@@ -61,7 +61,7 @@ from adapter._conversation import declared_tail, of_kind
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._forms import pending_form
-from adapter._gate import Replay, Resume, check_resume, passed_over
+from adapter._gate import Replay, Resume, check_resume, passed_over, with_lapsed_outcome
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._jsonpatch import WORK_FACTOR, StateWork
@@ -164,7 +164,7 @@ class Run:
         self.principal = principal
         """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
         self.handle = RecordHandle(
-            config.store, run_input.thread_id, principal=principal, access=config.access, parsed=config.parsed
+            config.store, run_input.thread_id, principal=principal, may_join=self._may_join, parsed=config.parsed
         )
         self.view = View(config.access, principal, None)
         """What the principal may see of this run, and use of its input (`adapter._access`)."""
@@ -190,6 +190,10 @@ class Run:
         """The run waits on its backend's stream: a stop may cut the wait short (`adapter._journal`)."""
         self.creating: str | None = None
         """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
+
+    async def _may_join(self, owner: str | None) -> bool:
+        """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
+        return await self.config.access.allows(self.principal, owner, "run")
 
     def interruptible(self) -> bool:
         """Whether the run waits on its backend's stream now: a stop may cut that wait short (`StopSignal.absorb`)."""
@@ -327,7 +331,7 @@ class Run:
             telemetry.finish(span, "refused", refused.code)
             raise
         telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
-        gate = await self.handle.settled(gate)  # a replay past the lease records its final outcome, once
+        gate = await with_lapsed_outcome(gate, self.handle)  # a replay past the lease records its final outcome, once
         await self._messages(gate)
         if isinstance(gate, Replay):
             telemetry.duplicates.add(1)
@@ -391,7 +395,8 @@ class Run:
             self.config.background.keep(task)
             self.settling = task
             return await asyncio.shield(task)
-        await self.handle.claim(gate, self.input.run_id, self.config.now(), self.principal)
+        now = self.config.now()
+        await self.handle.claim(*gate.claimed(self.input.run_id, now), gate.grants(self.principal, now))
         await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.config.background.keep(task, holds_claim=True)
@@ -410,7 +415,8 @@ class Run:
         settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
-        await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.moved)
+        _, applied = gate.claimed(self.input.run_id, self.config.now())
+        await self.handle.claim_closed(applied, history, settled.moved)
         await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
         return settled
 

@@ -17,7 +17,7 @@ from adapter._calls import tool_message
 from adapter._config import EngineConfig
 from adapter._errors import AdapterError, Forbidden, ResumeError
 from adapter._events import TurnEvent, TurnEventType, notify
-from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction
+from adapter._gate import Answer, Replay, Resume, check_resume, claimable, refuse_contradiction, with_lapsed_outcome
 from adapter._ids import new_id
 from adapter._limits import check_id, check_run_input, id_problem
 from adapter._record import ThreadRecord
@@ -95,7 +95,7 @@ async def submit_resume(
         edited_args_schemas=config.tool_schemas(),
         grantable=config.grantable(),
     )
-    gate = await handle.settled(gate)
+    gate = await with_lapsed_outcome(gate, handle)
     if isinstance(gate, Replay):
         return False
     queued = [wire_json(entry) for entry in resolved]
