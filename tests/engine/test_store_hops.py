@@ -176,3 +176,41 @@ async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
 
     assert resumed[-1].type == "RUN_FINISHED"
     assert (suspended, store.total) == (4, 9), store.hops
+
+
+class RacedCreation(CountingStore):
+    """Another request creates the thread just before this run's creating save lands."""
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        if expected_version == 0 and await self.inner.load(thread_id) is None:
+            await self.inner.save(thread_id, ThreadChange(title="Theirs"), expected_version=0)
+        return await super().save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+
+
+async def test_a_run_whose_thread_another_request_created_first_opens_its_journal_alone() -> None:
+    """The creating save is refused whole, RUN_STARTED with it: the journal opens with an append of its own."""
+    store = RacedCreation()
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="Hello.")]), store=store)
+
+    events = [event async for event in adapter.run(opening("hi"))]
+    await journaled(store)
+
+    assert events[-1].type == "RUN_FINISHED"
+    # The finishing save finds the other's thread (a conflict), reads it again, and stores after what it holds.
+    assert store.hops == Counter(load=2, save_and_append=1, append_events=2, save=2)
+    (name,) = [key[1] for key in store.inner._journals]  # private on purpose: the one journal the run wrote
+    journal = await store.inner.read_events("t", name)
+    assert journal is not None and journal.ended and '"RUN_STARTED"' in journal.events[0].json
+    stored = await store.inner.load("t")
+    assert stored is not None and stored.head.title == "Theirs" and [m.id for m in stored.messages][0] == "u"
