@@ -249,7 +249,13 @@ class Adapter:
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
         return await journals.begin(
-            *ids, events, run.stop, incarnation=life, principal=principal, interruptible=run.interruptible
+            *ids,
+            events,
+            run.stop,
+            incarnation=life,
+            principal=principal,
+            interruptible=run.interruptible,
+            opens=run.open_journal,
         )
 
     def capabilities(self) -> AgentCapabilities:

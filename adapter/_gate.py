@@ -10,7 +10,7 @@ import logging
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
@@ -18,10 +18,21 @@ from adapter import _errors as codes
 from adapter._conversation import of_kind
 from adapter._errors import ResumeError
 from adapter._limits import MAX_REASON_CHARS, loads
-from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
+from adapter._record import (
+    AppliedResume,
+    Grant,
+    OpenTurn,
+    PendingCall,
+    ThreadRecord,
+    answer_fingerprint,
+    lapsed_outcome,
+)
 from adapter._tools import issues_text
 from adapter._types import JSON, wire_json
 from schema_tools import SchemaPolicyError, avalidate
+
+if TYPE_CHECKING:
+    from adapter._record_handle import RecordHandle
 
 log = logging.getLogger("adapter.gate")
 
@@ -106,7 +117,7 @@ class Replay:
     applied: AppliedResume
     lapsed: bool = False
     """The run that applied it recorded no outcome within the claim lease: `applied.outcome` is the one a replay
-    records in its place (`_record.lapsed_outcome`), once (`RecordHandle.settled`)."""
+    records in its place (`_record.lapsed_outcome`), once (`with_lapsed_outcome`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +128,43 @@ class Resume:
     answers: list[Answer]
     earlier: AppliedResume | None = None
     """The unfinished resume of the lapsed claim this one takes over: its answers applied before it died stand."""
+
+    def claimed(self, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:
+        """The open turn as claimed by `run_id`, and the record of the answers it applies."""
+        claimed = self.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
+        answers = self.answers
+        applied = AppliedResume(
+            run_id=run_id,
+            fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in answers},
+            request_ids={a.call.interrupt_id: a.request_id for a in answers if a.request_id is not None},
+            action_ids={a.call.tool_call_id: a.call.interrupt_id for a in answers if a.call.tool_call_id},
+            approvals=[a.call.interrupt_id for a in answers if a.call.kind == "approval"],
+            started=[a.call.interrupt_id for a in answers if a.starts_work],
+            applied_at=now,
+        )
+        if self.earlier is not None:
+            applied = self.earlier.taken_over_by(applied)
+        return claimed, applied
+
+    def grants(self, principal: str | None, now: datetime) -> list[Grant]:
+        """The grants its approvals make (`"remember": "thread"`), by `principal`: stored with the claim."""
+        return [Grant(tool=a.call.tool_name, granted_by=principal, granted_at=now) for a in self.answers if a.remember]
+
+
+async def with_lapsed_outcome(gate: Replay | Resume | None, handle: RecordHandle) -> Replay | Resume | None:
+    """The gate's choice, with a lapsed replay's outcome recorded once (`Replay.lapsed`); any other as it is.
+
+    Of two replays racing after the lease, and the run's own late ending, the first outcome stored stands,
+    and the replay gives that one.
+    """
+    if not isinstance(gate, Replay) or not gate.lapsed or gate.applied.outcome is None:
+        return gate
+    run_id = gate.applied.run_id
+    await handle.record_outcome(run_id, gate.applied.outcome)
+    stored = handle.record.applied
+    if stored is not None and stored.run_id == run_id and stored.outcome is not None:
+        return Replay(stored)  # another request recorded it first (read again after the conflict)
+    return Replay(gate.applied)
 
 
 async def check_resume(

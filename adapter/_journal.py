@@ -34,7 +34,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -89,6 +89,10 @@ def journal_name(run_id: str, incarnation: str | None, attempt: int = 1) -> str:
     """
     name = f"{run_id}\x1f{incarnation or ''}"
     return name if attempt == 1 else f"{name}\x1f{attempt}"
+
+
+Opener = Callable[[str, JournalEvent], Awaitable[None]]
+"""Writes a journal's first event under the name given (`Journals.begin`); ValueError when that journal exists."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,11 +641,13 @@ class Journals:
         incarnation: str | None = None,
         principal: str | None = None,
         interruptible: Callable[[], bool] = lambda: False,
+        opens: Opener | None = None,
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
-        Its first event (RUN_STARTED, which comes before any of its work) is appended to the store before the
-        run is read: the journal exists on every replica before any client could ask for it. A run id used
+        Its first event (RUN_STARTED, which comes before any of its work) is written to the store before the
+        run is read (by `opens` when given: the save that creates the thread carries it), so the journal exists
+        on every replica before any client could ask for it. A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
         first reading, and it ends when its reader leaves.
@@ -655,7 +661,8 @@ class Journals:
         journal: str | None = None
         if first is not None and self.store is not None:
             try:
-                journal = await self._open(self.store, thread_id, run_id, incarnation, event_json(first))
+                opener = opens or _appender(self.store, thread_id)
+                journal = await self._open(opener, thread_id, run_id, incarnation, event_json(first))
             except BaseException:
                 await _close(events)
                 raise
@@ -682,14 +689,14 @@ class Journals:
             live.start()
         return run
 
-    async def _open(self, store: TurnStore, thread_id: str, run_id: str, incarnation: str | None, first: str) -> str:
+    async def _open(self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str) -> str:
         """Create the journal of the run id's next attempt in this life, with its first event; its name."""
         for attempt in range(1, MAX_ATTEMPTS + 1):
             name = journal_name(run_id, incarnation, attempt)
             if (thread_id, name) in self._live:
                 continue
             try:
-                await store.append_events(thread_id, name, [JournalEvent(1, first)])
+                await opens(name, JournalEvent(1, first))
             except ValueError:  # that attempt's journal exists: a run id used again
                 continue
             if attempt > 1:
@@ -775,6 +782,15 @@ class Journals:
         if self._live.get((live.thread_id, live.journal)) is live:
             del self._live[(live.thread_id, live.journal)]
         self._over.set()
+
+
+def _appender(store: TurnStore, thread_id: str) -> Opener:
+    """The plain opening of a journal: its first event appended, in a store call of its own."""
+
+    async def append(journal: str, first: JournalEvent) -> None:
+        await store.append_events(thread_id, journal, [first])
+
+    return append
 
 
 def _expire(waiter: asyncio.Future[bool]) -> None:

@@ -9,18 +9,15 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Sequence
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Sequence
 from operator import attrgetter
 from typing import Any, NoReturn
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
 
 from adapter import _errors as codes
-from adapter._access import Access
 from adapter._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
 from adapter._errors import AdapterError, ResumeError, ThreadConflict
-from adapter._gate import Replay, Resume
 from adapter._ids import new_id
 from adapter._parsed import KnownThread, ParsedThreads
 from adapter._record import (
@@ -38,6 +35,7 @@ from adapter._record import (
 from adapter.stores import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     StaleClaim,
     StoreConflict,
     StoredMessage,
@@ -48,6 +46,7 @@ from adapter.stores import (
     ThreadHead,
     TurnStore,
 )
+from adapter.stores._protocol import save_and_append
 
 log = logging.getLogger("adapter.record")
 
@@ -77,7 +76,7 @@ class RecordHandle:
         thread_id: str,
         *,
         principal: str | None = None,
-        access: Access | None = None,
+        may_join: Callable[[str | None], Awaitable[bool]] | None = None,
         parsed: ParsedThreads | None = None,
     ) -> None:
         self.store = store
@@ -86,9 +85,8 @@ class RecordHandle:
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id, owner=principal)
         """A thread this run creates is owned by the run's principal."""
-        self._principal = principal
-        self._access = access
-        """Asked again when another request created the thread this run found missing."""
+        self._may_join = may_join
+        """Whether this run may store into a thread another request created meanwhile (its owner given); None: yes."""
         self._known: list[str] = []
         self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
@@ -340,23 +338,17 @@ class RecordHandle:
 
     # Writes: each builds on what this handle last read or wrote.
 
-    async def claim(self, gate: Resume, run_id: str, now: datetime, principal: str | None = None) -> None:
-        """Mark the open turn as being resumed by this run; exactly one of two racing resumes wins.
+    async def claim(self, claimed: OpenTurn, applied: AppliedResume, made: Sequence[Grant] = ()) -> None:
+        """Store the open turn as `claimed` by a run applying `applied`; exactly one of two racing resumes wins.
 
-        The grants its approvals ask for (`"remember": "thread"`, made by `principal`) are stored in the same save:
-        of two racing approvals that both remember, the one whose claim wins stores its grant.
+        The grants its approvals make (`made`) are stored in the same save: of two racing approvals that both
+        remember, the one whose claim wins stores its grant.
         """
-        claimed, applied = _claimed(gate, run_id, now)
-        grants = self._granted(gate, now, principal)
+        grants = with_grants(self.record.grants, made) if made else None
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), claim=True)
         await self._claim(change if grants is None else dataclasses.replace(change, grants=_wire(grants)))
         update: dict[str, Any] = {"open_turn": claimed, "applied": applied}
         self.record = self.record.model_copy(update=update if grants is None else {**update, "grants": grants})
-
-    def _granted(self, gate: Resume, now: datetime, principal: str | None) -> list[Grant] | None:
-        """The thread's grants with those the answers make; None when they make none."""
-        made = [Grant(tool=a.call.tool_name, granted_by=principal, granted_at=now) for a in gate.answers if a.remember]
-        return with_grants(self.record.grants, made) if made else None
 
     async def revoke(self, tool: str) -> bool:
         """Take the thread's grant of `tool` back; False when it has none. Read again and retried on a conflict.
@@ -379,7 +371,7 @@ class RecordHandle:
         raise ThreadConflict("the thread kept changing while a grant was revoked")
 
     async def claim_closed(
-        self, gate: Resume, run_id: str, now: datetime, history: Sequence[Message], moved: Sequence[Message] = ()
+        self, applied: AppliedResume, history: Sequence[Message], moved: Sequence[Message] = ()
     ) -> None:
         """`claim` and `close_turn` in one save, for answers whose applying runs nothing (`Resume.runs_nothing`).
 
@@ -387,7 +379,6 @@ class RecordHandle:
         storing the answers together leaves nothing between them for another replica to see or take
         over, and exactly one of two racing resumes still wins.
         """
-        _, applied = _claimed(gate, run_id, now)
         change = self._change(history, moved, open_turn=None, applied=_json(applied), claim=True)
         await self._claim(change, history)
         self.record = self.record.model_copy(update={"open_turn": None, "applied": applied})
@@ -400,18 +391,21 @@ class RecordHandle:
         assert self._head is not None  # a turn to claim was loaded
         self._fence = self._head.claim + 1
 
-    async def create(self, title: str | None) -> None:
+    async def create(self, title: str | None, journal: JournalAppend | None = None) -> bool:
         """Store a thread this run found missing, before its first event: its owner and title, no message yet.
 
-        A reattach on any replica then knows whose the thread is, and a listing shows it while its first answer
-        streams. Another request that created it first keeps it: this run's first save finds it then (`_rebase`).
+        With `journal`, its events go in the same store call (the run's RUN_STARTED). A reattach on any replica
+        then knows whose the thread is, and a listing shows it while its first answer streams. Another request that
+        created it first keeps it: this run's first save finds it then (`_rebase`), and nothing of this call was
+        stored (False).
         """
         if self.version != 0:
-            return
+            return False
         try:
-            await self._save(ThreadChange(title=title))
+            await self._save(ThreadChange(title=title), journal=journal)
         except StoreConflict:
-            return
+            return False
+        return True
 
     async def release(self) -> None:
         """Give the turn back as it was read, after a resume failed before it applied anything."""
@@ -547,21 +541,6 @@ class RecordHandle:
 
         await self._update(recorded)
 
-    async def settled(self, gate: Replay | Resume | None) -> Replay | Resume | None:
-        """The gate's choice, with a lapsed replay's outcome recorded once (`Replay.lapsed`); any other as it is.
-
-        Of two replays racing after the lease, and the run's own late ending, the first outcome stored stands,
-        and the replay gives that one.
-        """
-        if not isinstance(gate, Replay) or not gate.lapsed or gate.applied.outcome is None:
-            return gate
-        run_id = gate.applied.run_id
-        await self.record_outcome(run_id, gate.applied.outcome)
-        stored = self.record.applied
-        if stored is not None and stored.run_id == run_id and stored.outcome is not None:
-            return Replay(stored)  # another request recorded it first (read again after the conflict)
-        return Replay(gate.applied)
-
     def _unsettled(self, run_id: str) -> AppliedResume | None:
         """The applied resume of `run_id`, as last read, while it has no outcome recorded."""
         applied = self.record.applied
@@ -599,17 +578,16 @@ class RecordHandle:
         """Re-read the thread after a conflict; the history to save now, this run's new messages last.
 
         A thread this run found missing was created by another request meanwhile: it is the creator's, and the
-        run stores into it only if the policy lets its principal "run" there. Stored messages this run did not
-        read may be followed, never replaced or dropped.
+        run stores into it only if `may_join` lets it. Stored messages this run did not read may be followed,
+        never replaced or dropped.
 
         Raises:
             AdapterError: THREAD_CONFLICT when the policy refuses, or when the messages this run built on changed.
         """
         created, known, synced = self._head is None, self._known, self.synced
         await self.load(messages=history is not None)
-        if created and self._access is not None:
-            if not await self._access.allows(self._principal, self.record.owner, "run"):
-                raise AdapterError("another request created this thread during this run", code=codes.THREAD_CONFLICT)
+        if created and self._may_join is not None and not await self._may_join(self.record.owner):
+            raise AdapterError("another request created this thread during this run", code=codes.THREAD_CONFLICT)
         if history is None:
             return None
         if self._known == known:  # only the records changed
@@ -628,8 +606,10 @@ class RecordHandle:
         append = [stored_message(message) for message in history[self.synced :] if message.id not in held]
         return ThreadChange(append=append, replace=replace, **records)
 
-    async def _save(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
-        """Save `change` on the version and life this handle read (see `incarnation`).
+    async def _save(
+        self, change: ThreadChange, history: Sequence[Message] | None = None, journal: JournalAppend | None = None
+    ) -> None:
+        """Save `change` on the version and life this handle read (see `incarnation`); with `journal`, in one call.
 
         Raises:
             AdapterError: THREAD_DELETED when the thread's life this run read is over; nothing was stored.
@@ -642,9 +622,7 @@ class RecordHandle:
         life = self.incarnation if self.version else ANY_INCARNATION
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
-                version = await self.store.save(
-                    self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
-                )
+                version = await self._write(change, life, journal)
                 break
             except ThreadGone:
                 self._gone(change)
@@ -665,6 +643,18 @@ class RecordHandle:
         if history is not None:
             self.synced = len(history)
             self._known = [*self._known, *(message.id for message in change.append)]
+
+    async def _write(self, change: ThreadChange, life: object, journal: JournalAppend | None) -> int:
+        """One store call: the save, and the journal's events with it when given (`save_and_append`)."""
+        if journal is None:
+            return await self.store.save(
+                self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
+            )
+        fence, read = self._fence, self.version
+        version, _ = await save_and_append(
+            self.store, self.thread_id, change, journal, expected_version=read, fence=fence, incarnation=life
+        )
+        return version
 
     def _gone(self, change: ThreadChange) -> NoReturn:
         """The thread this run read was deleted: nothing more is stored, and what was not is named in the log."""
@@ -730,23 +720,6 @@ def _after(head: ThreadHead | None, change: ThreadChange, version: int) -> Threa
         incarnation=head.incarnation if head is not None else change.incarnation,
         stamp=change.stamp,
     )
-
-
-def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:
-    """The open turn as claimed by `run_id`, and the record of the answers it applies."""
-    claimed = gate.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
-    applied = AppliedResume(
-        run_id=run_id,
-        fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
-        request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
-        action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
-        approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
-        started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
-        applied_at=now,
-    )
-    if gate.earlier is not None:
-        applied = gate.earlier.taken_over_by(applied)
-    return claimed, applied
 
 
 def _json(model: OpenTurn | AppliedResume) -> dict[str, Any]:

@@ -61,7 +61,7 @@ from adapter._conversation import declared_tail, of_kind
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._forms import pending_form
-from adapter._gate import Replay, Resume, check_resume, passed_over
+from adapter._gate import Replay, Resume, check_resume, passed_over, with_lapsed_outcome
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._jsonpatch import WORK_FACTOR, StateWork
@@ -75,7 +75,7 @@ from adapter._tools import Toolset, client_toolset
 from adapter._translate import Step, model_request, stream_step
 from adapter._types import wire_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
-from adapter.stores import StoreUnavailable
+from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
 
 log = logging.getLogger("adapter.runner")
 
@@ -164,7 +164,7 @@ class Run:
         self.principal = principal
         """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
         self.handle = RecordHandle(
-            config.store, run_input.thread_id, principal=principal, access=config.access, parsed=config.parsed
+            config.store, run_input.thread_id, principal=principal, may_join=self._may_join, parsed=config.parsed
         )
         self.view = View(config.access, principal, None)
         """What the principal may see of this run, and use of its input (`adapter._access`)."""
@@ -188,6 +188,12 @@ class Run:
         """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
         self.streaming = False
         """The run waits on its backend's stream: a stop may cut the wait short (`adapter._journal`)."""
+        self.creating: str | None = None
+        """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
+
+    async def _may_join(self, owner: str | None) -> bool:
+        """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
+        return await self.config.access.allows(self.principal, owner, "run")
 
     def interruptible(self) -> bool:
         """Whether the run waits on its backend's stream now: a stop may cut that wait short (`StopSignal.absorb`)."""
@@ -217,9 +223,28 @@ class Run:
         )
         if record is None and not self.input.resume:
             # Stored before the first event, so that a reattach anywhere knows whose the thread is, and a listing
-            # shows it while its first answer streams.
-            await self.handle.create(default_title(self.input.messages))
+            # shows it while its first answer streams: with the journal's RUN_STARTED, in one store call
+            # (`open_journal`), unless the store keeps no journals.
+            self.creating = default_title(self.input.messages)
+            if self.config.journals.store is None:
+                await self.handle.create(self.creating)
+                self.creating = None
         return self._events(record, toolset)
+
+    async def open_journal(self, journal: str, first: JournalEvent) -> None:
+        """Write the journal's first event (`Journals.begin`): with the save that creates the thread, when it does.
+
+        Raises:
+            ValueError: That journal exists (a run id used again); nothing was stored.
+            StoreUnavailable: As the store's calls; the run's events are closed then, and it never started.
+        """
+        title = self.creating
+        if title is not None:
+            created = await self.handle.create(title, JournalAppend(journal, [first]))
+            self.creating = None  # created now, or by another request first
+            if created:
+                return
+        await self.config.store.append_events(self.input.thread_id, journal, [first])
 
     async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         yield RunStartedEvent(
@@ -306,7 +331,7 @@ class Run:
             telemetry.finish(span, "refused", refused.code)
             raise
         telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
-        gate = await self.handle.settled(gate)  # a replay past the lease records its final outcome, once
+        gate = await with_lapsed_outcome(gate, self.handle)  # a replay past the lease records its final outcome, once
         await self._messages(gate)
         if isinstance(gate, Replay):
             telemetry.duplicates.add(1)
@@ -370,7 +395,8 @@ class Run:
             self.config.background.keep(task)
             self.settling = task
             return await asyncio.shield(task)
-        await self.handle.claim(gate, self.input.run_id, self.config.now(), self.principal)
+        now = self.config.now()
+        await self.handle.claim(*gate.claimed(self.input.run_id, now), gate.grants(self.principal, now))
         await self._resumed(gate, held)
         task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
         self.config.background.keep(task, holds_claim=True)
@@ -389,7 +415,8 @@ class Run:
         settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
-        await self.handle.claim_closed(gate, self.input.run_id, self.config.now(), history, settled.moved)
+        _, applied = gate.claimed(self.input.run_id, self.config.now())
+        await self.handle.claim_closed(applied, history, settled.moved)
         await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
         return settled
 

@@ -5,6 +5,7 @@ from adapter.stores._postgres import PostgresStore
 from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     JournalEvent,
     RunJournal,
     StaleClaim,
@@ -23,6 +24,7 @@ from adapter.stores._sqlite import SQLiteStore
 __all__ = [
     "ANY_INCARNATION",
     "KEEP",
+    "JournalAppend",
     "JournalEvent",
     "MemoryStore",
     "PostgresStore",

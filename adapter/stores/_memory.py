@@ -12,6 +12,7 @@ from adapter.stores._listing import check_limit, next_cursor, parse_cursor
 from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     JournalEvent,
     JSONValue,
     RunJournal,
@@ -104,26 +105,50 @@ class MemoryStore:
     ) -> int:
         """Write `change` if the thread is of `incarnation` and at `expected_version` (with `fence`, at that claim)."""
         async with self._lock:
-            found = self._threads.get(thread_id)
-            check_life(
-                thread_id, expected_version, incarnation, (found is not None, found.incarnation if found else None)
-            )
-            current = found or _Thread(owner=change.owner, incarnation=change.incarnation)
-            if fence is not None and current.claim != fence:
-                raise StaleClaim(thread_id, expected_version, fence)
-            if current.version != expected_version:
-                raise StoreConflict(thread_id, expected_version)
-            change.check(len(current.messages))
-            records = {name: _text(value) for name, value in change.records().items()}
-            _apply(current, change, records)
-            current.saved_at = datetime.now(UTC)
-            current.stamp = change.stamp
-            if change.title is not KEEP:
-                current.title = change.title
-            if "open_turn" in records:
-                current.expires_at = turn_expiry(change.open_turn)
-            self._threads[thread_id] = current
-            return current.version
+            current = self._checked(thread_id, change, (expected_version, fence, incarnation))
+            return self._write(thread_id, current, change)
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        """`save` and `append_events` together: both checked before either is written; the version and the stop."""
+        async with self._lock:
+            current = self._checked(thread_id, change, (expected_version, fence, incarnation))
+            self._check_append(thread_id, journal.run_id, journal.events)
+            version = self._write(thread_id, current, change)
+            return version, self._append(thread_id, journal.run_id, journal.events, journal.ended)
+
+    def _checked(self, thread_id: str, change: ThreadChange, expected: tuple[int, int | None, object]) -> _Thread:
+        """The thread `change` is written to (a new one when it creates it), once every check of `save` passed."""
+        expected_version, fence, incarnation = expected
+        found = self._threads.get(thread_id)
+        check_life(thread_id, expected_version, incarnation, (found is not None, found.incarnation if found else None))
+        current = found or _Thread(owner=change.owner, incarnation=change.incarnation)
+        if fence is not None and current.claim != fence:
+            raise StaleClaim(thread_id, expected_version, fence)
+        if current.version != expected_version:
+            raise StoreConflict(thread_id, expected_version)
+        change.check(len(current.messages))
+        return current
+
+    def _write(self, thread_id: str, current: _Thread, change: ThreadChange) -> int:
+        records = {name: _text(value) for name, value in change.records().items()}
+        _apply(current, change, records)
+        current.saved_at = datetime.now(UTC)
+        current.stamp = change.stamp
+        if change.title is not KEEP:
+            current.title = change.title
+        if "open_turn" in records:
+            current.expires_at = turn_expiry(change.open_turn)
+        self._threads[thread_id] = current
+        return current.version
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -152,9 +177,15 @@ class MemoryStore:
         self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
     ) -> bool:
         """Append to the run's journal (created by the first append); return whether a stop was requested."""
+        self._check_append(thread_id, run_id, events)
+        return self._append(thread_id, run_id, events, ended)
+
+    def _check_append(self, thread_id: str, run_id: str, events: Sequence[JournalEvent]) -> None:
         journal = self._journals.get((thread_id, run_id))
         last = journal.events[-1].seq if journal is not None and journal.events else 0
         check_append(thread_id, run_id, events, last_seq=last, ended=journal is not None and journal.ended)
+
+    def _append(self, thread_id: str, run_id: str, events: Sequence[JournalEvent], ended: bool) -> bool:
         journal = self._journals.setdefault((thread_id, run_id), _Journal())
         journal.events.extend(events)
         journal.ended = ended

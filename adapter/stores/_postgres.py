@@ -15,6 +15,7 @@ from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     JournalEvent,
     JSONValue,
     RunJournal,
@@ -65,6 +66,8 @@ _FIND: Final = "SELECT min(position) FROM agui_messages WHERE thread_id = %s AND
 _SAVE: Final = """
     SELECT agui_save(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
+# A save and an append in one statement (schema 9): `agui_save`'s arguments, what `save` sets beside it, the append's.
+_SAVE_APPEND: Final = f"SELECT * FROM agui_save_append({', '.join(['%s'] * 34)})"
 _SET_CREATED: Final = "UPDATE agui_threads SET owner = %s, incarnation = %s WHERE thread_id = %s"
 _SET_TITLE: Final = "UPDATE agui_threads SET title = %s WHERE thread_id = %s"
 _SET_GRANTS: Final = "UPDATE agui_threads SET grants = %s WHERE thread_id = %s"
@@ -133,9 +136,9 @@ class PostgresStore:
 
     - Connections come from a `psycopg_pool.AsyncConnectionPool`, opened on first use. Its tables
       (`agui_threads`, `agui_messages`, the journals' `agui_journals` and `agui_journal_events`,
-      `agui_schema_version`) and its functions (`agui_save`, `agui_append`, `agui_delete`) are created
-      then, under a transaction-level advisory lock, so replicas starting together on an empty database
-      migrate it once and the others wait for it.
+      `agui_schema_version`) and its functions (`agui_save`, `agui_append`, `agui_save_append`,
+      `agui_delete`) are created then, under a transaction-level advisory lock, so replicas starting
+      together on an empty database migrate it once and the others wait for it.
     - `load` is one statement (the head joined with the messages from `since` on), so one round trip
       and one consistent snapshot.
     - `save` is one statement too: `agui_save` locks the thread's head row (`SELECT ... FOR UPDATE`),
@@ -268,7 +271,7 @@ class PostgresStore:
         # A save that creates the thread sets its owner and incarnation, and one that names a title or grants sets
         # them: in its transaction.
         also: list[tuple[str, tuple[str | None, ...]]] = []
-        if expected_version == 0 and (change.owner is not None or change.incarnation is not None):
+        if _creates(change, expected_version):
             also.append((_SET_CREATED, (change.owner, change.incarnation, thread_id)))
         if change.title is not KEEP:
             also.append((_SET_TITLE, (change.title, thread_id)))
@@ -295,6 +298,53 @@ class PostgresStore:
             raise refused from None
         assert row is not None
         return int(row[0])
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        """`save` and `append_events` in one statement, `agui_save_append`: both written, or neither.
+
+        Returns:
+            The new version, and whether a stop was requested.
+
+        Raises:
+            ThreadGone, StaleClaim, StoreConflict, ValueError: As `save` and `append_events`; nothing was written.
+        """
+        import psycopg
+
+        events = journal.events
+        check_append(thread_id, journal.run_id, events, last_seq=None, ended=False)
+        grants = _record(change.records(), "grants")
+        params = (
+            *_save_params(thread_id, change, expected_version, fence, incarnation),
+            _creates(change, expected_version),
+            change.owner,
+            change.incarnation,
+            change.title is not KEEP,
+            None if change.title is KEEP else change.title,
+            *grants,
+            journal.run_id,
+            events[0].seq if events else None,
+            len(events),
+            pack_events(events),
+            journal.ended,
+        )
+        try:
+            rows = await self._rows("a save", _SAVE_APPEND, params)
+        except psycopg.Error as error:
+            refused = _refusal(error.sqlstate, thread_id, change, (expected_version, fence, incarnation))
+            refused = refused or _journal_refusal(error, thread_id, journal.run_id, events)
+            if refused is None:
+                raise
+            raise refused from None
+        return int(rows[0][0]), bool(rows[0][1])
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -524,6 +574,11 @@ def _unusable(error: Exception) -> str | None:
     if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError) or sqlstate.startswith(("08", "57", "58")):
         return "could not be reached or did not answer"
     return None
+
+
+def _creates(change: ThreadChange, expected_version: int) -> bool:
+    """Whether a save sets the owner and incarnation of the thread it creates (`agui_save` leaves them out)."""
+    return expected_version == 0 and (change.owner is not None or change.incarnation is not None)
 
 
 def _record(records: dict[str, JSONValue], name: str) -> tuple[bool, str | None]:

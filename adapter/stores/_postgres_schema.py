@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 _MIGRATION_LOCK: Final = 0x61677569  # "agui": the advisory lock every replica takes around the migration
-SCHEMA_VERSION: Final = 8
+SCHEMA_VERSION: Final = 9
 
 # Version 1 of the schema: a thread's head, its messages one row each, and the save as one function so
 # that the compare-and-set, the fence check and every write are one statement: one round trip.
@@ -332,6 +332,43 @@ MIGRATIONS: Final[dict[int, str]] = {
             PERFORM pg_notify('agui_' || md5(p_thread || chr(31) || p_run), (v_last + p_count)::text);
         END IF;
         RETURN v_stop;
+    END $$;
+    """,
+    # Version 9 (issue 43): a save and a journal append in one statement (`PostgresStore.save_and_append`): a run's
+    # first save carries its RUN_STARTED, its last its journal's last events; and what a save sets beside
+    # `agui_save` (a created thread's owner and incarnation, a title, grants) in the same statement. It calls the
+    # functions of versions 6 and 8, which stay as they are for a replica not yet upgraded.
+    9: """
+    CREATE FUNCTION agui_save_append(
+        p_thread text, p_expected bigint, p_fence bigint, p_claim boolean, p_keep integer,
+        p_replace_at integer[], p_replace_id text[], p_replace_role text[], p_replace_body text[],
+        p_append_id text[], p_append_role text[], p_append_body text[],
+        p_set_open boolean, p_open text, p_set_applied boolean, p_applied text,
+        p_set_queued boolean, p_queued text, p_expires timestamptz,
+        p_life_check boolean, p_life text, p_stamp text,
+        p_created boolean, p_owner text, p_new_life text,
+        p_set_title boolean, p_title text, p_set_grants boolean, p_grants text,
+        p_run text, p_first bigint, p_count integer, p_body text, p_ended boolean,
+        OUT o_version bigint, OUT o_stop boolean
+    ) LANGUAGE plpgsql AS $$
+    BEGIN
+        -- The head row first, then the journal's: the order `agui_delete` and the purge lock them in.
+        o_version := agui_save(
+            p_thread, p_expected, p_fence, p_claim, p_keep,
+            p_replace_at, p_replace_id, p_replace_role, p_replace_body,
+            p_append_id, p_append_role, p_append_body,
+            p_set_open, p_open, p_set_applied, p_applied, p_set_queued, p_queued, p_expires,
+            p_life_check, p_life, p_stamp);
+        IF p_created THEN
+            UPDATE agui_threads SET owner = p_owner, incarnation = p_new_life WHERE thread_id = p_thread;
+        END IF;
+        IF p_set_title THEN
+            UPDATE agui_threads SET title = p_title WHERE thread_id = p_thread;
+        END IF;
+        IF p_set_grants THEN
+            UPDATE agui_threads SET grants = p_grants WHERE thread_id = p_thread;
+        END IF;
+        o_stop := agui_append(p_thread, p_run, p_first, p_count, p_body, p_ended);
     END $$;
     """,
 }

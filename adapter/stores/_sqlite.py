@@ -17,6 +17,7 @@ from adapter.stores._listing import check_limit, from_micros, next_cursor, parse
 from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     JournalEvent,
     JSONValue,
     RunJournal,
@@ -93,7 +94,7 @@ class SQLiteStore:
       values afterwards; `load` returns fresh copies each time.
     - Every write (a save, an append, a stop request, a delete, a purge) is one transaction; an append
       reads the journal's last seq under the write lock, so two appenders racing on one journal cannot
-      both write one seq.
+      both write one seq. `save_and_append` is a save and an append in one transaction.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
     - Every call ends within `timeout` (waiting behind earlier calls, for the file's lock, or for a
@@ -158,20 +159,31 @@ class SQLiteStore:
             StaleClaim: `fence` is not the thread's claim number; nothing was written.
             StoreConflict: The stored version differs from `expected_version`; nothing was written.
         """
-        # Serialised before the call returns to the loop, so callers may mutate their values afterwards.
-        records: dict[str, object] = {name: _text(value) for name, value in change.records().items()}
-        now = time.time_ns() // 1000
-        records["saved_at"] = now / 1_000_000
-        records["updated_at"] = now
-        records["stamp"] = change.stamp
-        if change.title is not KEEP:
-            records["title"] = change.title
-        if change.open_turn is not KEEP:
-            expiry = turn_expiry(change.open_turn)
-            records["expires_at"] = None if expiry is None else expiry.timestamp()
+        records = _records(change)
         return await self._call(
             "a save", self._save, thread_id, change, records, (expected_version, fence, incarnation)
         )
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        """`save` and `append_events` in one transaction: both written, or neither; the version and the stop.
+
+        Raises:
+            ThreadGone, StaleClaim, StoreConflict, ValueError: As `save` and `append_events`; nothing was written.
+        """
+        records = _records(change)
+        events = tuple(journal.events)  # the caller's sequence may change once the call returns to the loop
+        expected = (expected_version, fence, incarnation)
+        appended = (journal.run_id, events, journal.ended)
+        return await self._call("a save", self._save_and_append, thread_id, change, records, expected, appended)
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -308,30 +320,13 @@ class SQLiteStore:
         # IMMEDIATE: the last seq is read under the write lock, so no other appender can slip in between.
         connection.execute("BEGIN IMMEDIATE")
         try:
-            row = connection.execute(
-                "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
-                (thread_id, run_id),
-            ).fetchone()
-            last, was_ended, stop = row if row is not None else (0, 0, 0)
-            check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
-            if events:  # one row, whatever the batch's size
-                connection.execute(
-                    "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) "
-                    "VALUES (?, ?, ?, ?, ?)",
-                    (thread_id, run_id, last + 1, last + len(events), pack_events(events)),
-                )
-            connection.execute(
-                "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
-                "last_seq = excluded.last_seq, ended = excluded.ended, appended_at = excluded.appended_at",
-                (thread_id, run_id, last + len(events), int(ended), time.time()),
-            )
+            stop = _append_in(connection, thread_id, run_id, events, ended)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
-        return bool(stop)
+        return stop
 
     def _read_events(self, thread_id: str, run_id: str, after: int, limit: int) -> RunJournal | None:
         connection = self._connect()
@@ -463,33 +458,102 @@ class SQLiteStore:
         records: dict[str, object],
         expected: tuple[int, int | None, object],
     ) -> int:
-        expected_version, fence, incarnation = expected
         connection = self._connect()
         # IMMEDIATE takes the write lock before the read, so no other writer can slip in between.
         connection.execute("BEGIN IMMEDIATE")
         try:
-            row = connection.execute(
-                "SELECT version, claim, message_count, incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,)
-            ).fetchone()
-            check_life(thread_id, expected_version, incarnation, (row is not None, row[3] if row else None))
-            version, claim, count = row[:3] if row is not None else (0, 0, 0)
-            if fence is not None and claim != fence:
-                raise StaleClaim(thread_id, expected_version, fence)
-            if version != expected_version:
-                raise StoreConflict(thread_id, expected_version)
-            change.check(count)
-            count = _write_messages(connection, thread_id, change, count)
-            if row is None:  # set once, by the save that creates the thread
-                records = {**records, "owner": change.owner, "incarnation": change.incarnation}
-            _write_head(
-                connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None
-            )
+            version = _save_in(connection, thread_id, change, records, expected)
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
                 connection.execute("ROLLBACK")
             raise
-        return version + 1
+        return version
+
+    def _save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        records: dict[str, object],
+        expected: tuple[int, int | None, object],
+        appended: tuple[str, tuple[JournalEvent, ...], bool],
+    ) -> tuple[int, bool]:
+        connection = self._connect()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            version = _save_in(connection, thread_id, change, records, expected)
+            stop = _append_in(connection, thread_id, *appended)
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+        return version, stop
+
+
+def _records(change: ThreadChange) -> dict[str, object]:
+    """The head columns a save of `change` sets: serialised before the call returns to the loop, callers may mutate."""
+    records: dict[str, object] = {name: _text(value) for name, value in change.records().items()}
+    now = time.time_ns() // 1000
+    records["saved_at"] = now / 1_000_000
+    records["updated_at"] = now
+    records["stamp"] = change.stamp
+    if change.title is not KEEP:
+        records["title"] = change.title
+    if change.open_turn is not KEEP:
+        expiry = turn_expiry(change.open_turn)
+        records["expires_at"] = None if expiry is None else expiry.timestamp()
+    return records
+
+
+def _save_in(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    change: ThreadChange,
+    records: dict[str, object],
+    expected: tuple[int, int | None, object],
+) -> int:
+    """`save`'s checks and writes, in the caller's write transaction; the new version."""
+    expected_version, fence, incarnation = expected
+    row = connection.execute(
+        "SELECT version, claim, message_count, incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    check_life(thread_id, expected_version, incarnation, (row is not None, row[3] if row else None))
+    version, claim, count = row[:3] if row is not None else (0, 0, 0)
+    if fence is not None and claim != fence:
+        raise StaleClaim(thread_id, expected_version, fence)
+    if version != expected_version:
+        raise StoreConflict(thread_id, expected_version)
+    change.check(count)
+    count = _write_messages(connection, thread_id, change, count)
+    if row is None:  # set once, by the save that creates the thread
+        records = {**records, "owner": change.owner, "incarnation": change.incarnation}
+    _write_head(connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None)
+    return int(version) + 1
+
+
+def _append_in(
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+) -> bool:
+    """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested."""
+    row = connection.execute(
+        "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
+        (thread_id, run_id),
+    ).fetchone()
+    last, was_ended, stop = row if row is not None else (0, 0, 0)
+    check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
+    if events:  # one row, whatever the batch's size
+        connection.execute(
+            "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) VALUES (?, ?, ?, ?, ?)",
+            (thread_id, run_id, last + 1, last + len(events), pack_events(events)),
+        )
+    connection.execute(
+        "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
+        "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
+        "last_seq = excluded.last_seq, ended = excluded.ended, appended_at = excluded.appended_at",
+        (thread_id, run_id, last + len(events), int(ended), time.time()),
+    )
+    return bool(stop)
 
 
 def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, count: int) -> int:

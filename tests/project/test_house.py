@@ -92,6 +92,11 @@ def test_no_private_module_is_part_of_an_import_circle() -> None:
     assert cycles(graph()) == []
 
 
+def test_the_record_handle_asks_no_policy_and_knows_no_gate() -> None:
+    """Issue 41: the handle reads and writes values; the run asks the policy and owns the gate's choice."""
+    assert graph()["adapter._record_handle"].isdisjoint({"adapter._access", "adapter._gate"})
+
+
 def test_the_circle_finder_finds_a_circle() -> None:
     edges = {"adapter._a": {"adapter._b"}, "adapter._b": {"adapter._c"}, "adapter._c": {"adapter._a"}}
     assert cycles(edges) == [["adapter._a", "adapter._b", "adapter._c", "adapter._a"]]

@@ -106,6 +106,7 @@ DOORS = {
     "adapter.stores": [
         "ANY_INCARNATION",
         "KEEP",
+        "JournalAppend",
         "JournalEvent",
         "MemoryStore",
         "PostgresStore",

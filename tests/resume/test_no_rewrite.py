@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 
 from ag_ui.core import AssistantMessage, Message, UserMessage
 from hypothesis import assume, given, settings
@@ -17,6 +18,15 @@ from adapter._record_handle import RecordHandle
 from adapter.stores import MemoryStore, ThreadChange
 
 PEOPLE = st.sampled_from(["alice", "bob"])
+
+
+def joins(principal: str) -> Callable[[str | None], Awaitable[bool]]:
+    """What a run asks before it stores into a thread another request created: the default policy's "run"."""
+
+    async def may_join(owner: str | None) -> bool:
+        return await Access().allows(principal, owner, "run")
+
+    return may_join
 
 
 def said(who: str, count: int) -> list[Message]:
@@ -35,7 +45,7 @@ async def race(existing: int, first: str, second: str, kept: int, new: int) -> t
     if existing:
         seed = ThreadChange(append=[stored_message(m) for m in said("old", existing)], owner="alice")
         await store.save("t1", seed, expected_version=0)
-    runs = [RecordHandle(store, "t1", principal=who, access=Access()) for who in (first, second)]
+    runs = [RecordHandle(store, "t1", principal=who, may_join=joins(who)) for who in (first, second)]
     for run in runs:
         await run.load()
     slow, fast = runs

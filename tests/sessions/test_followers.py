@@ -19,8 +19,9 @@ from pg import base_dsn, fresh_schema_dsn
 from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair, sqlite_pair
 
 from adapter import Adapter
-from adapter.stores import JournalEvent, MemoryStore, PostgresStore, RunJournal, TurnStore
+from adapter.stores import JournalAppend, JournalEvent, MemoryStore, PostgresStore, RunJournal, ThreadChange, TurnStore
 from adapter.stores._postgres_notify import Notifier  # private on purpose: a notifier whose probe never returns
+from adapter.stores._protocol import save_and_append  # private on purpose: the wrapped store's one merged call
 
 WORDS, HOLD = 12, 6
 BEFORE_HOLD = HOLD + 2
@@ -51,6 +52,12 @@ class Counted:
     ) -> bool:
         self.appends += 1
         return await self.store.append_events(thread_id, run_id, events, ended=ended)
+
+    async def save_and_append(
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
+    ) -> tuple[int, bool]:
+        self.appends += 1  # the journal's events, in the same call as a save (a new run's RUN_STARTED)
+        return await save_and_append(self.store, thread_id, change, journal, **expected)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)

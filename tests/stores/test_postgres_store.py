@@ -259,3 +259,39 @@ async def test_an_append_racing_a_delete_leaves_no_event_of_the_deleted_journal(
 
     assert left == (0,)
     assert fresh is False
+
+
+@pytest.mark.postgres
+async def test_at_version_9_a_replica_not_yet_upgraded_still_saves_and_appends_with_the_functions_it_knows() -> None:
+    """Version 9 adds `agui_save_append` beside `agui_save` and `agui_append`, which a version-8 replica still calls."""
+    import psycopg
+    from pg import fresh_schema_dsn
+
+    from adapter.stores import JournalAppend, JournalEvent
+
+    dsn = fresh_schema_dsn()
+    store = PostgresStore(dsn)
+    try:
+        await store.save_and_append(
+            "t1",
+            ThreadChange(owner="al", incarnation="life"),
+            JournalAppend("r1", [JournalEvent(1, "{}")]),
+            expected_version=0,
+        )
+        with psycopg.connect(dsn, autocommit=True) as old_replica:  # schema 6's save, schema 8's append
+            old_replica.execute(
+                "SELECT agui_save('t1', 1, NULL, false, NULL, '{}', '{}', '{}', '{}', '{m}', '{user}', '{\"x\"}',"
+                " false, NULL, false, NULL, false, NULL, NULL, true, 'life', 'stamp')"
+            )
+            old_replica.execute("SELECT agui_append('t1', 'r1', 2, 1, '{}', true)")
+            (version,) = old_replica.execute("SELECT max(version) FROM agui_schema_version").fetchone() or (None,)
+        loaded, journal = await store.load("t1"), await store.read_events("t1", "r1")
+    finally:
+        await store.close()
+
+    assert version == 9
+    assert loaded is not None
+    assert (loaded.head.version, loaded.head.owner, loaded.head.stamp) == (2, "al", "stamp")
+    assert [m.id for m in loaded.messages] == ["m"]
+    assert journal is not None
+    assert (journal.last_seq, journal.ended) == (2, True)

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given
@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 from pg import every_store
 
 from adapter.stores import (
+    ANY_INCARNATION,
     KEEP,
+    JournalAppend,
     JournalEvent,
     MemoryStore,
     RunJournal,
@@ -29,6 +31,7 @@ from adapter.stores import (
     TurnStore,
 )
 from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
+from adapter.stores._protocol import save_and_append  # private on purpose: the fallback for a store of one's own
 
 # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
 # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
@@ -657,6 +660,120 @@ async def test_concurrent_first_appends_create_one_journal(store: TurnStore) -> 
     )
 
     assert sum(result is False for result in results) == 1, results
+    assert (await journal(store)).last_seq == 1
+
+
+def merged(store: TurnStore) -> Any:
+    """The store's `save_and_append`: every store that ships has it (one transaction for both)."""
+    method = getattr(store, "save_and_append", None)
+    assert callable(method), f"{type(store).__name__} lacks save_and_append"
+    return method
+
+
+async def test_a_save_and_an_append_in_one_call_write_both(store: TurnStore) -> None:
+    creating = ThreadChange(append=[msg("m0")], owner="al", incarnation="life", title="Hi", grants=GRANT)
+
+    version, stop = await merged(store)("t1", creating, JournalAppend("r1", events(1, 1)), expected_version=0)
+    await store.request_stop("t1", "r1")
+    finishing = ThreadChange(append=[msg("m1")], open_turn={"n": 1})
+    last = JournalAppend("r1", events(2, 2), ended=True)
+    after, asked = await merged(store)("t1", finishing, last, expected_version=1, incarnation="life")
+
+    loaded = await store.load("t1")
+    assert (version, stop, after, asked) == (1, False, 2, True)
+    assert loaded is not None
+    assert ids(loaded.messages) == ["m0", "m1"]
+    head = loaded.head
+    assert (head.owner, head.incarnation, head.title, head.grants, head.open_turn) == (
+        "al",
+        "life",
+        "Hi",
+        GRANT,
+        {"n": 1},
+    )
+    assert head.stamp == finishing.stamp
+    assert await journal(store) == RunJournal(events(1, 3), ended=True, stop_requested=True, last_seq=3)
+
+
+@pytest.mark.parametrize(
+    ("version", "fence", "life", "refused"),
+    [
+        pytest.param(2, None, ANY_INCARNATION, StoreConflict, id="stale-version"),
+        pytest.param(0, None, ANY_INCARNATION, StoreConflict, id="creating-an-existing-thread"),
+        pytest.param(1, 0, ANY_INCARNATION, StaleClaim, id="stale-claim"),
+        pytest.param(1, None, "another", ThreadGone, id="another-life"),
+    ],
+)
+async def test_a_refused_save_appends_nothing(
+    store: TurnStore, version: int, fence: int | None, life: object, refused: type[Exception]
+) -> None:
+    await store.save("t1", ThreadChange(append=[msg("m0")], incarnation="life", claim=True), expected_version=0)
+    await store.append_events("t1", "r1", events(1, 1))
+    before = await store.load("t1"), await store.read_events("t1", "r1")
+
+    with pytest.raises(refused):
+        change = ThreadChange(append=[msg("m1")])
+        await merged(store)(
+            "t1", change, JournalAppend("r1", events(2, 1)), expected_version=version, fence=fence, incarnation=life
+        )
+
+    assert (await store.load("t1"), await store.read_events("t1", "r1")) == before
+
+
+@pytest.mark.parametrize(
+    "appended",
+    [
+        pytest.param(JournalAppend("r1", events(3, 1)), id="gap"),
+        pytest.param(JournalAppend("r1", events(1, 1)), id="repeat"),
+        pytest.param(JournalAppend("ended", events(2, 1)), id="ended"),
+    ],
+)
+async def test_a_refused_append_saves_nothing(store: TurnStore, appended: JournalAppend) -> None:
+    await seeded(store, msg("m0"))
+    await store.append_events("t1", "r1", events(1, 1))
+    await store.append_events("t1", "ended", events(1, 1), ended=True)
+    before = await store.load("t1"), await store.read_events("t1", appended.run_id)
+
+    with pytest.raises(ValueError, match="seq|ended"):
+        await merged(store)("t1", ThreadChange(append=[msg("m1")], title="T"), appended, expected_version=1)
+
+    assert (await store.load("t1"), await store.read_events("t1", appended.run_id)) == before
+
+
+async def test_of_concurrent_merged_creations_one_wins_whole(store: TurnStore) -> None:
+    results = await asyncio.gather(
+        *(
+            merged(store)("t1", ThreadChange(owner=f"w{i}"), JournalAppend(f"r{i}", events(1, 1)), expected_version=0)
+            for i in range(6)
+        ),
+        return_exceptions=True,
+    )
+
+    won = [i for i, result in enumerate(results) if result == (1, False)]
+    assert len(won) == 1, results
+    assert all(isinstance(r, StoreConflict) for i, r in enumerate(results) if i not in won), results
+    loaded = await store.load("t1", since=None)
+    assert loaded is not None
+    assert loaded.head.owner == f"w{won[0]}"
+    assert [await store.read_events("t1", f"r{i}") is not None for i in range(6)] == [i in won for i in range(6)]
+
+
+async def test_a_store_without_the_merged_method_gets_the_save_then_the_append(store: TurnStore) -> None:
+    class Plain:
+        save, append_events = store.save, store.append_events
+
+    saved = await save_and_append(
+        cast("TurnStore", Plain()),
+        "t1",
+        ThreadChange(append=[msg("m0")]),
+        JournalAppend("r1", events(1, 1)),
+        expected_version=0,
+    )
+
+    loaded = await store.load("t1")
+    assert saved == (1, False)
+    assert loaded is not None
+    assert ids(loaded.messages) == ["m0"]
     assert (await journal(store)).last_seq == 1
 
 

@@ -1,0 +1,220 @@
+"""How many store calls (hops) a run makes: each costs a round trip, and on SQLite 120-210 us of its thread's CPU.
+
+The counts are held here (issue 43): a new short run makes 4 (the load, the save that creates the thread with
+its journal's RUN_STARTED in one call, the finishing save, the journal's last batch); a frontend tool's round trip
+through `POST /` 9 (that run, then the resume's load, RUN_STARTED, the claim that stores the answer, the finishing
+save and the last batch). The journal's writer appends in batches per interval: the interval is set past the run
+here, so a run's events land in the one batch its ending makes, whatever the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+from ag_ui.core import RunAgentInput, Tool, UserMessage
+from agui import interrupts_of
+
+from adapter import Adapter
+from adapter import _journal as journal_module  # private on purpose: the batching interval, set past the run
+from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.stores import (
+    ANY_INCARNATION,
+    JournalAppend,
+    JournalEvent,
+    MemoryStore,
+    RunJournal,
+    StoredThread,
+    ThreadChange,
+    ThreadSummary,
+)
+
+NAVIGATE = Tool(
+    name="navigate",
+    description="Open a page.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
+
+
+class CountingStore:
+    """A memory store that counts the calls a run makes on it, by method; the looks for a stop apart."""
+
+    def __init__(self) -> None:
+        self.inner = MemoryStore()
+        self.hops: Counter[str] = Counter()
+        self.looks = 0
+        """`read_events` calls: the journal writer's looks for a stop request while no event flows, not the run's."""
+        self.ended = asyncio.Event()
+
+    @property
+    def total(self) -> int:
+        return sum(self.hops.values())
+
+    def _ending(self, ended: bool) -> None:
+        if ended:
+            self.ended.set()
+
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        self.hops["load"] += 1
+        return await self.inner.load(thread_id, since=since, until=until)
+
+    async def find_message(self, thread_id: str, message_id: str) -> int | None:
+        self.hops["find_message"] += 1
+        return await self.inner.find_message(thread_id, message_id)
+
+    async def save(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> int:
+        self.hops["save"] += 1
+        return await self.inner.save(
+            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        self.hops["save_and_append"] += 1
+        saved = await self.inner.save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+        self._ending(journal.ended)
+        return saved
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        self.hops["append_events"] += 1
+        stop = await self.inner.append_events(thread_id, run_id, events, ended=ended)
+        self._ending(ended)
+        return stop
+
+    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+        self.looks += 1
+        return await self.inner.read_events(thread_id, run_id, after=after, limit=limit)
+
+    async def request_stop(self, thread_id: str, run_id: str) -> bool:
+        return await self.inner.request_stop(thread_id, run_id)
+
+    async def purge(
+        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
+    ) -> int:
+        return await self.inner.purge(older_than, grace=grace, now=now)
+
+    async def list_threads(
+        self, owner: str | None, *, before: str | None = None, limit: int = 100
+    ) -> tuple[list[ThreadSummary], str | None]:
+        return await self.inner.list_threads(owner, before=before, limit=limit)
+
+    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
+        return await self.inner.delete_thread(thread_id, incarnation=incarnation)
+
+    async def ping(self, *, write: bool = False) -> None:
+        await self.inner.ping(write=write)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+@pytest.fixture(autouse=True)
+def one_batch_per_ending(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(journal_module, "FLUSH_INTERVAL", 3600.0)
+
+
+def opening(text: str, tools: Sequence[Tool] = ()) -> RunAgentInput:
+    return RunAgentInput(
+        thread_id="t", run_id="r0", messages=[UserMessage(id="u", content=text)], tools=list(tools), context=[]
+    )
+
+
+async def journaled(store: CountingStore) -> None:
+    """Wait until the run's journal has ended in the store: its writer's last append is counted then."""
+    await asyncio.wait_for(store.ended.wait(), 30)
+    store.ended.clear()
+
+
+async def test_a_new_short_run_makes_four_hops() -> None:
+    store = CountingStore()
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="Hello.")]), store=store)
+
+    events = [event async for event in adapter.run(opening("hi"))]
+    await journaled(store)
+
+    assert events[-1].type == "RUN_FINISHED"
+    assert store.hops == Counter(load=1, save_and_append=1, save=1, append_events=1)
+
+
+async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
+    store = CountingStore()
+    rules = [Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it.")]
+    adapter = Adapter(ScriptedBackend(rules), store=store, frontend_outcome="interrupt")
+
+    events: list[Any] = [event async for event in adapter.run(opening("go to x", [NAVIGATE]))]
+    (interrupt,) = interrupts_of(events[-1])
+    await journaled(store)
+    suspended = store.total
+    entry = {"interruptId": interrupt.id, "status": "resolved", "payload": {"navigated": True}}
+    answer = {**opening("go to x", [NAVIGATE]).model_dump(by_alias=True), "runId": "r1", "resume": [entry]}
+    resumed = [event async for event in adapter.run(RunAgentInput.model_validate(answer))]
+    await journaled(store)
+
+    assert resumed[-1].type == "RUN_FINISHED"
+    assert (suspended, store.total) == (4, 9), store.hops
+
+
+class RacedCreation(CountingStore):
+    """Another request creates the thread just before this run's creating save lands."""
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        if expected_version == 0 and await self.inner.load(thread_id) is None:
+            await self.inner.save(thread_id, ThreadChange(title="Theirs"), expected_version=0)
+        return await super().save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+
+
+async def test_a_run_whose_thread_another_request_created_first_opens_its_journal_alone() -> None:
+    """The creating save is refused whole, RUN_STARTED with it: the journal opens with an append of its own."""
+    store = RacedCreation()
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="Hello.")]), store=store)
+
+    events = [event async for event in adapter.run(opening("hi"))]
+    await journaled(store)
+
+    assert events[-1].type == "RUN_FINISHED"
+    # The finishing save finds the other's thread (a conflict), reads it again, and stores after what it holds.
+    assert store.hops == Counter(load=2, save_and_append=1, append_events=2, save=2)
+    (name,) = [key[1] for key in store.inner._journals]  # private on purpose: the one journal the run wrote
+    journal = await store.inner.read_events("t", name)
+    assert journal is not None
+    assert journal.ended
+    assert '"RUN_STARTED"' in journal.events[0].json
+    stored = await store.inner.load("t")
+    assert stored is not None
+    assert stored.head.title == "Theirs"
+    assert [m.id for m in stored.messages][0] == "u"
