@@ -296,9 +296,7 @@ class Adapter:
             events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
-        return await journals.begin(
-            *ids, events, run.stop, incarnation=life, principal=principal, interruptible=run.interruptible
-        )
+        return await journals.begin(*ids, events, run.stop, incarnation=life, principal=principal)
 
     def capabilities(self) -> AgentCapabilities:
         """What this adapter does, in AG-UI's `AgentCapabilities` shape."""
@@ -543,7 +541,7 @@ class Adapter:
         await journals.stop_all()
         if await journals.wait_over(_STOP_SECONDS) and await background.wait(_UNWIND_SECONDS):
             return
-        cut = journals.cut_all() + background.cut_claims()
+        cut = journals.cut_all()
         log.warning("closing: cut %d runs and resumes that did not end when asked to stop", cut)
         if not await background.wait(_UNWIND_SECONDS):
             log.error("closing: work still running after %s s; it is left to the event loop", _UNWIND_SECONDS)
@@ -566,7 +564,7 @@ class Adapter:
 _STOP_SECONDS: Final = 5.0
 """Seconds the runs asked to stop have to end at a safe point before they are cut."""
 _UNWIND_SECONDS: Final = 15.0
-"""Seconds shielded work and journal writes have to finish (a store deadline or two) before they are left."""
+"""Seconds the runs' drivers and journal writes have to finish (a store deadline or two) before they are left."""
 
 
 @functools.cache  # the installed version does not change while the process runs; each lookup scans sys.path

@@ -86,7 +86,7 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
     if live is not None:  # this replica runs it: at once, not at the writer's next look
         if live.complete:
             return False
-        live.stop.request()
+        live.halt()
         return True
     store = config.journals.store
     if store is not None and await store.request_stop(thread_id, name):

@@ -3,8 +3,8 @@
 The response reads a `Listener` (`adapter._journal`): the run itself is driven by a task of its own,
 so the response only waits for what is ready, with a timeout that sends keep-alive comments, and never
 holds the run's work. Whatever ends the response (the terminal event, the client gone), it tells the
-listener, which lets the run go on or (`on_disconnect="stop"`, or a handler that is not journaled) takes
-it along, as before journals.
+listener, which lets the run go on, stops it (`on_disconnect="stop"`: at its next safe point), or cuts it
+(a handler that is not journaled).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from adapter._journal import Listener, LiveRun, RunEvents
-from adapter._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalEvent
 
@@ -109,9 +108,9 @@ class EventStreamResponse(Response):
 def unjournaled(events: AsyncIterator[BaseEvent]) -> Listener:
     """The run of a handler that keeps no journal (any `RunHandler` but `Adapter`).
 
-    It is read as before journals: no ids, paced by its client, and closed when the client leaves.
+    It is read without ids, and cancelled where it waits when its client leaves: it knows no stop signal.
     """
-    return RunEvents(LiveRun(("", ""), events, stop=StopSignal(), stop_on_leave=True)).frames()
+    return RunEvents(LiveRun(("", ""), events, stop=None, stop_on_leave=True)).frames()
 
 
 async def _watch_disconnect(receive: Receive, gone: anyio.Event, scope: anyio.CancelScope) -> None:

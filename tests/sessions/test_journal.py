@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 WORDS, HOLD = 12, 6
 
 
-async def stored_roles(served: Served, thread_id: str) -> list[str]:
+async def stored_messages(served: Served, thread_id: str) -> list[dict[str, Any]]:
     body = (await served.http.get(f"{served.url}/threads/{thread_id}")).json()
-    return [message["role"] for message in body["messages"]]
+    messages: list[dict[str, Any]] = body["messages"]
+    return messages
+
+
+async def stored_roles(served: Served, thread_id: str) -> list[str]:
+    return [message["role"] for message in await stored_messages(served, thread_id)]
 
 
 @pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
@@ -46,14 +51,14 @@ async def test_a_run_goes_on_when_its_client_leaves_unless_told_to_stop_with_it(
     )
 
     ended = rest[-1].event
+    said = "".join(s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT")
     if on_disconnect == "continue":
-        assert ended["type"] == "RUN_FINISHED" and "".join(
-            s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT"
-        ) == answer(WORDS)
-        assert await stored_roles(served, thread_id) == ["user", "assistant"]
-    else:  # as before journals: the run is left (LEFT), nothing of its answer is stored, and the journal says so
+        assert ended["type"] == "RUN_FINISHED" and said == answer(WORDS)
+    else:  # stopped at its next safe point: what it said is stored, and the journal says why it ended
         assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
-        assert await stored_roles(served, thread_id) == []
+        assert answer(HOLD).startswith(said)
+    assert await stored_roles(served, thread_id) == ["user", "assistant"]
+    assert (await stored_messages(served, thread_id))[-1]["content"] == said
     assert status == 200 and [s.id for s in seen + rest] == list(range(1, len(seen + rest) + 1))
 
 
