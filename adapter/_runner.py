@@ -93,7 +93,7 @@ class Phase(enum.Enum):
     STARTING = "starting"
     """Before the gate: nothing of the thread changed yet."""
     SETTLING = "settling"
-    """A resume's answers are being applied under a claim; they are applied to the end even if the client leaves."""
+    """A resume's answers are being applied under a claim; they are applied to the end, whoever reads the run."""
     RUNNING = "running"
     """The model loop: model steps, each streamed and its calls run or suspended."""
     SUSPENDED = "suspended"
@@ -105,7 +105,7 @@ class Phase(enum.Enum):
     GIVEN_BACK = "given back"
     """The backend refused the answers forwarded to its interrupts, or was unreachable: the turn waits as before."""
     LEFT = "left"
-    """The client went away before an ending; a resume records that once its answers are applied."""
+    """Cut before an ending (the adapter closing, the journal full); a resume records it once its answers applied."""
     STOPPED = "stopped"
     """Ended by a stop request before a resume applied its answers: none were, and the turn waits as before."""
 
@@ -222,7 +222,7 @@ class Run:
         )
         thread_id, run_id = self.input.thread_id, self.input.run_id
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
-        outcome, code = "left", None  # the client went away before the end, unless said otherwise below
+        outcome, code = "left", None  # cut before the end, unless said otherwise below
         try:
             async for event in await self._run(record, toolset):
                 if event.type in CARRY_1_1 and not self.speaks_1_1:

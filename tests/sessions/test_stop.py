@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from sessions_kit import BOUND, PAIRS, FrameReader, Held, Sent, answer, body_of, frames_of, reattach
 
 from adapter import Adapter, ToolContext, tool
-from adapter.backends import Call, Rule, ScriptedBackend
+from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore, TurnStore
 
 if TYPE_CHECKING:
@@ -258,6 +258,49 @@ async def test_a_resume_stopped_before_it_applies_its_answers_applies_none() -> 
     assert thread is not None and [i["id"] for i in thread["interrupts"]] == [interrupt.id]  # it waits as before
     resumed = [event async for event in adapter.resume("t1", [answer_], run_id="r2")]
     assert resumed[-1].type == "RUN_FINISHED" and "gated" in tools.started
+    await adapter.aclose()
+
+
+class Silent:
+    """Says two words, then waits for ever; records whether that wait was cancelled and the stream closed."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.cancelled = False
+        self.closed = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        try:
+            yield TextDelta("one ")
+            yield TextDelta("two ")
+            self.waiting.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+            yield TextDelta("never")
+        finally:
+            self.closed = True
+
+
+async def test_a_stop_while_the_model_is_silent_cuts_its_stream_where_it_waits_and_stores_what_it_said() -> None:
+    backend = Silent()
+    adapter = Adapter(backend)
+    events = await adapter.start(_input(body_of("t1", "r1", "talk")))
+    await backend.waiting.wait()
+    asked = await adapter.stop_run("t1", "r1")
+    seen = [event async for event in events]
+
+    assert asked is True and backend.cancelled and backend.closed
+    said = "".join(getattr(event, "delta", "") for event in seen if event.type == "TEXT_MESSAGE_CONTENT")
+    assert said == "one two "
+    assert [event.type for event in seen][-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    finished = seen[-1]
+    assert isinstance(finished, RunFinishedEvent) and finished.outcome is not None
+    assert finished.outcome.type == "cancelled"
+    thread = await adapter.thread("t1")
+    assert thread is not None and [(m["role"], m.get("content")) for m in thread["messages"]][-1] == ("assistant", said)
     await adapter.aclose()
 
 
