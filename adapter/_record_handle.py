@@ -750,7 +750,7 @@ def _claimed(gate: Resume, run_id: str, now: datetime) -> tuple[OpenTurn, Applie
         fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in gate.answers},
         request_ids={a.call.interrupt_id: a.request_id for a in gate.answers if a.request_id is not None},
         action_ids={a.call.tool_call_id: a.call.interrupt_id for a in gate.answers if a.call.tool_call_id},
-        approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind == "approval"],
+        approvals=[a.call.interrupt_id for a in gate.answers if a.call.kind.decided],
         started=[a.call.interrupt_id for a in gate.answers if a.starts_work],
         applied_at=now,
     )

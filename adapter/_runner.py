@@ -398,7 +398,7 @@ class Run:
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
-            backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
+            backend_calls = [answer.call for answer in gate.answers if answer.call.kind.forwarded]
             held = await self.handle.hold_turn(backend_calls, history, settled.moved)
             self.turn = replace(self.turn, held=held)
         else:
