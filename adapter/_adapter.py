@@ -124,8 +124,9 @@ class Adapter:
             allows iff `owner is None or principal == owner`. See docs/security.md.
         on_disconnect: What a run does when the client that started it leaves: "continue" (the default) goes
             on, its events journaled for a reattach (`GET /threads/{threadId}/runs/{runId}/events`,
-            `run_events`); "stop" ends it then, as before journals (a resume records `RUN_INTERRUPTED`), and
-            lets a slow client slow it down. Either way its events are journaled and sent with ids.
+            `run_events`); "stop" stops it once no one reads it, as a stop request does: it ends at its next safe
+            point with what it did stored and `RUN_INTERRUPTED` (a resume records it). Either way its events are
+            journaled and sent with ids.
         unknown_resume_entries: What a resume entry naming no interrupt of the thread gets: "refuse" (the
             default, `RESUME_UNKNOWN_INTERRUPT`) or "warn": left out, the run goes on without it and says so in a
             `CUSTOM` event named `warning` (AG-UI 1.1; a 1.0 client passes a CUSTOM event by).
