@@ -509,8 +509,8 @@ class Run:
         """The step's events; a held turn is given back if the backend fails.
 
         A stop cuts the step short between two events, or while the backend is silent (the stream raced against
-        the stop: `StopSignal.until_stopped`): what it said so far stays, what it left open is ended, and `_CUT`
-        tells the loop.
+        the stop: `StopSignal.until_stopped`): what it said so far is sent and stays, what it left open is ended,
+        and `_CUT` tells the loop.
         """
         span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
         cut = False
@@ -522,9 +522,6 @@ class Run:
                         cut = True
                         break
                     yield event
-                    if self.stop.requested:
-                        cut = True
-                        break
             if cut:
                 for event in step.close_all():
                     yield event

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from adapter._tools import ToolResult
 
@@ -80,30 +81,33 @@ class StopSignal:
         return task.result() if task.done() and not task.cancelled() else stopped()
 
     async def until_stopped(self, stream: AsyncIterator[T], cut: T) -> AsyncGenerator[T, None]:
-        """`stream`'s items, until a stop comes while it is silent: it is then cancelled where it waits, and `cut` ends.
+        """`stream`'s items until a stop is requested: the stream is then cancelled where it waits, and `cut` ends.
 
-        The stream is read by a task of its own (`_Reader`), one item at a time and only once the consumer asks
-        for it: a consumer that stops between two items leaves none read and unsent, and an item read as the stop
-        came is still given. However the iteration ends, the stream is closed (cancelled first, if it still waits)
-        before this returns.
+        The stream is read by a task of its own (`_Reader`), a few items ahead; what it read before the stop is
+        still given, so the consumer gets every item the stream made (and its collector took in). A stream that
+        ended before the stop ends without `cut`; its failure is raised after the items it made before it. However
+        the iteration ends, the stream is closed (cancelled first, if it still waits) before this returns.
         """
         reader = _Reader(stream)
         try:
             while True:
-                ready = asyncio.get_running_loop().create_future()
-                with self._watching(ready):
-                    item = await reader.next(ready)
-                if item is _STOPPED:
+                if self.requested:
                     await reader.close()
-                    item = reader.late
-                    if item is not _NOTHING and item is not _DONE:
-                        yield item
-                    if item is not _DONE:
+                    while reader.items:
+                        yield reader.items.popleft()
+                    if reader.end is not _DONE:
                         yield cut
                     return
-                if item is _DONE:
-                    return
-                yield item
+                if reader.items:
+                    yield reader.take()
+                    continue
+                if reader.end is not None:
+                    if reader.end is _DONE:
+                        return
+                    raise reader.end
+                waiter = asyncio.get_running_loop().create_future()
+                with self._watching(waiter):
+                    await reader.wait(waiter)
         finally:
             await reader.close()
 
@@ -122,76 +126,72 @@ class StopSignal:
 _STOPPED: Any = object()
 """What a watched future holds when a stop came first."""
 _DONE: Any = object()
-"""What `_Reader.next` gives at the end of its stream."""
-_NOTHING: Any = object()
+"""What `_Reader.end` holds once its stream ended."""
+READ_AHEAD: Final = 64
+"""Items the reader of a stream may hold before the consumer takes them: a stream that makes its items at once is
+read in runs, not one task switch per item."""
 
 
 class _Reader:
-    """A stream read by a task of its own, one item per `next`: a stop cancels what that task waits on, alone."""
+    """A stream read by a task of its own, up to `READ_AHEAD` items ahead: a stop cancels what that task waits on."""
 
     def __init__(self, stream: AsyncIterator[Any]) -> None:
         self._stream = stream
-        self._ready: asyncio.Future[Any] | None = None
-        self._asked: asyncio.Future[None] | None = None
-        self._task: asyncio.Task[None] | None = None
+        self.items: deque[Any] = deque()
+        """What the stream made and the consumer did not take yet."""
+        self.end: Any = None
+        """`_DONE` once the stream ended, the exception it raised, or None while it goes on."""
+        self._waiter: asyncio.Future[Any] | None = None
+        self._room: asyncio.Future[None] | None = None
         self._closing = False
-        self.late: Any = _NOTHING
-        """The item (or `_DONE`) the stream gave after something else answered `next` (a stop came first)."""
+        self._task: asyncio.Task[None] | None = asyncio.ensure_future(self._read())
 
-    async def next(self, ready: asyncio.Future[Any]) -> Any:
-        """The stream's next item, `_DONE` at its end, or what else resolved `ready` first; its failure raised."""
-        if ready.done():
-            return ready.result()
-        self._ready = ready
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._read())
-        elif self._asked is not None and not self._asked.done():
-            self._asked.set_result(None)
-        return await ready
+    def take(self) -> Any:
+        """The next item read; the reader may read on."""
+        item = self.items.popleft()
+        room = self._room
+        if room is not None and not room.done() and len(self.items) < READ_AHEAD:
+            room.set_result(None)
+        return item
+
+    async def wait(self, waiter: asyncio.Future[Any]) -> None:
+        """Return once an item is read, the stream ended, or something else resolved `waiter` (a stop)."""
+        if not waiter.done():
+            self._waiter = waiter
+            await waiter
 
     async def _read(self) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while self._wanted():
-                try:
-                    item = await anext(self._stream)
-                except StopAsyncIteration:
-                    self._hand(_DONE)
-                    return
+            async for item in self._stream:
                 if self._closing:  # a stream that swallowed its cancellation: nobody takes its items
                     return
-                self._asked = loop.create_future()
-                self._hand(item)
-                await self._asked
+                self.items.append(item)
+                self._wake()
+                if len(self.items) >= READ_AHEAD:
+                    self._room = loop.create_future()
+                    await self._room
+            self.end = _DONE
         except BaseException as exc:
             if not self._closing:  # the stream's own failure (even a CancelledError it raised): the consumer's
-                self._hand(exc, failed=True)
+                self.end = exc
         finally:
+            self._wake()
             await _aclose(self._stream)
 
-    def _wanted(self) -> bool:
-        """Whether an item is waited for: not once a stop answered the consumer while this task was being woken."""
-        return not self._closing and self._ready is not None and not self._ready.done()
-
-    def _hand(self, item: Any, *, failed: bool = False) -> None:
-        ready = self._ready
-        if ready is not None and not ready.done():
-            if failed:
-                ready.set_exception(item)
-            else:
-                ready.set_result(item)
-        elif not failed:  # read as the stop came: the stream's collector has it, so the consumer gets it too
-            self.late = item
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def close(self) -> None:
         """Cancel the reading task where it waits, and wait until the stream is closed."""
         self._closing = True
-        task = self._task
-        if task is None:
-            await _aclose(self._stream)
-            return
-        task.cancel()
-        await asyncio.wait({task})
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            await _aclose(self._stream)  # a task cancelled before it ran never closed it
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:
