@@ -78,6 +78,35 @@ async def test_a_python_caller_that_leaves_early_leaves_the_run_going_unless_tol
     await adapter.aclose()
 
 
+async def test_with_stop_a_run_goes_on_while_someone_reads_it_and_stops_once_its_last_reader_left() -> None:
+    held = Held()
+    adapter = Adapter(held, on_disconnect="stop")
+    started = await adapter.start(RunAgentInput.model_validate(body_of("t1", "r1", f"hold {WORDS} {HOLD}")))
+    await anext(started)
+    follower = await adapter.run_events("t1", "r1")
+    assert follower is not None
+    await anext(follower)
+
+    await started.aclose()  # the client that started it leaves: the follower still reads
+    held.release("t1")
+    kept = [json.loads(event.json)["type"] async for event in follower]
+
+    assert kept[-1] == "RUN_FINISHED"
+    again = await adapter.start(RunAgentInput.model_validate(body_of("t2", "r2", f"hold {WORDS} {HOLD}")))
+    await anext(again)
+    follower = await adapter.run_events("t2", "r2")
+    assert follower is not None
+    await anext(follower)
+    await again.aclose()
+    await follower.aclose()  # type: ignore[attr-defined]  # the last reader leaves: the run is stopped
+    held.release("t2")
+    journal = await adapter.run_events("t2", "r2")
+    assert journal is not None
+    ended = [json.loads(event.json) async for event in journal][-1]
+    assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
+    await adapter.aclose()
+
+
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(max_events=st.integers(min_value=2, max_value=30), max_chars=st.integers(min_value=200, max_value=4000))
 async def test_a_journal_never_holds_more_than_its_limits_and_a_run_past_them_is_stopped(
