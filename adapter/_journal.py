@@ -252,9 +252,9 @@ class LiveRun:
                 self._keep(task)
 
     def _past_deadline(self) -> None:
-        if not self.complete:
+        if not self.complete and self.stop is not None:  # a handler's own run lives only as long as its client
             log.warning("run %s passed its deadline (%s s); stopping it", self.run_id, self.limits.max_run_time)
-            self.halt(codes.RUN_DEADLINE)
+            self.stop.request(reason=codes.RUN_DEADLINE)
 
     def halt(self, reason: str | None = None) -> None:
         """Ask the run to stop at its next safe point (`reason`: the code it then ends with; None for a person's stop).
@@ -266,7 +266,7 @@ class LiveRun:
         elif self.driver is not None and not self.driver.done():
             self.driver.cancel()
 
-    def _reader_left(self) -> None:
+    def reader_left(self) -> None:
         """A listener went away before the end: with `stop_on_leave`, a run no one reads any more is stopped."""
         if self.stop_on_leave and self.readers == 0 and not self.complete:
             self.halt(codes.RUN_INTERRUPTED)
@@ -504,7 +504,7 @@ class Tail:
             self._reading = False
             live.readers -= 1
         if left:
-            live._reader_left()
+            live.reader_left()
         if self is not live.origin:
             return
         live.origin = None

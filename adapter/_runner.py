@@ -667,7 +667,8 @@ class Run:
         reason = self.stop.reason
         if reason is None:
             return finished
-        return RunErrorEvent(message=_STOPPED_BY.get(reason, _STOPPED_BY[codes.RUN_DEADLINE]), code=reason)
+        said = _STOPPED_BY.get(reason, "The run was stopped; what it did is stored.")
+        return RunErrorEvent(message=said, code=reason)
 
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
         stored = replay.applied.outcome or {}
