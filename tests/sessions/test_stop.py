@@ -4,6 +4,7 @@ cancelled), every call left open is answered once, and no tool runs after the st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -20,6 +21,7 @@ from hypothesis import strategies as st
 from sessions_kit import BOUND, PAIRS, FrameReader, Held, Sent, answer, body_of, frames_of, reattach
 
 from adapter import Adapter, ToolContext, tool
+from adapter._stop import READ_AHEAD, StopSignal  # private on purpose: the race a stop runs against a stream
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore, TurnStore
 
@@ -302,6 +304,43 @@ async def test_a_stop_while_the_model_is_silent_cuts_its_stream_where_it_waits_a
     thread = await adapter.thread("t1")
     assert thread is not None and [(m["role"], m.get("content")) for m in thread["messages"]][-1] == ("assistant", said)
     await adapter.aclose()
+
+
+async def test_a_stream_read_ahead_gives_every_item_in_order_and_its_failure_after_them() -> None:
+    async def items(count: int, then: Exception | None = None) -> AsyncIterator[int]:
+        for index in range(count):
+            yield index
+        if then is not None:
+            raise then
+
+    whole = [item async for item in StopSignal().until_stopped(items(3 * READ_AHEAD), -1)]
+    got: list[int] = []
+    with pytest.raises(ValueError, match="broke"):
+        async for item in StopSignal().until_stopped(items(5, ValueError("broke")), -1):
+            got.append(item)
+
+    assert whole == list(range(3 * READ_AHEAD))
+    assert got == list(range(5))
+
+
+async def test_a_stop_gives_what_was_read_then_the_cut_even_from_a_stream_that_swallows_its_cancellation() -> None:
+    signal, waiting = StopSignal(), asyncio.Event()
+
+    async def stubborn() -> AsyncIterator[str]:
+        yield "said"
+        waiting.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        yield "after the cut"
+
+    got: list[str] = []
+    async for item in signal.until_stopped(stubborn(), "cut"):
+        got.append(item)
+        if item == "said":
+            await waiting.wait()
+            signal.request()
+
+    assert got == ["said", "cut"]
 
 
 def _input(body: dict[str, Any]) -> RunAgentInput:
