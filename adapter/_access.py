@@ -139,7 +139,7 @@ ANSWERS: tuple[Action, ...] = ("resume", "approve")
 
 def answer_action(call: PendingCall) -> Action:
     """The permission an answer to `call` needs: "approve" for an approval, "resume" for any other call."""
-    return "approve" if call.kind == "approval" else "resume"
+    return "approve" if call.kind.decided else "resume"
 
 
 def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iterator[Action]:
@@ -160,7 +160,7 @@ def input_actions(record: ThreadRecord | None, run_input: RunAgentInput) -> Iter
     if turn is None:
         return
     answered = {m.tool_call_id for m in of_kind(run_input.messages, ToolMessage)}
-    if any(call.tool_call_id in answered and call.kind != "approval" for call in turn.pending):
+    if any(call.tool_call_id in answered and not call.kind.decided for call in turn.pending):
         yield "resume"
 
 

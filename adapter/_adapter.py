@@ -107,8 +107,9 @@ class Adapter:
             allows iff `owner is None or principal == owner`. See docs/security.md.
         on_disconnect: What a run does when the client that started it leaves: "continue" (the default) goes
             on, its events journaled for a reattach (`GET /threads/{threadId}/runs/{runId}/events`,
-            `run_events`); "stop" ends it then, as before journals (a resume records `RUN_INTERRUPTED`), and
-            lets a slow client slow it down. Either way its events are journaled and sent with ids.
+            `run_events`); "stop" stops it once no one reads it, as a stop request does: it ends at its next safe
+            point with what it did stored and `RUN_INTERRUPTED` (a resume records it). Either way its events are
+            journaled and sent with ids.
         unknown_resume_entries: What a resume entry naming no interrupt of the thread gets: "refuse" (the
             default, `RESUME_UNKNOWN_INTERRUPT`) or "warn": left out, the run goes on without it and says so in a
             `CUSTOM` event named `warning` (AG-UI 1.1; a 1.0 client passes a CUSTOM event by).
@@ -249,13 +250,7 @@ class Adapter:
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
         return await journals.begin(
-            *ids,
-            events,
-            run.stop,
-            incarnation=life,
-            principal=principal,
-            interruptible=run.interruptible,
-            opens=run.open_journal,
+            *ids, events, run.stop, incarnation=life, principal=principal, opens=run.open_journal
         )
 
     def capabilities(self) -> AgentCapabilities:
@@ -483,7 +478,7 @@ class Adapter:
         await journals.stop_all()
         if await journals.wait_over(_STOP_SECONDS) and await background.wait(_UNWIND_SECONDS):
             return
-        cut = journals.cut_all() + background.cut_claims()
+        cut = journals.cut_all()
         log.warning("closing: cut %d runs and resumes that did not end when asked to stop", cut)
         if not await background.wait(_UNWIND_SECONDS):
             log.error("closing: work still running after %s s; it is left to the event loop", _UNWIND_SECONDS)
@@ -506,7 +501,7 @@ class Adapter:
 _STOP_SECONDS: Final = 5.0
 """Seconds the runs asked to stop have to end at a safe point before they are cut."""
 _UNWIND_SECONDS: Final = 15.0
-"""Seconds shielded work and journal writes have to finish (a store deadline or two) before they are left."""
+"""Seconds the runs' drivers and journal writes have to finish (a store deadline or two) before they are left."""
 
 
 @functools.cache  # the installed version does not change while the process runs; each lookup scans sys.path

@@ -27,7 +27,7 @@ from adapter._gated import confirmation_call_id, gated_call_ids
 from adapter._ids import new_id
 from adapter._interrupts import Suspension, suspend
 from adapter._predict import predicted_operations
-from adapter._record import Grant, OpenTurn
+from adapter._record import CallKind, Grant, OpenTurn
 from adapter._state import Kept, Operation, ToolState
 from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
 from adapter.backends._seam import ToolCall
@@ -73,7 +73,7 @@ class Settled:
         every reader see what ran; the record of the decision keeps the proposal.
         """
         for answer in self.answers:
-            if answer.call.kind == "approval":
+            if answer.call.kind.decided:
                 self._decided(history, answer, turn_id, now, principal)
             if answer.call.form_key is None:
                 continue
@@ -192,10 +192,10 @@ async def settle_answers(
     settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
         call = answer.call
-        if call.kind == "backend":
+        if call.kind.forwarded:
             settled.forward.append(_forwarded(answer))
             continue
-        if answer.message is not None and call.kind == "frontend":
+        if answer.message is not None and call.kind.clients_own:
             settled.messages.append(answer.message)
             settled.client_message_ids.add(answer.message.id)
             if answer.message.error is None:
@@ -250,17 +250,17 @@ async def _settle_one(
 ) -> ToolResult | InputRequired:
     call = answer.call
     name = call.tool_name
-    if call.kind == "form":
+    if call.kind is CallKind.FORM:
         return _form_result(answer)
     if answer.status == "cancelled" or run_input is None:  # no input: only cancels come (`settle_answers`)
         return cancelled(name)
-    if call.kind == "frontend":
+    if call.kind.clients_own:
         return ToolResult.of(answer.payload)
     tool = toolset.get(name)
     if not isinstance(tool, FunctionTool) or tool.external:
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
     as_call = ToolCall(call.call_id, name, call.arguments)
-    if call.kind == "approval":
+    if call.kind.decided:
         context = tool_context(run_input, call.call_id, state, principal=principal)
         return await _approved(answer, as_call, tool, context, parent)
     context = tool_context(run_input, call.call_id, state, principal=principal, answer=answer.payload, answered=True)
@@ -321,7 +321,7 @@ def resumed_provisional(turn: OpenTurn, answers: Sequence[Answer]) -> dict[str, 
     """The held turn's provisional results, by call id, with the answers to its confirmation calls."""
     provisional = {message.tool_call_id: message for message in turn.provisional_results}
     for answer in answers:
-        if answer.call.kind != "backend":
+        if not answer.call.kind.forwarded:
             continue
         call_id = confirmation_call_id(answer.call.interrupt())
         if call_id is not None and call_id in turn.deferred_calls and call_id not in provisional:
@@ -334,7 +334,7 @@ def decided_answers(turn: OpenTurn, answers: Sequence[Answer]) -> dict[str, Tool
     """The person's answer to each backend interrupt, for each deferred call it names, by that call's id."""
     decided: dict[str, ToolMessage] = {}
     for answer in answers:
-        if answer.call.kind != "backend":
+        if not answer.call.kind.forwarded:
             continue
         interrupt = answer.call.interrupt()
         named = {*gated_call_ids(interrupt), *([interrupt.tool_call_id] if interrupt.tool_call_id else [])}

@@ -174,23 +174,19 @@ def refuse_moved(options: Iterable[str]) -> None:
 
 
 class BackgroundTasks:
-    """Work that must finish even if the request that started it goes away (a shielded resume, a run's driver).
+    """Work that must finish even if the request that started it goes away: a run's driver and journal writer.
 
-    Work that holds a turn's claim (`holds_claim`) is what a draining adapter cuts last, once its grace is over:
-    cancelled, it lapses its claim at once (`adapter._runner`), so that another replica takes the turn over.
+    A draining adapter cuts the drivers last (`adapter._journal.Journals.cut_all`): a resume cut while it applies
+    its answers lapses its claim at once (`adapter._runner`), so that another replica takes the turn over.
     """
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
-        self._claims: set[asyncio.Future[Any]] = set()
 
-    def keep(self, task: asyncio.Future[Any], *, holds_claim: bool = False) -> None:
+    def keep(self, task: asyncio.Future[Any]) -> None:
         """Hold a reference to `task` until it is done."""
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if holds_claim:
-            self._claims.add(task)
-            task.add_done_callback(self._claims.discard)
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait for every task held now, at most `timeout` seconds; whether all are done.
@@ -201,13 +197,6 @@ class BackgroundTasks:
             return True
         _, pending = await asyncio.wait(set(self._tasks), timeout=timeout)
         return not pending
-
-    def cut_claims(self) -> int:
-        """Cancel the work that holds a claim now; how many were cancelled."""
-        claims = [task for task in self._claims if not task.done()]
-        for task in claims:
-            task.cancel()
-        return len(claims)
 
 
 @dataclass(frozen=True, slots=True)

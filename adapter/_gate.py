@@ -61,16 +61,12 @@ class Answer:
     @property
     def approved(self) -> bool:
         """An approval answered `resolved` with `approved: true`."""
-        return self.call.kind == "approval" and self.status == "resolved" and _approved(self.payload)
+        return self.call.kind.decided and self.status == "resolved" and _approved(self.payload)
 
     @property
     def starts_work(self) -> bool:
         """Applying this answer may start work on the server: an approved tool, a tool given its input, the backend."""
-        if self.call.kind == "approval":
-            return self.approved
-        if self.call.kind == "input":
-            return self.status == "resolved"
-        return self.call.kind == "backend"
+        return self.call.kind.starts_work(resolved=self.status == "resolved", approved=self.approved)
 
     @property
     def edits(self) -> dict[str, Any] | None:
@@ -88,7 +84,7 @@ class Answer:
 
         The gate checks it (a string of at most `MAX_REASON_CHARS`), whatever the frozen schema says.
         """
-        said = self.payload.get("reason") if self.call.kind == "approval" and isinstance(self.payload, dict) else None
+        said = self.payload.get("reason") if self.call.kind.decided and isinstance(self.payload, dict) else None
         return said if isinstance(said, str) and said else None
 
     @property
@@ -103,7 +99,7 @@ class Answer:
         An approval's `editedArgs` are left out when ignored (a denial's) or checked on their own (an
         approval's object, against the tool's schema; see `edits`).
         """
-        if self.call.kind != "approval" or not isinstance(self.payload, dict):
+        if not self.call.kind.decided or not isinstance(self.payload, dict):
             return self.payload
         if self.approved and not isinstance(self.payload.get("editedArgs", {}), dict):
             return self.payload  # not an object: the response schema refuses it
@@ -138,7 +134,7 @@ class Resume:
             fingerprints={answer.call.interrupt_id: answer.fingerprint for answer in answers},
             request_ids={a.call.interrupt_id: a.request_id for a in answers if a.request_id is not None},
             action_ids={a.call.tool_call_id: a.call.interrupt_id for a in answers if a.call.tool_call_id},
-            approvals=[a.call.interrupt_id for a in answers if a.call.kind == "approval"],
+            approvals=[a.call.interrupt_id for a in answers if a.call.kind.decided],
             started=[a.call.interrupt_id for a in answers if a.starts_work],
             applied_at=now,
         )
@@ -203,7 +199,7 @@ async def check_resume(
         refuse_contradiction(earlier, answers)
     for answer in answers:
         await _check_answer(answer, now=now, edited_args_schema=edited_args_schemas.get(answer.call.tool_name))
-        if answer.call.kind == "approval":
+        if answer.call.kind.decided:
             _check_remember(answer, grantable)
     return Resume(turn, answers, earlier)
 
@@ -380,7 +376,7 @@ def answers_missing(named: str, missing: list[str]) -> ResumeError:
 
 def _refuse_tool_message_approval(call: PendingCall) -> None:
     """A tool result is not a person's decision: an approval is answered only by a `resume` entry."""
-    if call.kind == "approval":
+    if call.kind.decided:
         raise ResumeError(
             f"interrupt {call.interrupt_id} is an approval: answer it with a resume entry, not a tool message",
             code=codes.RESUME_REQUIRED,
@@ -409,16 +405,16 @@ async def _check_answer(answer: Answer, *, now: datetime, edited_args_schema: Ma
             f"interrupt {call.interrupt_id} expired at {call.expires_at.isoformat()}; it can only be cancelled",
             code=codes.RESUME_EXPIRED,
         )
-    if answer.message is not None and call.kind == "frontend":
+    if answer.message is not None and call.kind.clients_own:
         return  # a client's own ToolMessage answers its own tool as it likes (FE-4)
-    if call.kind == "approval":
+    if call.kind.decided:
         _check_reason(answer)
     # A backend's own interrupt is checked against the schema it sent, so that a payload it would refuse
     # never leaves; an interrupt without a schema takes any answer, passed on unchanged.
     try:
         await _require_valid(answer.decision, call.response_schema, call.interrupt_id, "payload")
     except SchemaPolicyError:
-        if call.kind != "backend":
+        if not call.kind.forwarded:
             raise
         # A schema we cannot use (unresolvable $ref, invalid keyword) is the backend's to apply: it gets the answer.
         log.warning(

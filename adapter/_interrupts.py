@@ -14,7 +14,7 @@ from ag_ui.core import Interrupt
 from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import new_id
 from adapter._limits import MAX_REASON_CHARS
-from adapter._record import PendingCall
+from adapter._record import CallKind, PendingCall
 from adapter._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
 from adapter._types import wire_json
 from adapter.backends._seam import ToolCall
@@ -88,14 +88,14 @@ def suspend(
     if tool.external:
         result_schema = tool.result_schema if isinstance(tool, ClientTool) else {}
         pending = waiting(
-            kind="frontend",
+            kind=CallKind.FRONTEND,
             reason="tool_call",
             message=f"Run the client tool {call.name} and send back its result.",
             response_schema=dict(result_schema),
         )
         return Suspension(pending, policy.outcome_for(tool))
     pending = waiting(
-        kind="approval",
+        kind=CallKind.APPROVAL,
         reason="tool_call",
         message=f"Approve the call to {call.name}?",
         response_schema=approval_schema(
@@ -118,7 +118,7 @@ def open_call_suspension(call: ToolCall, policy: InterruptPolicy, now: datetime)
         tool_name=call.name,
         arguments=call.arguments,
         expires_at=now + policy.interrupt_ttl if policy.interrupt_ttl else None,
-        kind="frontend",
+        kind=CallKind.FRONTEND,
         reason="tool_call",
         message=f"The agent left its call to {call.name} open: send back its result.",
         response_schema={},
@@ -131,7 +131,7 @@ def _input_request(waiting: Callable[..., PendingCall], tool: BaseTool, signal: 
     """The pending call of a tool that asked for input, or of the `request_user_input` control tool."""
     form_key = signal.form.form_key if isinstance(signal, FormRequired) else None
     return waiting(
-        kind="form" if isinstance(tool, UserInputTool) else "input",
+        kind=CallKind.FORM if isinstance(tool, UserInputTool) else CallKind.INPUT,
         reason=signal.reason,
         message=signal.message,
         response_schema=signal.response_schema,
@@ -147,7 +147,7 @@ def backend_suspension(interrupt: Interrupt) -> Suspension:
         tool_call_id=interrupt.tool_call_id,
         tool_name="",
         arguments="",
-        kind="backend",
+        kind=CallKind.BACKEND,
         reason=interrupt.reason,
         response_schema=interrupt.response_schema or {},
         message=interrupt.message,

@@ -7,8 +7,10 @@
 A run no longer lives in the request that started it. Its events are pulled by a driver task the adapter
 owns (its background set), encoded once as wire JSON, numbered 1, 2, 3, ... (the SSE `id:` of each), kept in
 memory while the run is live, and fanned out to every listener: the response to `POST /` is one, a
-reattached `GET .../events` another. When a listener goes, the run goes on; with `on_disconnect="stop"` the
-response that started the run takes it with it when it goes, as before (the run's `LEFT` phase), and paces it.
+reattached `GET .../events` another. The driver task is the one owner of the run past its client: when a listener
+goes, the run goes on; with `on_disconnect="stop"`, once its last listener left, the driver asks it to stop as a
+stop request does (`halt`): it ends at its next safe point with what it did stored, and `RUN_ERROR`
+`RUN_INTERRUPTED`.
 
 The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
 events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
@@ -63,10 +65,8 @@ MAX_BATCH: Final = 1000
 """Events one append takes at most."""
 POLL_INTERVAL: Final = 0.25
 """Seconds between two looks at the store for a stop request while no event flows (a long tool)."""
-PACE: Final = 16
-"""Events the response that started a run may lag behind it with `on_disconnect="stop"`: a slow client slows it."""
 STOP_TIMEOUT: Final = 5.0
-"""Seconds a response waits for its run to unwind before it leaves it to finish on its own."""
+"""Seconds a response that read its run to the end waits for the run to unwind (a handler's own run: to be cut)."""
 RETRY_PAUSE: Final = 0.5
 """Seconds the writer waits before it tries again an append the store could not take."""
 GIVE_UP_AFTER: Final = 20
@@ -164,11 +164,11 @@ class LiveRun:
         incarnation: The life of the thread the run belongs to.
         principal: Who started the run (their detached runs are bounded: `JournalLimits.max_detached`).
         events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
-        stop: The run's stop signal, raised by a stop request found in the store.
+        stop: The run's stop signal, raised by a stop request found in the store; None for a handler's own run,
+            which knows no stop signal: stopping it cancels it where it waits.
         store: Where the journal is written; None for a run that is not journaled.
         limits: How much the journal keeps.
-        stop_on_leave: The response that started the run takes it along when it goes, and paces it.
-        interruptible: Whether the run waits on its backend's stream right now: a stop may then cut it short.
+        stop_on_leave: The run is stopped once its last listener left before its end (`on_disconnect="stop"`).
         keep: Holds the driver and writer tasks until they are done (the adapter's background set).
         forget: Called once the run is over and its journal written.
         first: The run's first event, already pulled from `events` (and, with a `store`, already in its journal).
@@ -182,11 +182,10 @@ class LiveRun:
         journal: str | None = None,
         incarnation: str | None = None,
         principal: str | None = None,
-        stop: StopSignal,
+        stop: StopSignal | None,
         store: TurnStore | None = None,
         limits: JournalLimits = JournalLimits(),
         stop_on_leave: bool = False,
-        interruptible: Callable[[], bool] = lambda: False,
         keep: Callable[[asyncio.Future[Any]], None] | None = None,
         forget: Callable[[LiveRun], None] | None = None,
         first: BaseEvent | None = None,
@@ -208,7 +207,7 @@ class LiveRun:
         self.complete = False
         """The terminal event is in `entries`: nothing follows it."""
         self.origin: Tail | None = None
-        """The listener that started the run; with `stop_on_leave` it paces the run and takes it along."""
+        """The listener that started the run."""
         self.typed: deque[BaseEvent] | None = None
         """The event objects, for a Python consumer that started the run (`RunEvents`)."""
         self.driver: asyncio.Task[None] | None = None
@@ -217,21 +216,17 @@ class LiveRun:
         self.flushed = 0
         """How many entries the store holds."""
         self._events = events
-        self._interruptible = interruptible
         self._keep = keep
         self._forget = forget
         self._waiters: list[asyncio.Future[bool]] = []
-        self._paced: asyncio.Future[None] | None = None
         self.closing = False
         """The adapter is closing: the writer tries once more, then gives the journal up."""
         self._quiet = False
         """A look for a stop request failed, and was logged: the next failures in a row are not."""
         self._unsure: int | None = None
         """The end of the last append whose outcome is unknown (`StoreUnavailable`: it may have landed)."""
-        self._pulling = False
         self._wake = asyncio.Event()
         self._ended = asyncio.Event()
-        stop.on_request = self._cut_short
         self.first = first
         """The run's first event, pulled (and journaled) before the run was handed over."""
         if first is not None:
@@ -261,9 +256,24 @@ class LiveRun:
                 self._keep(task)
 
     def _past_deadline(self) -> None:
-        if not self.complete:
+        if not self.complete and self.stop is not None:  # a handler's own run lives only as long as its client
             log.warning("run %s passed its deadline (%s s); stopping it", self.run_id, self.limits.max_run_time)
             self.stop.request(reason=codes.RUN_DEADLINE)
+
+    def halt(self, reason: str | None = None) -> None:
+        """Ask the run to stop at its next safe point (`reason`: the code it then ends with; None for a person's stop).
+
+        A handler's own run (no stop signal) is cancelled where it waits instead, and its journal ends `LEFT`.
+        """
+        if self.stop is not None:
+            self.stop.request(reason=reason)
+        elif self.driver is not None and not self.driver.done():
+            self.driver.cancel()
+
+    def reader_left(self) -> None:
+        """A listener went away before the end: with `stop_on_leave`, a run no one reads any more is stopped."""
+        if self.stop_on_leave and self.readers == 0 and not self.complete:
+            self.halt(codes.RUN_INTERRUPTED)
 
     @property
     def detached(self) -> bool:
@@ -285,7 +295,7 @@ class LiveRun:
                 self._append(INTERNAL)
         except asyncio.CancelledError as cancelled:
             if _stopping():
-                self._append(LEFT)  # taken along by its client, or its server is stopping
+                self._append(LEFT)  # cut: its server is stopping, or it is a handler's own run whose client left
                 raise
             log.error("run %s raised a CancelledError of its own", self.run_id)
             self._fail(cancelled)
@@ -305,28 +315,19 @@ class LiveRun:
     async def _pull(self, events: AsyncIterator[BaseEvent]) -> bool:
         """Number and keep each event up to the terminal one; False if the events ran out first."""
         limits = self.limits
-        self._pulling = True
-        try:
-            async for event in events:
-                # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
-                text = event_json(event)
-                last = event.type in TERMINAL
-                counted = not last and event.type not in RESTATED
-                if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
-                    log.warning("run %s passed its journal's limit; stopping it", self.run_id)
-                    self._append(over_limit(limits))
-                    return True
-                self._append(event, text)
-                if last:
-                    return True
-                origin = self.origin
-                if origin is not None and self.stop_on_leave and len(self.entries) - origin.cursor >= PACE:
-                    self._pulling = False
-                    await self._wait_for_origin()
-                    self._pulling = True
-            return False
-        finally:
-            self._pulling = False
+        async for event in events:
+            # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
+            text = event_json(event)
+            last = event.type in TERMINAL
+            counted = not last and event.type not in RESTATED
+            if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                log.warning("run %s passed its journal's limit; stopping it", self.run_id)
+                self._append(over_limit(limits))
+                return True
+            self._append(event, text)
+            if last:
+                return True
+        return False
 
     def _append(self, event: BaseEvent, text: str | None = None) -> None:
         if self.complete:
@@ -348,26 +349,6 @@ class LiveRun:
                     waiter.set_result(True)
         self._wake.set()
 
-    async def _wait_for_origin(self) -> None:
-        self._paced = asyncio.get_running_loop().create_future()
-        try:
-            await self._paced
-        finally:
-            self._paced = None
-
-    def consumed(self) -> None:
-        """The origin read what was ready: a paced run may go on."""
-        paced = self._paced
-        if paced is not None and not paced.done():
-            paced.set_result(None)
-
-    def _cut_short(self) -> None:
-        """A stop came while the run waits on its backend's stream: cancel that wait (`Run._stream` absorbs it)."""
-        driver = self.driver
-        if driver is not None and self._pulling and self._interruptible() and not driver.done():
-            self.stop.cutting = True
-            driver.cancel()
-
     async def grew(self, timeout: float) -> None:
         """Wait until an event is added, or `timeout` seconds."""
         loop = asyncio.get_running_loop()
@@ -379,17 +360,15 @@ class LiveRun:
         finally:
             timer.cancel()
 
-    async def finished(self, *, cancel: bool = False) -> None:
-        """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds; `cancel` it first.
+    async def finished(self) -> None:
+        """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds, then cancel it.
 
-        Shielded: a response cancelled from outside still lets its run unwind (or takes it along).
+        Shielded: a response cancelled from outside still lets its run unwind.
         """
         driver = self.driver
         if driver is None:
             return
         with anyio.move_on_after(STOP_TIMEOUT, shield=True):
-            if cancel:
-                driver.cancel()
             await asyncio.wait({driver})
         if not driver.done():
             log.warning("run %s did not unwind within %s s; cancelling it", self.run_id, STOP_TIMEOUT)
@@ -454,9 +433,9 @@ class LiveRun:
         self._quiet = False
         if journal is None and self.flushed > 0:
             log.info("run %s: its journal is gone (its thread was deleted); stopping it", self.run_id)
-            self.stop.request()
+            self.halt()
         elif journal is not None and journal.stop_requested:
-            self.stop.request()
+            self.halt()
 
     async def _flush(self, store: TurnStore) -> bool | None:
         """Append what is ready: True once written, False to try again, None when the journal is lost."""
@@ -473,7 +452,7 @@ class LiveRun:
             return await self._recover(store, start + len(batch))
         self.flushed, self._unsure = start + len(batch), None
         if stop:
-            self.stop.request()
+            self.halt()
         return True
 
     async def _recover(self, store: TurnStore, wanted: int) -> bool | None:
@@ -488,7 +467,7 @@ class LiveRun:
             return None if journal.ended and journal.last_seq != wanted else True
         if journal is None:
             log.info("run %s: its journal is gone (its thread was deleted); stopping it", self.run_id)
-            self.stop.request()
+            self.halt()
         else:
             log.warning("run %s: its run id's journal is another run's; it is no longer written", self.run_id)
         return None
@@ -520,24 +499,21 @@ class Tail:
                 return None
         batch = live.entries[self.cursor :]
         self.cursor = len(live.entries)
-        if self is live.origin:
-            live.consumed()
         return Batch(batch, live.complete and self.cursor == len(live.entries))
 
     async def close(self, *, left: bool) -> None:
-        """Detach; the listener that started the run takes it along with `stop_on_leave`, or waits for it to unwind."""
+        """Detach (`left`: before the end, which may stop the run); the run's origin waits for it to unwind."""
         live = self.live
         if self._reading:
             self._reading = False
             live.readers -= 1
+        if left:
+            live.reader_left()
         if self is not live.origin:
             return
         live.origin = None
         live.left = left
-        live.consumed()
-        if left and live.stop_on_leave:
-            await live.finished(cancel=True)  # as before journals: the run's `LEFT` phase
-        elif not left:
+        if not left or live.stop is None:  # a handler's own run is cut now: it unwinds before its response ends
             await live.finished()
 
 
@@ -545,7 +521,7 @@ class RunEvents:
     """The events of a run this replica drives, as objects: what `Adapter.start` returns to a Python caller.
 
     Iterate it for the run's events, from RUN_STARTED to the terminal event; close it (`aclose`) to leave
-    early, which ends the run with `on_disconnect="stop"` and leaves it running otherwise.
+    early, which stops the run with `on_disconnect="stop"` and leaves it running otherwise.
     """
 
     def __init__(self, live: LiveRun) -> None:
@@ -583,7 +559,6 @@ class RunEvents:
             await live.grew(3600.0)
         event = typed.popleft()
         self._tail.cursor += 1
-        live.consumed()
         if event is INTERNAL and live.failure is not None:  # raised to the caller, as if it ran the run itself
             await self.aclose()
             raise live.failure
@@ -592,7 +567,7 @@ class RunEvents:
         return event
 
     async def aclose(self) -> None:
-        """Leave: with `on_disconnect="stop"` the run ends now (its `LEFT` phase); otherwise it goes on."""
+        """Leave: with `on_disconnect="stop"` the run is stopped (unless another reads it); otherwise it goes on."""
         if self._done:
             return
         self._done = True
@@ -610,7 +585,7 @@ class Journals:
     Args:
         store: The adapter's store; a store without journals (one written before them) journals nothing.
         limits: How much one run's journal keeps.
-        stop_on_leave: `on_disconnect="stop"`: a run ends when the client that started it leaves.
+        stop_on_leave: `on_disconnect="stop"`: a run is stopped once its last reader left before its end.
         keep: Holds the runs' tasks until they are done (the adapter's background set).
     """
 
@@ -640,7 +615,6 @@ class Journals:
         *,
         incarnation: str | None = None,
         principal: str | None = None,
-        interruptible: Callable[[], bool] = lambda: False,
         opens: Opener | None = None,
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
@@ -650,7 +624,7 @@ class Journals:
         on every replica before any client could ask for it. A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
-        first reading, and it ends when its reader leaves.
+        first reading, and it is stopped once its last reader left.
 
         Raises:
             StoreUnavailable: The store could not take the first event; the run's events are closed.
@@ -676,7 +650,6 @@ class Journals:
             store=self.store if journal is not None else None,
             limits=self.limits,
             stop_on_leave=self.stop_on_leave,
-            interruptible=interruptible,
             keep=self._keep,
             forget=self._forget,
             first=first,
@@ -747,7 +720,7 @@ class Journals:
             if live.driver is None:
                 await live.abandon()
             else:
-                live.stop.request()
+                live.halt()
 
     @property
     def running(self) -> int:
@@ -766,8 +739,7 @@ class Journals:
     def cut_all(self) -> int:
         """Cancel the driver of every run this replica drives (the adapter is closing and they did not stop).
 
-        Each cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED` (`LEFT`), as a client leaving with
-        `on_disconnect="stop"` ends it. How many were cut.
+        Each cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED` (`LEFT`). How many were cut.
         """
         cut = 0
         for live in list(self._runs):
@@ -799,7 +771,8 @@ def _expire(waiter: asyncio.Future[bool]) -> None:
 
 
 def _stopping() -> bool:
-    # Only a response leaving (or the adapter closing) cancels the driver; any other CancelledError is the run's own.
+    # Only `halt` on a handler's own run, `finished` or the adapter closing cancel the driver; any other
+    # CancelledError is the run's own.
     task = asyncio.current_task()
     return task is not None and task.cancelling() > 0
 

@@ -55,7 +55,11 @@ async def open_events(
 
 
 async def journal_events(listener: Listener) -> AsyncIterator[JournalEvent]:
-    """The events a listener gets, one by one, until the run's end (`Adapter.run_events`)."""
+    """The events a listener gets, one by one, until the run's end (`Adapter.run_events`).
+
+    Closed before the end, the listener has left: with `on_disconnect="stop"`, a run no one reads any more stops.
+    """
+    left = True
     try:
         while True:
             batch = await listener.next(3600.0)
@@ -64,9 +68,10 @@ async def journal_events(listener: Listener) -> AsyncIterator[JournalEvent]:
             for event in batch.events:
                 yield event
             if batch.last:
+                left = False
                 break
     finally:
-        await listener.close(left=False)
+        await listener.close(left=left)
 
 
 async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal: str | None) -> bool | None:
@@ -86,7 +91,7 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
     if live is not None:  # this replica runs it: at once, not at the writer's next look
         if live.complete:
             return False
-        live.stop.request()
+        live.halt()
         return True
     store = config.journals.store
     if store is not None and await store.request_stop(thread_id, name):

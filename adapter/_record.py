@@ -6,12 +6,13 @@ which arguments, under which frozen response schema. A client's `messages` can n
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
@@ -22,9 +23,54 @@ from adapter import _errors as codes
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
 
-SuspensionKind = Literal["frontend", "approval", "input", "form", "backend"]
-"""Why a call waits: a client tool, an approval before a server tool runs, a tool that asked for input
-(replayed once answered), the `request_user_input` control tool, or the backend's own interrupt."""
+
+class CallKind(enum.StrEnum):
+    """Why a call waits, and the rules its answer follows: each kind's rules are stated here, once.
+
+    Stored as its value: a record written before the kind was a type reads the same.
+    """
+
+    FRONTEND = "frontend"
+    """A client tool's call (or one the backend left open): the client runs it and sends its result."""
+    APPROVAL = "approval"
+    """A server tool that runs only once a person approves it."""
+    INPUT = "input"
+    """A server tool that asked for input: replayed with the answer."""
+    FORM = "form"
+    """The `request_user_input` control tool: the answer is the form's values."""
+    BACKEND = "backend"
+    """The backend's own interrupt: its answer goes back to the backend."""
+
+    @property
+    def decided(self) -> bool:
+        """A person's decision (an approval): answered only by a resume entry, never by a tool result.
+
+        Its payload says `approved`, and may carry a `reason`, `editedArgs` and `remember`; answering it needs
+        the "approve" permission, any other kind "resume".
+        """
+        return self is CallKind.APPROVAL
+
+    @property
+    def clients_own(self) -> bool:
+        """The client's own tool: a `ToolMessage` it sends answers it as the client likes (FE-4), unchecked."""
+        return self is CallKind.FRONTEND
+
+    @property
+    def forwarded(self) -> bool:
+        """The backend applies the answer: it is forwarded, never settled here (a schema the gate cannot use passes)."""
+        return self is CallKind.BACKEND
+
+    def starts_work(self, *, resolved: bool, approved: bool) -> bool:
+        """Whether applying an answer may start work on the server (the claim then records it).
+
+        An approved tool, a tool given its input, the backend; never a client's result or a form's values.
+        """
+        if self is CallKind.APPROVAL:
+            return approved
+        if self is CallKind.INPUT:
+            return resolved
+        return self is CallKind.BACKEND
+
 
 _messages = TypeAdapter(list[Message])
 _activity = TypeAdapter(ActivityMessage)
@@ -39,7 +85,7 @@ class PendingCall(BaseModel):
     tool_name: str
     arguments: str
     """The arguments as the server proposed them: an approval applies to these and nothing else."""
-    kind: SuspensionKind
+    kind: CallKind
     reason: str
     response_schema: dict[str, Any]
     """Frozen when the turn suspends: later changes to tools or forms affect only new turns."""

@@ -93,7 +93,7 @@ class Phase(enum.Enum):
     STARTING = "starting"
     """Before the gate: nothing of the thread changed yet."""
     SETTLING = "settling"
-    """A resume's answers are being applied under a claim; they are applied to the end even if the client leaves."""
+    """A resume's answers are being applied under a claim; they are applied to the end, whoever reads the run."""
     RUNNING = "running"
     """The model loop: model steps, each streamed and its calls run or suspended."""
     SUSPENDED = "suspended"
@@ -105,7 +105,7 @@ class Phase(enum.Enum):
     GIVEN_BACK = "given back"
     """The backend refused the answers forwarded to its interrupts, or was unreachable: the turn waits as before."""
     LEFT = "left"
-    """The client went away before an ending; a resume records that once its answers are applied."""
+    """Cut before an ending (the adapter closing, the journal full); a resume records it once its answers applied."""
     STOPPED = "stopped"
     """Ended by a stop request before a resume applied its answers: none were, and the turn waits as before."""
 
@@ -178,26 +178,18 @@ class Run:
         self.turn = Turn(new_id("turn"), CallBudget(config.max_tool_calls))
         self.state_work = StateWork(WORK_FACTOR * config.max_state_bytes)
         """The state copying no patch accounts for, over the whole run (`adapter._jsonpatch`)."""
-        self.settling: asyncio.Future[Settled] | None = None
-        """A resume's settling, shielded from the client: what must be stored before the run's ending."""
         self.tail = declared_tail(config.history_view) if config.history == "server" else None
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
         self.speaks_1_1 = speaks_1_1(run_input.protocol_version)
         """Whether the peer reads what AG-UI 1.1 adds; else its events go without it (`adapter._compat`)."""
         self.stop = StopSignal()
         """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
-        self.streaming = False
-        """The run waits on its backend's stream: a stop may cut the wait short (`adapter._journal`)."""
         self.creating: str | None = None
         """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
 
     async def _may_join(self, owner: str | None) -> bool:
         """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
         return await self.config.access.allows(self.principal, owner, "run")
-
-    def interruptible(self) -> bool:
-        """Whether the run waits on its backend's stream now: a stop may cut that wait short (`StopSignal.absorb`)."""
-        return self.streaming
 
     async def start(self) -> AsyncGenerator[BaseEvent, None]:
         """Read the thread, authorize the input and build the run's tools; then the run's events, not yet started.
@@ -255,7 +247,7 @@ class Run:
         )
         thread_id, run_id = self.input.thread_id, self.input.run_id
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
-        outcome, code = "left", None  # the client went away before the end, unless said otherwise below
+        outcome, code = "left", None  # cut before the end, unless said otherwise below
         try:
             async for event in await self._run(record, toolset):
                 if event.type in CARRY_1_1 and not self.speaks_1_1:
@@ -269,7 +261,7 @@ class Run:
                 if shown is not None:
                     yield shown
         except (GeneratorExit, asyncio.CancelledError):
-            self._leave()
+            await self._leave()
             raise
         except Exception as exc:
             error = self._reported(exc)
@@ -354,7 +346,7 @@ class Run:
         self.turn = Turn.resuming(gate, self.config.max_tool_calls)
         if self.stop.requested:  # stopped before it applied anything: it applies nothing, and the turn waits
             self.phase = Phase.STOPPED
-            yield self._finished_event(RunFinishedCancelledOutcome())
+            yield self._stop_event(self._finished_event(RunFinishedCancelledOutcome()))
             return
         history, held = self.handle.resumed_history(self.input.messages)
         if not held:
@@ -384,24 +376,19 @@ class Run:
             yield event
 
     async def _apply(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
-        """Claim the turn, apply the answers and store the result, shielded from client disconnects.
+        """Claim the turn, apply the answers and store the result.
 
-        Once a claim is made the answers are applied to the end, even if the client goes away, so a
-        tool never runs half-way through a resume and never runs twice.
+        The run's driver owns the run past its client (`adapter._journal`), and a stop waits for the next safe
+        point, so once a claim is made the answers are applied to the end: a tool never runs half-way through a
+        resume and never runs twice.
         """
         held = gate.turn.claimed_by is not None  # claimed by a run whose lease ran out: the gate let it pass
         if runs_nothing(gate):  # nothing to order after the claim: claim and store the answers in one save
-            task = asyncio.ensure_future(self._settle_pure(gate, toolset, history, held))
-            self.config.background.keep(task)
-            self.settling = task
-            return await asyncio.shield(task)
+            return await self._settle_pure(gate, toolset, history, held)
         now = self.config.now()
         await self.handle.claim(*gate.claimed(self.input.run_id, now), gate.grants(self.principal, now))
         await self._resumed(gate, held)
-        task = asyncio.ensure_future(self._settle_and_store(gate, toolset, history))
-        self.config.background.keep(task, holds_claim=True)
-        self.settling = task
-        return await asyncio.shield(task)
+        return await self._settle_and_store(gate, toolset, history)
 
     async def _resumed(self, gate: Resume, held: bool) -> None:
         """Count and announce a stored claim (`held`: it took over a lapsed one)."""
@@ -417,7 +404,7 @@ class Run:
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         _, applied = gate.claimed(self.input.run_id, self.config.now())
         await self.handle.claim_closed(applied, history, settled.moved)
-        await self._resumed(gate, held)  # announced even if the client left meanwhile, as after a claim
+        await self._resumed(gate, held)
         return settled
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
@@ -426,7 +413,7 @@ class Run:
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
-                # Cut from outside, which only a draining adapter past its grace does (`Adapter.drain`): as if
+                # The driver cut, which only a draining adapter past its grace does (`Adapter.drain`): as if
                 # its replica died, but without the wait, another takes the turn over now, as after a lease.
                 await self.handle.lapse_claim()
             else:  # a tool's own CancelledError is its failure, as any other
@@ -438,7 +425,7 @@ class Run:
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
-            backend_calls = [answer.call for answer in gate.answers if answer.call.kind == "backend"]
+            backend_calls = [answer.call for answer in gate.answers if answer.call.kind.forwarded]
             held = await self.handle.hold_turn(backend_calls, history, settled.moved)
             self.turn = replace(self.turn, held=held)
         else:
@@ -472,6 +459,8 @@ class Run:
                 yield event
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = step.state
+            if cut:  # cut before the backend finished with the answers forwarded to it: they wait as before
+                await self._give_back()
             await self._close_step(step, history)
             waiting = [call.id for call in step.calls] + step.left_open
             if self.stop.requested and (cut or waiting or step.interrupts):
@@ -546,33 +535,24 @@ class Run:
     async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
         """The step's events; a held turn is given back if the backend fails.
 
-        A stop cuts the step short between two events, or while the backend is silent (`StopSignal.absorb`):
-        what it said so far stays, what it left open is ended, and `_CUT` tells the loop.
+        A stop cuts the step short between two events, or while the backend is silent (the stream raced against
+        the stop: `StopSignal.until_stopped`): what it said so far is sent and stays, what it left open is ended,
+        and `_CUT` tells the loop.
         """
         span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
         cut = False
         try:
-            async with aclosing(stream_step(self.config.backend, request, step)) as events:
-                try:
-                    self.streaming = True
-                    async for event in events:
-                        self.streaming = False
-                        yield event
-                        if self.stop.requested:
-                            cut = True
-                            break
-                        self.streaming = True
-                except asyncio.CancelledError:
-                    if not self.stop.absorb():
-                        raise
-                    cut = True
-                finally:
-                    self.streaming = False
+            stream = stream_step(self.config.backend, request, step)
+            async with aclosing(self.stop.until_stopped(stream, _CUT)) as events:
+                async for event in events:
+                    if event is _CUT:
+                        cut = True
+                        break
+                    yield event
             if cut:
-                self.stop.absorb()  # a backend that swallowed the cut's cancellation yielded on: it is withdrawn
                 for event in step.close_all():
                     yield event
-                yield _CUT
+                yield _CUT  # the loop's, never sent
         except Exception:
             await self._give_back()
             raise
@@ -706,12 +686,16 @@ class Run:
             history.append(message)
             yield result_event(message)
         self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
-        finished = await self._complete(RunFinishedCancelledOutcome(), history)
+        recorded = _CLIENT_LEFT if self.stop.reason == codes.RUN_INTERRUPTED else None
+        yield self._stop_event(await self._complete(RunFinishedCancelledOutcome(), history, recorded))
+
+    def _stop_event(self, finished: RunFinishedEvent) -> BaseEvent:
+        """How a stopped run ends: cancelled for a person's stop; a stop no person asked for says its code."""
         reason = self.stop.reason
         if reason is None:
-            yield finished
-        else:  # stopped by a limit, not a person: stored as cancelled, and said with its code
-            yield RunErrorEvent(message="The run was stopped at its deadline; what it did is stored.", code=reason)
+            return finished
+        said = _STOPPED_BY.get(reason, "The run was stopped; what it did is stored.")
+        return RunErrorEvent(message=said, code=reason)
 
     async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
         stored = replay.applied.outcome or {}
@@ -720,9 +704,14 @@ class Run:
             return
         yield self._finished_event(_outcome.validate_python(stored))
 
-    async def _complete(self, outcome: Outcome, history: list[Message]) -> RunFinishedEvent:
-        """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run."""
-        resumed = wire_json(outcome) if self.turn.resumed else None
+    async def _complete(
+        self, outcome: Outcome, history: list[Message], recorded: dict[str, Any] | None = None
+    ) -> RunFinishedEvent:
+        """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run.
+
+        A resumed run records `outcome` for replays of its resume, or `recorded` when given (a stop's own).
+        """
+        resumed = (recorded or wire_json(outcome)) if self.turn.resumed else None
         await self.handle.finish(history, self.input.run_id, resumed)
         self.phase = Phase.FINISHED
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
@@ -743,32 +732,21 @@ class Run:
         self.phase = Phase.FAILED
         await self._notify(TurnEventType.TURN_FAILED, code=exc.code)
 
-    def _leave(self) -> None:
-        """The client went away mid-run: a held turn is given back; a resume records it, once its answers are applied.
+    async def _leave(self) -> None:
+        """The run was cut before an ending (its adapter closing, its journal full): a held turn is given back.
 
-        Replaying that resume then says what happened, instead of waiting for an outcome that will never come.
+        A resume whose answers were applied records `RUN_INTERRUPTED`: replaying that resume then says what
+        happened, instead of waiting for an outcome that will never come.
+        Answers cut while they were applied record nothing: their claim was released or lapsed (`_settle_and_store`).
         """
         was, self.phase = self.phase, Phase.LEFT
-        if self.turn.held is not None:
-            self.config.background.keep(asyncio.ensure_future(self._give_back()))
-            return
-        if not self.turn.resumed or was.ended or was is Phase.GIVEN_BACK:
-            return
-        outcome = {
-            "type": "error",
-            "code": codes.RUN_INTERRUPTED,
-            "message": "The answers were applied, but the client left before the run finished. Send a new message.",
-        }
-
-        async def record_once_settled() -> None:
-            settling = self.settling
-            if settling is not None:
-                await asyncio.wait({settling})  # one writer at a time on this run's record
-                if settling.cancelled() or settling.exception() is not None:
-                    return  # the answers failed and the claim was released: nothing was applied to record
-            await self.handle.record_outcome(self.input.run_id, outcome)
-
-        self.config.background.keep(asyncio.ensure_future(record_once_settled()))
+        try:
+            if self.turn.held is not None:
+                await self._give_back()
+            elif self.turn.resumed and not was.ended and was not in (Phase.GIVEN_BACK, Phase.SETTLING):
+                await self.handle.record_outcome(self.input.run_id, _CLIENT_LEFT)
+        except Exception:  # the cut goes on: a replay past the claim lease records the outcome instead
+            log.warning("run %s could not record how it was cut", self.input.run_id, exc_info=True)
 
     async def _give_back(self) -> None:
         """Give the held turn back: the same interrupts wait, and the same or a corrected resume may come."""
@@ -792,6 +770,18 @@ class Run:
             thread_id=self.input.thread_id, run_id=self.input.run_id, outcome=outcome, usage=token_usage(self.usage)
         )
 
+
+_CLIENT_LEFT: Final = {
+    "type": "error",
+    "code": codes.RUN_INTERRUPTED,
+    "message": "The answers were applied, but the client left before the run finished. Send a new message.",
+}
+"""What a resume records when its run ended without its client (a replay of it ends so)."""
+_STOPPED_BY: Final = {
+    codes.RUN_DEADLINE: "The run was stopped at its deadline; what it did is stored.",
+    codes.RUN_INTERRUPTED: "The run was stopped when its client left; what it did is stored.",
+}
+"""The message of a stop no person asked for, by its code."""
 
 _CUT: Any = object()
 """What `Run._stream` yields last when a stop cut its step short: never an event, never sent."""

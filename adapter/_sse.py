@@ -3,8 +3,7 @@
 The response reads a `Listener` (`adapter._journal`): the run itself is driven by a task of its own,
 so the response only waits for what is ready, with a timeout that sends keep-alive comments, and never
 holds the run's work. Whatever ends the response (the terminal event, the client gone), it tells the
-listener, which lets the run go on or (`on_disconnect="stop"`) takes
-it along, as before journals.
+listener, which lets the run go on, or stops it (`on_disconnect="stop"`: at its next safe point).
 """
 
 from __future__ import annotations

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections import deque
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any, Final, TypeVar
 
 from adapter._tools import ToolResult
 
@@ -41,18 +42,16 @@ def stopped_during(name: str) -> ToolResult:
 class StopSignal:
     """Whether someone asked one run to stop; raised once, never lowered.
 
-    `on_request` lets the run's driver cut a silent model step short (`adapter._journal`): the signal itself
-    knows nothing of tasks.
+    The run reads it at its safe points. Where the run waits on what a stop may cut short (a silent model step,
+    a cancellable tool), the wait is raced against the request (`until_stopped`, `race`): a stop cancels only
+    the work it cuts, never the run's own task.
     """
 
     def __init__(self) -> None:
         self.requested = False
         self.reason: str | None = None
         """The code a run ends with instead of a cancelled `RUN_FINISHED`: a stop no one asked for (a deadline)."""
-        self.cutting = False
-        """The driver cancelled the run's wait on a silent backend stream, for this stop."""
-        self._event: asyncio.Event | None = None
-        self.on_request: Callable[[], None] | None = None
+        self._watchers: set[asyncio.Future[Any]] = set()
 
     def request(self, *, reason: str | None = None) -> None:
         """Ask the run to stop (idempotent: the first request's `reason` stands)."""
@@ -60,39 +59,142 @@ class StopSignal:
             return
         self.requested = True
         self.reason = reason
-        if self._event is not None:
-            self._event.set()
-        if self.on_request is not None:
-            self.on_request()
-
-    def absorb(self) -> bool:
-        """Whether a `CancelledError` is this stop cutting a silent model step short; if so, it is withdrawn."""
-        if not self.cutting:
-            return False
-        self.cutting = False
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        return True
+        for watcher in self._watchers:
+            if not watcher.done():
+                watcher.set_result(_STOPPED)
 
     async def race(self, work: Awaitable[T], stopped: Callable[[], T]) -> T:
         """`work`'s result, or `stopped()` once a stop cancelled it first (a cancellable tool)."""
-        if self._event is None:
-            self._event = asyncio.Event()
-            if self.requested:
-                self._event.set()
         task = asyncio.ensure_future(work)
-        waiter = asyncio.ensure_future(self._event.wait())
+        waiter = asyncio.get_running_loop().create_future()
         try:
-            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            with self._watching(waiter):
+                await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:
             task.cancel()  # the run itself is going away: the tool goes with it, as it would without a race
             raise
-        finally:
-            waiter.cancel()
         if task.done():
             return task.result()
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
         return task.result() if task.done() and not task.cancelled() else stopped()
+
+    async def until_stopped(self, stream: AsyncIterator[T], cut: T) -> AsyncGenerator[T, None]:
+        """`stream`'s items until a stop is requested: the stream is then cancelled where it waits, and `cut` ends.
+
+        The stream is read by a task of its own (`_Reader`), a few items ahead; what it read before the stop is
+        still given, so the consumer gets every item the stream made (and its collector took in). A stream that
+        ended before the stop ends without `cut`; its failure is raised after the items it made before it. However
+        the iteration ends, the stream is closed (cancelled first, if it still waits) before this returns.
+        """
+        reader = _Reader(stream)
+        try:
+            while True:
+                if self.requested:
+                    await reader.close()
+                    while reader.items:
+                        yield reader.items.popleft()
+                    if reader.end is not _DONE:
+                        yield cut
+                    return
+                if reader.items:
+                    yield reader.take()
+                    continue
+                if reader.end is not None:
+                    if reader.end is _DONE:
+                        return
+                    raise reader.end
+                waiter = asyncio.get_running_loop().create_future()
+                with self._watching(waiter):
+                    await reader.wait(waiter)
+        finally:
+            await reader.close()
+
+    @contextlib.contextmanager
+    def _watching(self, future: asyncio.Future[Any]) -> Iterator[None]:
+        """Resolve `future` with `_STOPPED` if a stop is requested while the block runs."""
+        if self.requested:
+            future.set_result(_STOPPED)
+        self._watchers.add(future)
+        try:
+            yield
+        finally:
+            self._watchers.discard(future)
+
+
+_STOPPED: Any = object()
+"""What a watched future holds when a stop came first."""
+_DONE: Any = object()
+"""What `_Reader.end` holds once its stream ended."""
+READ_AHEAD: Final = 64
+"""Items the reader of a stream may hold before the consumer takes them: a stream that makes its items at once is
+read in runs, not one task switch per item."""
+
+
+class _Reader:
+    """A stream read by a task of its own, up to `READ_AHEAD` items ahead: a stop cancels what that task waits on."""
+
+    def __init__(self, stream: AsyncIterator[Any]) -> None:
+        self._stream = stream
+        self.items: deque[Any] = deque()
+        """What the stream made and the consumer did not take yet."""
+        self.end: Any = None
+        """`_DONE` once the stream ended, the exception it raised, or None while it goes on."""
+        self._waiter: asyncio.Future[Any] | None = None
+        self._room: asyncio.Future[None] | None = None
+        self._closing = False
+        self._task: asyncio.Task[None] | None = asyncio.ensure_future(self._read())
+
+    def take(self) -> Any:
+        """The next item read; the reader may read on."""
+        item = self.items.popleft()
+        room = self._room
+        if room is not None and not room.done() and len(self.items) < READ_AHEAD:
+            room.set_result(None)
+        return item
+
+    async def wait(self, waiter: asyncio.Future[Any]) -> None:
+        """Return once an item is read, the stream ended, or something else resolved `waiter` (a stop)."""
+        if not waiter.done():
+            self._waiter = waiter
+            await waiter
+
+    async def _read(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            async for item in self._stream:
+                if self._closing:  # a stream that swallowed its cancellation: nobody takes its items
+                    return
+                self.items.append(item)
+                self._wake()
+                if len(self.items) >= READ_AHEAD:
+                    self._room = loop.create_future()
+                    await self._room
+            self.end = _DONE
+        except BaseException as exc:
+            if not self._closing:  # the stream's own failure (even a CancelledError it raised): the consumer's
+                self.end = exc
+        finally:
+            self._wake()
+            await _aclose(self._stream)
+
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def close(self) -> None:
+        """Cancel the reading task where it waits, and wait until the stream is closed."""
+        self._closing = True
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.wait({task})
+            await _aclose(self._stream)  # a task cancelled before it ran never closed it
+
+
+async def _aclose(stream: AsyncIterator[Any]) -> None:
+    aclose = getattr(stream, "aclose", None)
+    if aclose is not None:
+        await aclose()

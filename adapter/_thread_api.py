@@ -225,7 +225,7 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     history += [
         tool_message(call.tool_call_id, cancelled(call.tool_name or "the agent's call"))
         for call in turn.pending
-        if call.kind == "backend" and call.tool_call_id is not None
+        if call.kind.forwarded and call.tool_call_id is not None
     ]
     await handle.close_turn(history, settled.moved)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)

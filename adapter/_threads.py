@@ -155,7 +155,7 @@ async def delete_thread(config: EngineConfig, thread_id: str, principal: str | N
         return False
     deleted = await config.store.delete_thread(thread_id, incarnation=stored.head.incarnation)
     for live in config.journals.of_thread(thread_id, stored.head.incarnation):
-        live.stop.request()
+        live.halt()
     config.parsed.forget(thread_id)
     return deleted
 

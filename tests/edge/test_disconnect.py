@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import pytest
 from agui import FRONTEND_TOOLS, resolved, run_input
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve
 
 
-async def test_an_approved_tool_finishes_and_is_recorded_when_the_client_leaves(
-    serve: Serve, make_adapter: MakeAdapter, kit: Kit
+@pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
+async def test_an_approved_tool_finishes_and_is_recorded_once_when_the_client_leaves(
+    serve: Serve, make_adapter: MakeAdapter, kit: Kit, on_disconnect: Any
 ) -> None:
-    served = await serve(make_adapter(on_disconnect="stop"))  # the run ends with its client (the default goes on)
+    """The run's driver applies the answers either way; with "stop" the run then stops, and its resume says so."""
+    served = await serve(make_adapter(on_disconnect=on_disconnect))
     thread = served.client.thread(tools=FRONTEND_TOOLS)
     (interrupt,) = (await thread.say("email ceo@x.io")).interrupts
     kit.delay = 0.5
@@ -38,12 +41,17 @@ async def test_an_approved_tool_finishes_and_is_recorded_when_the_client_leaves(
 
     for _ in range(100):
         replay = await thread.resume(entry, clean=False)
-        if replay.error.get("code") != "RESUME_CONFLICT":
+        if "RUN_ERROR" not in replay.types or replay.error.get("code") != "RESUME_CONFLICT":
             break
         await asyncio.sleep(0.05)
-    assert replay.types == ["RUN_STARTED", "RUN_ERROR"]
-    assert replay.error["code"] == "RUN_INTERRUPTED"
+    if on_disconnect == "stop":
+        assert replay.types == ["RUN_STARTED", "RUN_ERROR"]
+        assert replay.error["code"] == "RUN_INTERRUPTED"
+    else:  # the run went on to its end: the replay ends as it did
+        assert replay.types == ["RUN_STARTED", "RUN_FINISHED"]
     assert kit.count("send_email") == 1
+    stored = (await served.client.get(f"/threads/{thread.id}")).json()
+    assert [m.get("content") for m in stored["messages"] if m["role"] == "tool"] == ["sent to ceo@x.io"]
 
     thread.messages = stored["messages"]
     after = await thread.say("hello")

@@ -27,9 +27,14 @@ if TYPE_CHECKING:
 WORDS, HOLD = 12, 6
 
 
-async def stored_roles(served: Served, thread_id: str) -> list[str]:
+async def stored_messages(served: Served, thread_id: str) -> list[dict[str, Any]]:
     body = (await served.http.get(f"{served.url}/threads/{thread_id}")).json()
-    return [message["role"] for message in body["messages"]]
+    messages: list[dict[str, Any]] = body["messages"]
+    return messages
+
+
+async def stored_roles(served: Served, thread_id: str) -> list[str]:
+    return [message["role"] for message in await stored_messages(served, thread_id)]
 
 
 @pytest.mark.parametrize("on_disconnect", ["continue", "stop"])
@@ -46,15 +51,15 @@ async def test_a_run_goes_on_when_its_client_leaves_unless_told_to_stop_with_it(
     )
 
     ended = rest[-1].event
+    said = "".join(s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT")
     if on_disconnect == "continue":
         assert ended["type"] == "RUN_FINISHED"
-        assert "".join(s.event["delta"] for s in seen + rest if s.event["type"] == "TEXT_MESSAGE_CONTENT") == answer(
-            WORDS
-        )
-        assert await stored_roles(served, thread_id) == ["user", "assistant"]
-    else:  # as before journals: the run is left (LEFT), nothing of its answer is stored, and the journal says so
+        assert said == answer(WORDS)
+    else:  # stopped at its next safe point: what it said is stored, and the journal says why it ended
         assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
-        assert await stored_roles(served, thread_id) == []
+        assert answer(HOLD).startswith(said)
+    assert await stored_roles(served, thread_id) == ["user", "assistant"]
+    assert (await stored_messages(served, thread_id))[-1]["content"] == said
     assert status == 200
     assert [s.id for s in seen + rest] == list(range(1, len(seen + rest) + 1))
 
@@ -72,6 +77,35 @@ async def test_a_python_caller_that_leaves_early_leaves_the_run_going_unless_tol
 
     assert first.type == "RUN_STARTED"
     assert types[-1] == ("RUN_FINISHED" if on_disconnect == "continue" else "RUN_ERROR")
+    await adapter.aclose()
+
+
+async def test_with_stop_a_run_goes_on_while_someone_reads_it_and_stops_once_its_last_reader_left() -> None:
+    held = Held()
+    adapter = Adapter(held, on_disconnect="stop")
+    started = await adapter.start(RunAgentInput.model_validate(body_of("t1", "r1", f"hold {WORDS} {HOLD}")))
+    await anext(started)
+    follower = await adapter.run_events("t1", "r1")
+    assert follower is not None
+    await anext(follower)
+
+    await started.aclose()  # the client that started it leaves: the follower still reads
+    held.release("t1")
+    kept = [json.loads(event.json)["type"] async for event in follower]
+
+    assert kept[-1] == "RUN_FINISHED"
+    again = await adapter.start(RunAgentInput.model_validate(body_of("t2", "r2", f"hold {WORDS} {HOLD}")))
+    await anext(again)
+    follower = await adapter.run_events("t2", "r2")
+    assert follower is not None
+    await anext(follower)
+    await again.aclose()
+    await follower.aclose()  # type: ignore[attr-defined]  # the last reader leaves: the run is stopped
+    held.release("t2")
+    journal = await adapter.run_events("t2", "r2")
+    assert journal is not None
+    ended = [json.loads(event.json) async for event in journal][-1]
+    assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
     await adapter.aclose()
 
 

@@ -4,6 +4,7 @@ cancelled), every call left open is answered once, and no tool runs after the st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -20,7 +21,8 @@ from hypothesis import strategies as st
 from sessions_kit import BOUND, PAIRS, FrameReader, Held, Sent, answer, body_of, frames_of, reattach
 
 from adapter import Adapter, ToolContext, tool
-from adapter.backends import Call, Rule, ScriptedBackend
+from adapter._stop import READ_AHEAD, StopSignal  # private on purpose: the race a stop runs against a stream
+from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore, TurnStore
 
 if TYPE_CHECKING:
@@ -43,7 +45,7 @@ class Tools:
     def note(self, name: str, ctx: ToolContext) -> None:
         assert self.adapter is not None
         live = self.adapter.config.journals.live(ctx.thread_id, ctx.run_id)
-        if live is not None and live.stop.requested:
+        if live is not None and live.stop is not None and live.stop.requested:
             self.after_stop.append(name)
         self.started.append(name)
 
@@ -271,6 +273,90 @@ async def test_a_resume_stopped_before_it_applies_its_answers_applies_none() -> 
     assert resumed[-1].type == "RUN_FINISHED"
     assert "gated" in tools.started
     await adapter.aclose()
+
+
+class Silent:
+    """Says two words, then waits for ever; records whether that wait was cancelled and the stream closed."""
+
+    def __init__(self) -> None:
+        self.waiting = asyncio.Event()
+        self.cancelled = False
+        self.closed = False
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        try:
+            yield TextDelta("one ")
+            yield TextDelta("two ")
+            self.waiting.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                self.cancelled = True
+                raise
+            yield TextDelta("never")
+        finally:
+            self.closed = True
+
+
+async def test_a_stop_while_the_model_is_silent_cuts_its_stream_where_it_waits_and_stores_what_it_said() -> None:
+    backend = Silent()
+    adapter = Adapter(backend)
+    events = await adapter.start(_input(body_of("t1", "r1", "talk")))
+    await backend.waiting.wait()
+    asked = await adapter.stop_run("t1", "r1")
+    seen = [event async for event in events]
+
+    assert asked is True
+    assert backend.cancelled
+    assert backend.closed
+    said = "".join(getattr(event, "delta", "") for event in seen if event.type == "TEXT_MESSAGE_CONTENT")
+    assert said == "one two "
+    assert [event.type for event in seen][-2:] == ["TEXT_MESSAGE_END", "RUN_FINISHED"]
+    finished = seen[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.outcome is not None
+    assert finished.outcome.type == "cancelled"
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    assert [(m["role"], m.get("content")) for m in thread["messages"]][-1] == ("assistant", said)
+    await adapter.aclose()
+
+
+async def test_a_stream_read_ahead_gives_every_item_in_order_and_its_failure_after_them() -> None:
+    async def items(count: int, then: Exception | None = None) -> AsyncIterator[int]:
+        for index in range(count):
+            yield index
+        if then is not None:
+            raise then
+
+    whole = [item async for item in StopSignal().until_stopped(items(3 * READ_AHEAD), -1)]
+    got: list[int] = []
+    with pytest.raises(ValueError, match="broke"):
+        async for item in StopSignal().until_stopped(items(5, ValueError("broke")), -1):
+            got.append(item)
+
+    assert whole == list(range(3 * READ_AHEAD))
+    assert got == list(range(5))
+
+
+async def test_a_stop_gives_what_was_read_then_the_cut_even_from_a_stream_that_swallows_its_cancellation() -> None:
+    signal, waiting = StopSignal(), asyncio.Event()
+
+    async def stubborn() -> AsyncIterator[str]:
+        yield "said"
+        waiting.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.Event().wait()
+        yield "after the cut"
+
+    got: list[str] = []
+    async for item in signal.until_stopped(stubborn(), "cut"):
+        got.append(item)
+        if item == "said":
+            await waiting.wait()
+            signal.request()
+
+    assert got == ["said", "cut"]
 
 
 def _input(body: dict[str, Any]) -> RunAgentInput:
