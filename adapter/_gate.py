@@ -19,9 +19,9 @@ from adapter._conversation import of_kind
 from adapter._errors import ResumeError
 from adapter._limits import MAX_REASON_CHARS, loads
 from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint, lapsed_outcome
-from adapter._tools import issues_text
+from adapter._tools import avalidate, issues_text
 from adapter._types import JSON, wire_json
-from schema_tools import SchemaPolicyError, avalidate
+from schema_tools import SchemaPolicyError
 
 log = logging.getLogger("adapter.gate")
 

@@ -32,6 +32,7 @@ from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded
 from adapter._state import ToolState
 from adapter._types import JSON
 from schema_tools import (
+    DEFAULT_POLICY,
     STRICT_TOOL_POLICY,
     CallableSignature,
     PolicyViolation,
@@ -39,8 +40,6 @@ from schema_tools import (
     SchemaPolicy,
     SchemaPolicyError,
     SchemaValidationError,
-    avalidate,
-    check_schema,
 )
 
 log = logging.getLogger("adapter.tools")
@@ -450,6 +449,23 @@ class SchemaCache:
             self._found[key] = found
             while self._bytes > self._max_bytes or len(self._found) > self._entries:
                 self._bytes -= _cost(self._found.popitem(last=False)[1])
+
+
+def check_schema(schema: object, *, policy: SchemaPolicy = DEFAULT_POLICY) -> None:
+    """`schema_tools.check_schema`, imported on the first check.
+
+    So `jsonschema` and `re2` stay out of a process that never checks a schema (issue 43's memory).
+    """
+    from schema_tools import check_schema as check
+
+    check(schema, policy=policy)
+
+
+async def avalidate(instance: Any, schema: Mapping[str, Any]) -> list[SchemaIssue]:
+    """`schema_tools.avalidate`, imported on the first validation, as `check_schema` is."""
+    from schema_tools import avalidate as validate
+
+    return await validate(instance, schema)
 
 
 def _check(schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
