@@ -13,7 +13,21 @@ from typing import Any
 
 import ag_ui.core
 import pytest
-from ag_ui.core import BaseEvent, CustomEvent, RunErrorEvent, TextMessageContentEvent, ToolCallStartEvent
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    FunctionCall,
+    Interrupt,
+    MessagesSnapshotEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    TextMessageContentEvent,
+    ToolCall,
+    ToolCallStartEvent,
+    UserMessage,
+)
 from hypothesis import example, given
 from hypothesis import strategies as st
 from protocol_models import instances
@@ -52,6 +66,23 @@ def test_the_sdk_exports_the_event_classes_this_checks() -> None:
 @given(st.sampled_from(EVENT_CLASSES).flatmap(instances))
 @example(CustomEvent(name="a required null", value=None))
 @example(RunErrorEvent(message="an optional field left out"))
+@example(
+    RunFinishedEvent(
+        thread_id="t",
+        run_id="r",
+        outcome=RunFinishedInterruptOutcome(
+            interrupts=[Interrupt(id="i", reason="tool_call", metadata={"n": 1, "x": 0.1, "none": None, "l": [1e16]})]
+        ),
+    )
+)
+@example(
+    MessagesSnapshotEvent(
+        messages=[
+            UserMessage(id="u", content="go"),
+            AssistantMessage(id="a", tool_calls=[ToolCall(id="c", function=FunctionCall(name="n", arguments="{}"))]),
+        ]
+    )
+)
 def test_any_event_of_the_sdk_is_the_text_pydantic_gives(event: BaseEvent) -> None:
     same_text_or_same_error(event)
 
