@@ -31,6 +31,7 @@ from adapter import _errors as codes
 from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
 from adapter._state import ToolState
 from adapter._types import JSON
+from adapter._wire import model_json
 from schema_tools import (
     DEFAULT_POLICY,
     STRICT_TOOL_POLICY,
@@ -494,8 +495,8 @@ class ClientToolLimits:
             message = f"The input declares {len(client_tools)} tools; at most {self.max_tools} are accepted."
             raise LimitExceeded(message, code=codes.TOO_MANY_TOOLS)
         size = 0
-        for declared in client_tools:  # serialised by pydantic-core: a megabyte takes milliseconds
-            size += len(declared.model_dump_json(by_alias=True))
+        for declared in client_tools:  # serialised from the SDK's field plan: a megabyte takes milliseconds
+            size += len(model_json(declared))
             if size > self.max_bytes:
                 message = f"The input's tool declarations exceed {self.max_bytes} bytes of JSON."
                 raise LimitExceeded(message, code=codes.TOOLS_TOO_LARGE)

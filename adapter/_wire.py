@@ -9,12 +9,14 @@ calls) are built from their own classes' plans alike, and plain JSON data (ints,
 serializer, which is pydantic's for an untyped value: a round trip's `RUN_FINISHED`s and `MESSAGES_SNAPSHOT` cost
 15 to 35 µs each through pydantic. Anything else (a float, an enum of another kind, an extra field, a class from
 outside the SDK, a string the UTF-8 codec refuses) goes through pydantic, so the text, and the error where there
-is one, never differ; tests/protocol/test_wire_json.py holds the two equal over every event class of the SDK.
+is one, never differ; tests/protocol/test_wire_json.py holds the two equal over every event class of the SDK and
+its tool declarations (`model_json`, which `adapter._tools` measures a client's declarations with).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import Enum
 from json.encoder import encode_basestring
 from typing import Final
@@ -35,14 +37,18 @@ _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 """What pydantic refuses to encode as UTF-8: such text takes pydantic's path, and its error."""
 
 
-def event_json(event: BaseEvent) -> str:
-    """`event.model_dump_json(by_alias=True)`, built directly where the field plans of the SDK's classes tell it.
+def model_json(model: BaseModel) -> str:
+    """`model.model_dump_json(by_alias=True)`, built directly where the field plans of the SDK's classes tell it.
 
     That is when every field holds a string, nothing, one of the SDK's own models (an outcome, a snapshot's
-    messages), a list of those, or plain JSON data.
+    messages), a list of those, or plain JSON data: an event, and also a client's tool declaration.
     """
-    text = _model_json(event)
-    return event.model_dump_json(by_alias=True) if text is None or _SURROGATE.search(text) else text
+    text = _model_json(model)
+    return model.model_dump_json(by_alias=True) if text is None or _SURROGATE.search(text) else text
+
+
+event_json: Final[Callable[[BaseEvent], str]] = model_json
+"""An event's wire JSON: `model_json`, by the name the journal and the SSE writer use."""
 
 
 def _model_json(model: BaseModel) -> str | None:

@@ -3,7 +3,8 @@
 `adapter._wire.event_json` builds the JSON of events whose fields hold strings directly, and hands the rest to
 `model_dump_json(by_alias=True)`. The property: for any event of any class the SDK exports, with any values its
 models accept (strings with control characters, non-ASCII and lone surrogates, extra fields, nulls where a
-field takes one), the two give the same text, or raise the same error.
+field takes one), the two give the same text, or raise the same error. The same holds of a client's tool
+declaration (`model_json`, the same function by its general name).
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from ag_ui.core import (
     ToolCallStartEvent,
     UserMessage,
 )
+from ag_ui.core import Tool as ToolDeclaration
 from hypothesis import example, given
 from hypothesis import strategies as st
 from protocol_models import instances
 from pydantic import field_serializer
 
 # Private on purpose: the fast path is an internal of the journal's encoding, checked against pydantic here.
-from adapter._wire import event_json
+from adapter._wire import event_json, model_json
 
 EVENT_CLASSES = sorted(
     (
@@ -48,14 +50,14 @@ ANY_TEXT = st.text(max_size=12)
 """Any `str`, lone surrogates included: pydantic accepts them in a model and refuses them in UTF-8."""
 
 
-def same_text_or_same_error(event: BaseEvent) -> None:
+def same_text_or_same_error(event: Any) -> None:
     try:
         expected = event.model_dump_json(by_alias=True)
     except Exception as error:
         with pytest.raises(type(error)):
-            event_json(event)
+            model_json(event)
         return
-    assert event_json(event) == expected
+    assert model_json(event) == expected
 
 
 def test_the_sdk_exports_the_event_classes_this_checks() -> None:
@@ -85,6 +87,12 @@ def test_the_sdk_exports_the_event_classes_this_checks() -> None:
 )
 def test_any_event_of_the_sdk_is_the_text_pydantic_gives(event: BaseEvent) -> None:
     same_text_or_same_error(event)
+
+
+@given(instances(ToolDeclaration))
+@example(ToolDeclaration(name="go", description="", parameters={"type": "object", "x": [1, 0.5, None, {"y": True}]}))
+def test_any_tool_declaration_is_the_text_pydantic_gives(declared: ToolDeclaration) -> None:
+    same_text_or_same_error(declared)
 
 
 @given(st.sampled_from(EVENT_CLASSES).flatmap(instances), st.dictionaries(st.sampled_from(["x", "zeta"]), ANY_TEXT))
