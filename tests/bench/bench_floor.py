@@ -260,14 +260,14 @@ def floors(tmp: str, events: Path) -> list[Callable[[], Server]]:
     return [journal, functools.partial(Server, "baseline", "--events", str(events), name=BARE)]
 
 
-def checkout(before: str, tmp: str) -> Path:
-    """`--before`'s adapter: a directory as it is, or a commit of this repository exported into `tmp`."""
-    if Path(before).is_dir():
-        return Path(before)
-    target = Path(tmp, "before")
+def checkout(source: str, tmp: str, name: str = "before") -> Path:
+    """An adapter to measure: a directory as it is, or a commit of this repository exported into `tmp`/`name`."""
+    if Path(source).is_dir():
+        return Path(source)
+    target = Path(tmp, name)
     target.mkdir()
     archive = subprocess.run(
-        ["git", "-C", str(SOURCE), "archive", before, "adapter", "schema_tools"], check=True, capture_output=True
+        ["git", "-C", str(SOURCE), "archive", source, "adapter", "schema_tools"], check=True, capture_output=True
     )
     subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
     return target
