@@ -82,8 +82,13 @@ def _value_json(value: object) -> str | None:
     if isinstance(value, BaseModel):
         return _model_json(value)
     if type(value) is list:
-        items = [encode_basestring(item) if type(item) is str else _value_json(item) for item in value]
-        return None if None in items else "[" + ",".join(items) + "]"  # type: ignore[arg-type]
+        items: list[str] = []
+        for item in value:
+            text = encode_basestring(item) if type(item) is str else _value_json(item)
+            if text is None:
+                return None
+            items.append(text)
+        return "[" + ",".join(items) + "]"
     if type(value) in _PLAIN:
         try:
             return to_json(value).decode()  # pydantic-core's own serializer, as pydantic's for an untyped value
