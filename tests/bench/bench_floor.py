@@ -66,7 +66,7 @@ from bench_growth import Bench, _body, _resume_body, fixed, slope, trip
 ROWS = ("stream", "fixed", "trip", "resume", "rss")
 GOALS = {"stream": 0.5, "fixed": 1.0, "trip": 1.3, "resume": 1.5, "new": 2.0, "rss": 1.2}
 """Issue 43's goals: the adapter's figure over its floor's, at most."""
-JOURNAL, BARE = "journal", "floor"
+JOURNAL, BARE = "journal", "bare"
 """The floors' names: the durable-journal floor and the bare one."""
 
 
