@@ -18,10 +18,9 @@ from adapter._limits import loads
 from adapter._record import Grant
 from adapter._state import Kept, Operation, ToolState
 from adapter._stop import StopSignal, stopped_before, stopped_during
-from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
+from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset, avalidate
 from adapter._types import JSON
 from adapter.backends._seam import ToolCall
-from schema_tools import avalidate
 
 TOOL_LIMIT = "tool_limit"
 

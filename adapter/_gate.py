@@ -27,9 +27,9 @@ from adapter._record import (
     answer_fingerprint,
     lapsed_outcome,
 )
-from adapter._tools import issues_text
+from adapter._tools import avalidate, issues_text
 from adapter._types import JSON, wire_json
-from schema_tools import SchemaPolicyError, avalidate
+from schema_tools import SchemaPolicyError
 
 if TYPE_CHECKING:
     from adapter._record_handle import RecordHandle

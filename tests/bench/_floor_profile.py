@@ -23,6 +23,7 @@ import asyncio
 import cProfile
 import functools
 import gc
+import importlib
 import inspect
 import json
 import os
@@ -151,7 +152,7 @@ def instrument(store: SQLiteStore) -> None:
     calls.wrap(Access, "allows", "Access.allows", access)
     calls.wrap(EngineConfig, "tool_schemas", "EngineConfig.tool_schemas", (str(Path(ADAPTER, "_config.py")),))
     calls.wrap(ParsedThreads, "prefix", "ParsedThreads.prefix", (str(Path(ADAPTER, "_parsed.py")),))
-    validate = sys.modules["schema_tools._validate"]
+    validate = importlib.import_module("schema_tools._validate")  # imported on first use: here, before it is
     calls.wrap(validate, "validate", "schema_tools validate", (SCHEMA_TOOLS,))
     calls.wrap(validate, "canonical_json", "schema_tools canonical_json", (SCHEMA_TOOLS,))
 
@@ -593,7 +594,7 @@ async def pieces(directory: str, turns: int) -> None:
     for _ in range(n * 10):
         schema_tools.validate({"order": "o2"}, schema)
     print(f"  schema_tools.validate (one string property)  {(time.process_time() - started) / (n * 10) * 1e6:>8.2f}")
-    canonical = sys.modules["schema_tools._validate"].canonical_json
+    canonical = importlib.import_module("schema_tools._validate").canonical_json
     started = time.process_time()
     for _ in range(n * 10):
         canonical(schema)

@@ -1,9 +1,11 @@
-"""The two servers the benchmark compares, each run in its own process: `python _server.py KIND ...`.
+"""The servers the benchmarks compare, each run in its own process: `python _server.py KIND ...`.
 
 - `adapter`: the adapter under test, mounted at /agui, on a ScriptedBackend and a SQLiteStore.
 - `baseline`: a bare Starlette endpoint at /agui/ that parses the `RunAgentInput`, then replays the
   adapter's own captured event lists through `ag_ui.encoder.EventEncoder` in a `StreamingResponse`.
   Each event object is built per request from its captured JSON, as a real endpoint builds its events.
+- `journal`: the durable-journal floor, the baseline plus the least store work the adapter's guarantees need, on
+  SQLite (`_journal_floor.py`).
 
 Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU seconds
 (`time.process_time()`, every thread), `GET /__rss` its peak resident set in kB (VmHWM),
@@ -105,6 +107,13 @@ def _without_journals(store: Any) -> Any:
     return store
 
 
+def _kind_of(request: Request, run_input: RunAgentInput) -> str:
+    """The captured event list a floor replays for this request."""
+    return request.headers.get(KIND_HEADER) or (
+        "resume" if run_input.resume else "interrupt" if run_input.tools else "stream"
+    )
+
+
 def baseline_app(events_path: str) -> Starlette:
     captured: dict[str, list[dict[str, Any]]] = json.loads(Path(events_path).read_text())
     encoder = EventEncoder()
@@ -115,14 +124,19 @@ def baseline_app(events_path: str) -> Starlette:
 
     async def run(request: Request) -> Response:
         run_input = RunAgentInput.model_validate_json(await request.body())
-        kind = request.headers.get(KIND_HEADER) or (
-            "resume" if run_input.resume else "interrupt" if run_input.tools else "stream"
-        )
+        kind = _kind_of(request, run_input)
         headers = {"cache-control": "no-store", "x-accel-buffering": "no"}
         return StreamingResponse(replay(captured[kind]), media_type=encoder.get_content_type(), headers=headers)
 
     inner = Starlette(routes=[Route("/", run, methods=["POST"])])
     return _with_bench_routes(Mount(MOUNT, app=inner))
+
+
+def journal_app(db_path: str, events_path: str) -> Starlette:
+    from _journal_floor import journal_floor_app
+
+    inner, close = journal_floor_app(db_path, events_path, _kind_of)
+    return _with_bench_routes(Mount(MOUNT, app=inner), on_shutdown=close)
 
 
 def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
@@ -167,13 +181,18 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve one side of the adapter benchmark.")
-    parser.add_argument("kind", choices=["adapter", "baseline"])
-    parser.add_argument("--db", help="SQLite file or postgresql:// URL (adapter); a MemoryStore without it")
-    parser.add_argument("--events", help="captured event lists, JSON (baseline)")
+    parser.add_argument("kind", choices=["adapter", "baseline", "journal"])
+    parser.add_argument("--db", help="SQLite file or postgresql:// URL (adapter, journal); a MemoryStore without it")
+    parser.add_argument("--events", help="captured event lists, JSON (baseline, journal)")
     parser.add_argument("--profile-out", default="server.pstats")
     parser.add_argument("--no-journal", action="store_true", help="the adapter keeps no run journal (adapter)")
     args = parser.parse_args(argv)
-    app = adapter_app(args.db, journal=not args.no_journal) if args.kind == "adapter" else baseline_app(args.events)
+    if args.kind == "adapter":
+        app = adapter_app(args.db, journal=not args.no_journal)
+    elif args.kind == "journal":
+        app = journal_app(args.db, args.events)
+    else:
+        app = baseline_app(args.events)
     app.state.profile_out = args.profile_out
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY only on sockets whose proto says TCP, and without
     # it a response written in two parts waits out the client's delayed ACK (40 ms) on a kept-alive connection.

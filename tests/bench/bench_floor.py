@@ -1,28 +1,41 @@
-"""Issue 32's per-run-cost rows, each against the floor, in one run.
+"""Issue 43's rows, each against its floor, in one run: the durable-journal floor and the bare one.
 
     python tests/bench/bench_floor.py [--reps 7] [--sizes 0,100,1000] [--long 10000] [--only ROWS] [--check]
-                                      [--before DIR]
+                                      [--before COMMIT_OR_DIR]
     python tests/bench/bench_floor.py --profile [--runs 100] [--turns 1000]
 
 The servers run under uvicorn in processes of their own (`_server.py`), the adapter on a SQLiteStore in a temp
-dir; the client is httpx in this process. The floor is `_server.py`'s baseline: a bare Starlette app that parses
-the `RunAgentInput` with `model_validate_json` and sends the events the adapter sent for the same request
-(captured first) through `ag_ui.encoder.EventEncoder`, with no guarantees: nothing stored, no journal, no policy.
-Every row is a ratio of two medians taken in this run, the two sides alternating, after a warm-up (the capture).
-Rows, and the goals of issue 32:
+dir; the client is httpx in this process. Two floors replay the events the adapter sent for the same request
+(captured first) through `ag_ui.encoder.EventEncoder`, after parsing the `RunAgentInput` with `model_validate_json`:
 
-- stream: one run of 2,000 text deltas; server CPU per 1,000 events (goal <= 0.7x).
-- fixed: 100 concurrent runs of 50 deltas each, new threads; server CPU per run (goal <= 1.1x).
-- round trip: a frontend tool's call, interrupt, resume entry, answer, on SQLite; server CPU (goal <= 1.3x).
+- the bare floor (`_server.py`'s baseline): nothing more. It stores nothing, so a goal against it would ask for
+  durability for free; it is the floor of the rows that measure no store work (streaming, a prior turn, memory).
+- the durable-journal floor (`_journal_floor.py`): the same, plus the least store work a server with this
+  adapter's guarantees must do, on SQLite the way `SQLiteStore` does it (2 hops for a short run, 4 for a
+  frontend-tool round trip). It does not load before a run, claim before a side effect, ask a policy or validate
+  schemas: that is the adapter's own work, which the ratios against it measure.
+
+Every row is a ratio of two medians taken in this run, the sides alternating, after a warm-up (the capture). Rows,
+and the goals of issue 43:
+
+- stream: one run of 2,000 text deltas; server CPU per 1,000 events, against the bare floor (goal <= 0.5x).
+- fixed: 100 concurrent runs of 50 deltas each, new threads; server CPU per run, against the durable-journal floor
+  (goal <= 1.0x).
+- trip: a frontend tool's call, interrupt, resume entry, answer, on SQLite; server CPU, against the durable-journal
+  floor (goal <= 1.3x).
 - resume: the resume of that interrupt, the client resending a history of N prior turns; server CPU per prior turn,
-  least squares over `--sizes` (goal <= 2x). With `--long N`, the same slope again with N added: the sizes
-  `bench_growth.py` fits by default, which give a lower ratio (docs/benchmarks.md says why).
-- rss: a fresh process of each serves the fixed workload once; peak RSS (VmHWM), median of three (goal <= 1.2x).
+  least squares over `--sizes`, against the bare (stateless) floor (goal <= 1.5x). With `--long N`, the same slope
+  again with N added, for information.
+- new: the new run before that resume, which sends the whole history; CPU per prior turn against the bare floor
+  (goal <= 2x).
+- rss: a fresh process of each serves the fixed workload once; peak RSS (VmHWM), median of three, against the bare
+  floor (goal <= 1.2x); the durable-journal floor's own ratio is printed beside it.
 
-Each row also prints the spread of the ratios of the pairs (each adapter sample over the floor's beside it:
-25th to 75th percentile) and the 1-minute load average when the row started. With `--before DIR` (a checkout
-of another version: `git archive HEAD adapter schema_tools | tar -x -C DIR`) a second adapter, imported from DIR,
-is measured in the same run against the same floor, so that before and after meet the same load.
+The fixed and trip rows print the ratio against the bare floor too, for information. Each row also prints the
+spread of the ratios of the pairs (each adapter sample over its floor's sample beside it: 25th to 75th percentile)
+and the 1-minute load average when the row started. With `--before COMMIT_OR_DIR` a second adapter is measured in
+the same run against the same floors, so that before and after meet the same load: a directory is a checkout of
+another version, anything else a commit of this repository, exported with `git archive` to a temp dir.
 
 `--profile` measures nothing over HTTP: it runs the adapter in this process under cProfile (`_floor_profile.py`)
 and counts what each run calls.
@@ -36,6 +49,7 @@ import functools
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -50,60 +64,78 @@ from bench_adapter import round_trip, stream_run
 from bench_growth import Bench, _body, _resume_body, fixed, slope, trip
 
 ROWS = ("stream", "fixed", "trip", "resume", "rss")
-GOALS = {"stream": 0.7, "fixed": 1.1, "trip": 1.3, "resume": 2.0, "rss": 1.2}
-"""Issue 32's goals: the adapter's figure over the floor's, at most."""
+GOALS = {"stream": 0.5, "fixed": 1.0, "trip": 1.3, "resume": 1.5, "new": 2.0, "rss": 1.2}
+"""Issue 43's goals: the adapter's figure over its floor's, at most."""
+JOURNAL, BARE = "journal", "bare"
+"""The floors' names: the durable-journal floor and the bare one."""
 
 
 @dataclass
 class Figure:
-    """One row: each side's median, the spread of each adapter's ratios over the floor's sample beside it, the load.
+    """One row: each side's median by name, each adapter's ratios over its floor's sample beside it, the load.
 
-    The sides are in bench order: the adapter, the `--before` adapter if any, then the floor.
+    `adapters` are in bench order (this checkout's, then `--before`'s); `floor` is the side the goal is against.
     """
 
     label: str
-    medians: list[float]
-    pairs: list[list[float]]
+    adapters: list[str]
+    medians: dict[str, float]
+    pairs: dict[str, list[float]]
+    floor: str
     load: float
     goal: float | None = None
 
-    def ratio(self, side: int = 0) -> float:
-        return self.medians[side] / self.medians[-1]
+    def ratio(self, side: str, floor: str | None = None) -> float:
+        return self.medians[side] / self.medians[floor or self.floor]
 
     @property
     def met(self) -> bool | None:
-        return None if self.goal is None else self.ratio() <= self.goal
+        return None if self.goal is None else self.ratio(self.adapters[0]) <= self.goal
 
     def line(self) -> str:
-        line = f"{self.label:<52}"
-        for side, pairs in enumerate(self.pairs):
+        line = f"{self.label:<56}"
+        for side in self.adapters:
+            pairs = self.pairs[side]
             quartiles = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else [self.ratio(side)] * 3
             spread = f"{quartiles[0]:.2f}-{quartiles[2]:.2f}"
             line += f" {self.medians[side]:>9.2f} {self.ratio(side):>6.2f}x {spread:>11}"
+        for floor in (JOURNAL, BARE):
+            line += f" {self.medians[floor]:>9.2f}" if floor in self.medians else f" {'-':>9}"
         verdict = "(info)" if self.goal is None else f"<= {self.goal:.1f}x {'met' if self.met else 'MISSED'}"
-        return f"{line} {self.medians[-1]:>9.2f}  {self.load:>5.2f}  {verdict}"
+        return f"{line}  {self.floor:>7}  {self.load:>5.2f}  {verdict}{self.aside()}"
+
+    def aside(self) -> str:
+        """The ratios against the bare floor of a row whose goal is against the durable-journal one, or the
+        durable-journal floor's own against the bare one."""
+        if BARE not in self.medians or JOURNAL not in self.medians:
+            return ""
+        if self.floor == BARE:
+            return f"  (journal floor: {self.ratio(JOURNAL):.2f}x)"
+        return f"  (vs bare: {', '.join(f'{self.ratio(side, BARE):.2f}x' for side in self.adapters)})"
 
 
-def table(names: list[str], figures: list[Figure]) -> str:
-    head = f"{'row':<52}" + "".join(f" {name:>9} {'ratio':>7} {'pairs p25-75':>11}" for name in names[:-1])
-    head += f" {names[-1]:>9}  {'load':>5}  goal"
+def table(adapters: list[str], figures: list[Figure]) -> str:
+    head = f"{'row':<56}" + "".join(f" {name:>9} {'ratio':>7} {'pairs p25-75':>11}" for name in adapters)
+    head += f" {JOURNAL:>9} {BARE:>9}  {'vs':>7}  {'load':>5}  goal"
     return "\n".join([head, "-" * (len(head) + 16), *(figure.line() for figure in figures)])
 
 
-async def alternate(benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int) -> list[list[Any]]:
-    """`work` on each side in turn, `reps` times: the samples of each side, in bench order."""
-    samples: list[list[Any]] = [[] for _ in benches]
+async def alternate(benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int) -> dict[str, list[Any]]:
+    """`work` on each side in turn, `reps` times: the samples of each side, by name."""
+    samples: dict[str, list[Any]] = {bench.server.name: [] for bench in benches}
     for _ in range(reps):
-        for bench, kept in zip(benches, samples, strict=True):
-            kept.append(await work(bench))
+        for bench in benches:
+            samples[bench.server.name].append(await work(bench))
     return samples
 
 
-def figure(label: str, samples: list[list[float]], load: float, goal: float | None = None) -> Figure:
-    """The row of `samples` (one list per side, the floor's last)."""
-    floor = samples[-1]
-    pairs = [[a / b for a, b in zip(ours, floor, strict=True)] for ours in samples[:-1]]
-    return Figure(label, [statistics.median(side) for side in samples], pairs, load, goal)
+def figure(
+    label: str, adapters: list[str], samples: dict[str, list[float]], floor: str, load: float, goal: float | None
+) -> Figure:
+    """The row of `samples` (one list per side), its ratios against `floor`."""
+    pairs = {side: [a / b for a, b in zip(samples[side], samples[floor], strict=True)] for side in adapters}
+    medians = {side: statistics.median(values) for side, values in samples.items()}
+    return Figure(label, adapters, medians, pairs, floor, load, goal)
 
 
 async def stream(bench: Bench) -> float:
@@ -111,82 +143,99 @@ async def stream(bench: Bench) -> float:
     return 1000 * float(cost) / len(events_of(raw))
 
 
-async def resume_full(bench: Bench, size: int) -> float:
-    """The CPU ms of a resume whose client resends the whole history: `size` prior turns, then the interrupt."""
+async def full_history(bench: Bench, size: int) -> tuple[float, float]:
+    """The CPU ms of a new run whose client sends `size` prior turns and calls its tool, then of its resume, the
+    client resending the whole history."""
     sent = [*prior_turns(size), {"id": new_id("user"), "role": "user", "content": ROUND_TRIP_PROMPT}]
     thread = new_id("thread")
-    first = await bench.post(f"new:{size}", _body(thread, sent))
+    new, first = await cpu_of(bench.server, bench.post(f"new:{size}", _body(thread, sent)))
     body = _resume_body(thread, held_by_client(sent, first), first)
-    cost, _ = await cpu_of(bench.server, bench.post(f"resume-full:{size}", body))
-    return float(cost)
+    resume, _ = await cpu_of(bench.server, bench.post(f"resume-full:{size}", body))
+    return float(new), float(resume)
 
 
-async def resume_rows(benches: list[Bench], sizes: list[int], long: int | None, reps: int) -> list[Figure]:
-    """The resume's slope per prior turn over `sizes`, then over `sizes` and `long`; the ms at each size."""
+async def history_rows(
+    benches: list[Bench], adapters: list[str], sizes: list[int], long: int | None, reps: int
+) -> list[Figure]:
+    """The full-history resume's and new run's slopes per prior turn over `sizes` (then with `long`, for the
+    resume), against the bare floor; the resume's ms at each size."""
     load = os.getloadavg()[0]
     everything = [*sizes, *([long] if long else [])]
-    at: dict[int, list[list[float]]] = {}
+    at: dict[int, dict[str, list[tuple[float, float]]]] = {}
     for size in everything:
-        at[size] = await alternate(benches, lambda b, n=size: resume_full(b, n), reps)  # type: ignore[misc]
+        at[size] = await alternate(benches, lambda b, n=size: full_history(b, n), reps)  # type: ignore[misc]
+    names = [bench.server.name for bench in benches]
 
-    def fitted(over: list[int], label: str, goal: float | None) -> Figure:
-        sides = range(len(benches))
-        per_rep = [[slope(over, [at[n][side][rep] for n in over]) for rep in range(reps)] for side in sides]
-        medians = [slope(over, [statistics.median(at[n][side]) for n in over]) for side in sides]
-        pairs = [[a / b for a, b in zip(ours, per_rep[-1], strict=True)] for ours in per_rep[:-1]]
-        return Figure(label, medians, pairs, load, goal)
+    def fitted(over: list[int], which: int, label: str, goal: float | None) -> Figure:
+        per_rep = {n: [slope(over, [at[s][n][rep][which] for s in over]) for rep in range(reps)] for n in names}
+        medians = {n: slope(over, [statistics.median(x[which] for x in at[s][n]) for s in over]) for n in names}
+        pairs = {a: [x / y for x, y in zip(per_rep[a], per_rep[BARE], strict=True)] for a in adapters}
+        return Figure(label, adapters, medians, pairs, BARE, load, goal)
 
-    rows = [fitted(sizes, f"resume, µs CPU / prior turn, N = {','.join(map(str, sizes))}", GOALS["resume"])]
+    listed = ",".join(map(str, sizes))
+    rows = [fitted(sizes, 1, f"resume, µs CPU / prior turn, N = {listed}", GOALS["resume"])]
     if long:
-        rows.append(fitted(everything, f"resume, µs CPU / prior turn, N = {','.join(map(str, everything))}", None))
-    rows += [figure(f"resume, ms CPU at {size} turns", at[size], load) for size in everything]
+        rows.append(fitted(everything, 1, f"resume, µs CPU / prior turn, N = {','.join(map(str, everything))}", None))
+    rows.append(fitted(sizes, 0, f"new run, µs CPU / prior turn, N = {listed}", GOALS["new"]))
+    for size in everything:
+        resumes = {n: [x[1] for x in samples] for n, samples in at[size].items()}
+        rows.append(figure(f"resume, ms CPU at {size} turns", adapters, resumes, BARE, load, None))
     return rows
 
 
 async def measure(benches: list[Bench], args: argparse.Namespace) -> list[Figure]:
+    named = {bench.server.name: bench for bench in benches}
+    adapters = [name for name in named if name not in (JOURNAL, BARE)]
+
+    def sides(*floors: str) -> list[Bench]:
+        return [named[name] for name in [*adapters, *floors]]
+
     rows: list[Figure] = []
     if "stream" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(benches, stream, args.reps)
-        rows.append(figure("stream, ms CPU / 1,000 events", samples, load, GOALS["stream"]))
+        samples = await alternate(sides(BARE), stream, args.reps)
+        rows.append(figure("stream, ms CPU / 1,000 events", adapters, samples, BARE, load, GOALS["stream"]))
     if "fixed" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(benches, fixed, args.reps)
-        rows.append(figure("fixed, ms CPU / run (100 concurrent x 50 deltas)", samples, load, GOALS["fixed"]))
+        samples = await alternate(sides(JOURNAL, BARE), fixed, args.reps)
+        label = "fixed, ms CPU / run (100 concurrent x 50 deltas)"
+        rows.append(figure(label, adapters, samples, JOURNAL, load, GOALS["fixed"]))
     if "trip" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(benches, trip, args.reps * 3)
-        rows.append(figure("round trip on SQLite, ms CPU (call, interrupt, resume)", samples, load, GOALS["trip"]))
+        samples = await alternate(sides(JOURNAL, BARE), trip, args.reps * 3)
+        label = "round trip on SQLite, ms CPU (call, interrupt, resume)"
+        rows.append(figure(label, adapters, samples, JOURNAL, load, GOALS["trip"]))
     if "resume" in args.only:
-        rows += await resume_rows(benches, args.sizes, args.long or None, args.reps)
+        rows += await history_rows(sides(BARE), adapters, args.sizes, args.long or None, args.reps)
     return rows
 
 
 async def capture(adapter: Bench, args: argparse.Namespace) -> None:
-    """Each workload once on an adapter: the event lists the floor replays (the first adapter's), and a warm-up."""
+    """Each workload once on an adapter: the event lists the floors replay (the first adapter's), and a warm-up."""
     adapter.captured.setdefault("stream", events_of(await stream_run(adapter.server)))
     await fixed(adapter)
     first, second = await round_trip(adapter.server)
     adapter.captured.setdefault("interrupt", first)
     adapter.captured.setdefault("resume", second)
     for size in [*args.sizes, *([args.long] if args.long else [])]:
-        await resume_full(adapter, size)
+        await full_history(adapter, size)
 
 
 async def memory(starts: list[Callable[[], Server]], captured: dict[str, list[dict[str, Any]]]) -> Figure:
     """Peak RSS of fresh processes after one batch of the fixed workload, three of each side, alternating."""
     load = os.getloadavg()[0]
-    samples: list[list[float]] = [[] for _ in starts]
+    samples: dict[str, list[float]] = {}
     for _ in range(3):
-        for start, kept in zip(starts, samples, strict=True):
+        for start in starts:
             server = start()
             try:
                 await server.wait_ready()
                 await fixed(Bench(server, captured))
-                kept.append(await server.peak_rss_mb())
+                samples.setdefault(server.name, []).append(await server.peak_rss_mb())
             finally:
                 await server.aclose()
-    return figure("rss, peak MB after 100 concurrent runs", samples, load, GOALS["rss"])
+    adapters = [name for name in samples if name not in (JOURNAL, BARE)]
+    return figure("rss, peak MB after 100 concurrent runs", adapters, samples, BARE, load, GOALS["rss"])
 
 
 def adapters(tmp: str, before: Path | None) -> list[Callable[[], Server]]:
@@ -199,12 +248,37 @@ def adapters(tmp: str, before: Path | None) -> list[Callable[[], Server]]:
     return [start("adapter", SOURCE), *([start("before", before)] if before else [])]
 
 
+def floors(tmp: str, events: Path) -> list[Callable[[], Server]]:
+    """How to start the two floors, replaying `events`: the durable-journal one on a new SQLite file each time."""
+    count = iter(range(1_000_000))
+
+    def journal() -> Server:
+        return Server(
+            "journal", "--db", str(Path(tmp, f"journal-{next(count)}.db")), "--events", str(events), name=JOURNAL
+        )
+
+    return [journal, functools.partial(Server, "baseline", "--events", str(events), name=BARE)]
+
+
+def checkout(source: str, tmp: str, name: str = "before") -> Path:
+    """An adapter to measure: a directory as it is, or a commit of this repository exported into `tmp`/`name`."""
+    if Path(source).is_dir():
+        return Path(source)
+    target = Path(tmp, name)
+    target.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(SOURCE), "archive", source, "adapter", "schema_tools"], check=True, capture_output=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(target)], input=archive.stdout, check=True)
+    return target
+
+
 async def main_async(args: argparse.Namespace) -> int:
     captured: dict[str, list[dict[str, Any]]] = {}
     started, loads = time.perf_counter(), os.getloadavg()
     rows: list[Figure] = []
     with tempfile.TemporaryDirectory(prefix="agui-floor-") as tmp:
-        starts = adapters(tmp, args.before)
+        starts = adapters(tmp, checkout(args.before, tmp) if args.before else None)
         servers = [start() for start in starts]
         try:
             for server in servers:
@@ -212,21 +286,20 @@ async def main_async(args: argparse.Namespace) -> int:
                 await capture(Bench(server, captured), args)
             events = Path(tmp, "events.json")
             events.write_text(json.dumps(captured))
-            servers.append(Server("baseline", "--events", str(events), name="floor"))
-            await servers[-1].wait_ready()
+            servers += [start() for start in floors(tmp, events)]
             for server in servers:
+                await server.wait_ready()
                 await calibrate(server)
             rows = await measure([Bench(server, captured) for server in servers], args)
         finally:
             for server in servers:
                 await server.aclose()
         if "rss" in args.only:
-            # The floor holds the events it replays: for this row, only the ones it sends here.
+            # The floors hold the events they replay: for this row, only the ones they send here.
             only_fixed = Path(tmp, "fixed-events.json")
             only_fixed.write_text(json.dumps({"fixed": captured["fixed"]}))
-            floor = functools.partial(Server, "baseline", "--events", str(only_fixed), name="floor")
-            rows.append(await memory([*starts, floor], captured))
-    print(table([server.name for server in servers], rows))
+            rows.append(await memory([*starts, *floors(tmp, only_fixed)], captured))
+    print(table([s.name for s in servers if s.name not in (JOURNAL, BARE)], rows))
     after = os.getloadavg()
     print(
         f"\n(medians of {args.reps} samples per side and row, {args.reps * 3} for the round trip, alternating; "
@@ -245,7 +318,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="0,100,1000", help="prior turns of the resume row, comma-separated")
     parser.add_argument("--long", type=int, default=10_000, help="one more size, for a second slope (0: none)")
     parser.add_argument("--only", default=",".join(ROWS), help=f"rows to measure, of {','.join(ROWS)}")
-    parser.add_argument("--before", type=Path, help="also measure the adapter of this checkout, in the same run")
+    parser.add_argument("--before", help="also measure the adapter of this commit or checkout dir, in the same run")
     parser.add_argument("--profile", action="store_true", help="profile the adapter in this process instead")
     parser.add_argument("--runs", type=int, default=100, help="--profile: iterations per workload")
     parser.add_argument("--turns", type=int, default=1000, help="--profile: prior turns of the resume workload")

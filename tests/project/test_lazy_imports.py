@@ -1,8 +1,9 @@
-"""What an app that uses neither HTTP backend nor telemetry keeps out of memory (issue 22's peak RSS).
+"""What an app that uses neither HTTP backend nor telemetry nor schemas keeps out of memory (issues 22 and 43).
 
 httpx comes with `OpenAIChatBackend`, `AGUIUpstream` and `UpstreamLimits`, imported on first use
-from `adapter.backends`; the OpenTelemetry API comes once the app imports it. Each check runs in a
-fresh interpreter, since this test process has imported both long before.
+from `adapter.backends`; the OpenTelemetry API comes once the app imports it; `jsonschema` (with `referencing`,
+`rpds`, `attrs`) and `re2` come with the first schema checked or validated. Each check runs in a
+fresh interpreter, since this test process has imported them all long before.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ async def turn():
 
 types = asyncio.run(turn())
 assert types[-1] == "RUN_FINISHED", types
-print(sorted({name.split(".")[0] for name in sys.modules} & {"httpx", "opentelemetry"}))
+lazy = {"httpx", "opentelemetry", "jsonschema", "referencing", "rpds", "attrs", "re2"}
+print(sorted({name.split(".")[0] for name in sys.modules} & lazy))
 """
 
 
@@ -40,8 +42,26 @@ def run(code: str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_turn_on_the_scripted_backend_imports_neither_httpx_nor_opentelemetry(tmp_path: Path) -> None:
+def test_a_turn_on_the_scripted_backend_imports_no_http_client_telemetry_or_schema_checker(tmp_path: Path) -> None:
     assert run(_A_TURN, str(tmp_path / "turns.db")) == "[]"
+
+
+def test_a_client_tool_brings_the_schema_checker_with_its_check(tmp_path: Path) -> None:
+    with_a_tool = _A_TURN.replace(
+        "tools=[]", 'tools=[Tool(name="go", description="", parameters={"type": "object", "properties": {}})]'
+    ).replace("import RunAgentInput,", "import RunAgentInput, Tool,")
+    assert run(with_a_tool, str(tmp_path / "turns.db")) == "['attrs', 'jsonschema', 're2', 'referencing', 'rpds']"
+
+
+def test_the_checking_functions_are_importable_from_their_door_and_bring_jsonschema() -> None:
+    code = (
+        "import sys; import schema_tools as door; assert 'jsonschema' not in sys.modules;"
+        "from schema_tools import assert_valid, avalidate, check_schema, validate;"
+        "assert door.check_schema.__module__ == 'schema_tools._check';"
+        "assert {'assert_valid', 'avalidate', 'validate'} <= set(dir(door));"
+        "print(validate(1, {'type': 'string'})[0].pointer == '', 'jsonschema' in sys.modules, 're2' in sys.modules)"
+    )
+    assert run(code) == "True True True"
 
 
 def test_the_http_backends_are_importable_from_their_door_and_bring_httpx() -> None:

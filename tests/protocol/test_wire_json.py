@@ -3,7 +3,8 @@
 `adapter._wire.event_json` builds the JSON of events whose fields hold strings directly, and hands the rest to
 `model_dump_json(by_alias=True)`. The property: for any event of any class the SDK exports, with any values its
 models accept (strings with control characters, non-ASCII and lone surrogates, extra fields, nulls where a
-field takes one), the two give the same text, or raise the same error.
+field takes one), the two give the same text, or raise the same error. The same holds of a client's tool
+declaration (`model_json`, the same function by its general name).
 """
 
 from __future__ import annotations
@@ -13,14 +14,29 @@ from typing import Any
 
 import ag_ui.core
 import pytest
-from ag_ui.core import BaseEvent, CustomEvent, RunErrorEvent, TextMessageContentEvent, ToolCallStartEvent
+from ag_ui.core import (
+    AssistantMessage,
+    BaseEvent,
+    CustomEvent,
+    FunctionCall,
+    Interrupt,
+    MessagesSnapshotEvent,
+    RunErrorEvent,
+    RunFinishedEvent,
+    RunFinishedInterruptOutcome,
+    TextMessageContentEvent,
+    ToolCall,
+    ToolCallStartEvent,
+    UserMessage,
+)
+from ag_ui.core import Tool as ToolDeclaration
 from hypothesis import example, given
 from hypothesis import strategies as st
 from protocol_models import instances
 from pydantic import field_serializer
 
 # Private on purpose: the fast path is an internal of the journal's encoding, checked against pydantic here.
-from adapter._wire import event_json
+from adapter._wire import event_json, model_json
 
 EVENT_CLASSES = sorted(
     (
@@ -34,14 +50,14 @@ ANY_TEXT = st.text(max_size=12)
 """Any `str`, lone surrogates included: pydantic accepts them in a model and refuses them in UTF-8."""
 
 
-def same_text_or_same_error(event: BaseEvent) -> None:
+def same_text_or_same_error(event: Any) -> None:
     try:
         expected = event.model_dump_json(by_alias=True)
     except Exception as error:
         with pytest.raises(type(error)):
-            event_json(event)
+            model_json(event)
         return
-    assert event_json(event) == expected
+    assert model_json(event) == expected
 
 
 def test_the_sdk_exports_the_event_classes_this_checks() -> None:
@@ -52,8 +68,31 @@ def test_the_sdk_exports_the_event_classes_this_checks() -> None:
 @given(st.sampled_from(EVENT_CLASSES).flatmap(instances))
 @example(CustomEvent(name="a required null", value=None))
 @example(RunErrorEvent(message="an optional field left out"))
+@example(
+    RunFinishedEvent(
+        thread_id="t",
+        run_id="r",
+        outcome=RunFinishedInterruptOutcome(
+            interrupts=[Interrupt(id="i", reason="tool_call", metadata={"n": 1, "x": 0.1, "none": None, "l": [1e16]})]
+        ),
+    )
+)
+@example(
+    MessagesSnapshotEvent(
+        messages=[
+            UserMessage(id="u", content="go"),
+            AssistantMessage(id="a", tool_calls=[ToolCall(id="c", function=FunctionCall(name="n", arguments="{}"))]),
+        ]
+    )
+)
 def test_any_event_of_the_sdk_is_the_text_pydantic_gives(event: BaseEvent) -> None:
     same_text_or_same_error(event)
+
+
+@given(instances(ToolDeclaration))
+@example(ToolDeclaration(name="go", description="", parameters={"type": "object", "x": [1, 0.5, None, {"y": True}]}))
+def test_any_tool_declaration_is_the_text_pydantic_gives(declared: ToolDeclaration) -> None:
+    same_text_or_same_error(declared)
 
 
 @given(st.sampled_from(EVENT_CLASSES).flatmap(instances), st.dictionaries(st.sampled_from(["x", "zeta"]), ANY_TEXT))
