@@ -5,15 +5,15 @@ types and the errors. Each name has one home door: the backend author's kit and 
 ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architecture.md lists each door).
 """
 
-from adapter._access import Action, Authorize
 from adapter._adapter import Adapter
-from adapter._config import HistoryMode, Limits
+from adapter._edge._http import create_app, mount
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, InputRejected, LimitExceeded, ResumeError
-from adapter._events import TurnEvent, TurnEventType
-from adapter._forms import FormDefinition, FormRequired, UserInputTool
-from adapter._http import create_app, mount
-from adapter._predict import PredictState
-from adapter._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
+from adapter._run._access import Action, Authorize
+from adapter._run._config import HistoryMode, Limits
+from adapter._run._events import TurnEvent, TurnEventType
+from adapter._run._forms import FormDefinition, FormRequired, UserInputTool
+from adapter._run._tools import BaseTool, FrontendOutcome, FunctionTool, InputRequired, ToolContext, ToolError, tool
+from adapter._state._predict import PredictState
 
 # Pinned by DESIGN.md as importable from here, at home in their own doors: kept for compatibility, not in __all__.
 from adapter.backends import Backend as Backend

@@ -25,10 +25,11 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
-from adapter import _reattach, _thread_api, _threads
-from adapter._access import Access, Authorize, owner_only
 from adapter._compat import for_unversioned_peer
-from adapter._config import (
+from adapter._errors import ConfigurationError, Draining
+from adapter._limits import CheckedInput, check_id, check_run_input
+from adapter._run._access import Access, Authorize, owner_only
+from adapter._run._config import (
     EngineConfig,
     HistoryMode,
     Limits,
@@ -39,19 +40,17 @@ from adapter._config import (
     checked_predictions,
     refuses_moved_options,
 )
-from adapter._conversation import HistoryView
-from adapter._errors import ConfigurationError, Draining
-from adapter._events import Listener
-from adapter._forms import FormDefinition, UserInputTool
-from adapter._input import CheckedInput
-from adapter._interrupts import InterruptPolicy
-from adapter._journal import Listener as EventReader
-from adapter._journal import RunEvents
-from adapter._limits import check_id, check_run_input
-from adapter._predict import PredictState
-from adapter._runner import Run
-from adapter._thread_api import EntryLike
-from adapter._tools import BaseTool, FrontendOutcome, check_unique
+from adapter._run._events import Listener
+from adapter._run._forms import FormDefinition, UserInputTool
+from adapter._run._interrupts import InterruptPolicy
+from adapter._run._runner import Run
+from adapter._run._tools import BaseTool, FrontendOutcome, check_unique
+from adapter._sessions import _reattach, _thread_api, _threads
+from adapter._sessions._journal import Listener as EventReader
+from adapter._sessions._journal import RunEvents
+from adapter._sessions._thread_api import EntryLike
+from adapter._state._predict import PredictState
+from adapter._thread._conversation import HistoryView
 from adapter.backends._seam import Backend
 from adapter.stores import JournalEvent, MemoryStore, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
@@ -224,7 +223,7 @@ class Adapter:
 
         An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there; it
         is not walked again unless code read it since (and so may have changed it); any other input is checked.
-        The run is driven by a task of the adapter and journaled (`adapter._journal`): the returned events are
+        The run is driven by a task of the adapter and journaled (`adapter._sessions._journal`): the returned events are
         one reader of it. Closing them early leaves the run going with `on_disconnect="continue"`, and ends it
         with "stop".
 
@@ -413,7 +412,7 @@ class Adapter:
     async def listen(
         self, thread_id: str, run_id: str, *, after: int = 0, principal: str | None = None
     ) -> EventReader | None:
-        """The reader `run_events` and the events route read (`adapter._journal.Listener`); None as `run_events`."""
+        """The reader `run_events` and the events route read (`_sessions._journal.Listener`); None as `run_events`."""
         return await _reattach.open_events(self.config, thread_id, run_id, principal, after)
 
     async def stop_run(self, thread_id: str, run_id: str, *, principal: str | None = None) -> bool | None:
@@ -446,7 +445,7 @@ class Adapter:
 
         At once, every new run (and resume) is refused with 503 `DRAINING` and `GET /health` says "draining", so
         a balancer sends them to another replica. The runs this adapter drives go on for up to `grace` (default
-        `limits.drain_grace`). Then the rest are asked to stop, as a stop request asks (`adapter._stop`), and after a
+        `limits.drain_grace`). Then the rest are asked to stop, as a stop request asks (`_run._stop`), and after a
         few seconds cut: a cut run's journal ends with `RUN_ERROR` `RUN_INTERRUPTED`, and a resume cut while it
         applies its answers lapses its claim, so that the same answers take the turn over on another replica at
         once, under the rules of a claim whose lease ran out (docs/replicas.md). Idempotent: a second call waits

@@ -27,8 +27,8 @@ from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
 from pydantic import BaseModel
 
 from adapter import _errors as codes
-from adapter._conversation import KIND_BY_CLASS, message_kind
 from adapter._errors import LimitExceeded
+from adapter._types import KIND_BY_CLASS, message_kind
 
 MAX_DEPTH: Final = 100
 """Levels of nesting a run input may have, every member counted alike; far below pydantic's ~255."""
@@ -206,7 +206,7 @@ def _id_sites(run_input: RunAgentInput) -> Iterator[tuple[tuple[str | int, ...],
 def check_run_input(run_input: RunAgentInput) -> None:
     """Refuse an input the Python API was given under the rules the HTTP edge applies to a body.
 
-    An input the edge parsed comes to `Adapter.start` as a `CheckedInput` (`adapter._input`) and is not walked again.
+    An input the edge parsed comes to `Adapter.start` as a `CheckedInput` (`_edge._input`) and is not walked again.
 
     Raises:
         LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), 422 `DUPLICATE_MESSAGE_ID`, or 422
@@ -255,3 +255,28 @@ def model_depth_exceeds(value: Any, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+class CheckedInput:
+    """A run input the HTTP edge parsed from a body and checked: the nesting and id rules of `adapter._limits` hold.
+
+    Only `parse_run_input` makes one. What the edge checked is what runs: `Adapter.start` takes the input as it is
+    only while no code has read `input` since (code between the edge and the run, an `Adapter` subclass, may have
+    changed it in place); once it was read, the input is checked again, as any input the Python API is given.
+    """
+
+    __slots__ = ("_input", "_read")
+
+    def __init__(self, run_input: RunAgentInput) -> None:
+        self._input = run_input
+        self._read = False
+
+    @property
+    def input(self) -> RunAgentInput:
+        """The input, for app code between the edge and the adapter; once read, `Adapter.start` checks it again."""
+        self._read = True
+        return self._input
+
+    def unread(self) -> RunAgentInput | None:
+        """The input as the edge checked it, if no code read it since (so none can have changed it); else None."""
+        return None if self._read else self._input

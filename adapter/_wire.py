@@ -1,6 +1,6 @@
 """An event's wire JSON: the text `event.model_dump_json(by_alias=True)` gives, character for character.
 
-Every event a run sends is encoded once, by the run's driver (`adapter._journal`). Most of a stream is
+Every event a run sends is encoded once, by the run's driver (`adapter._sessions._journal`). Most of a stream is
 events whose fields are all strings (text and argument deltas, starts and ends), and for those pydantic's
 serializer costs about 8 µs an event, most of it in the SDK's Python hook that leaves out optional fields
 without a value. The same text is built here from the field plan of the SDK's own event class in about 1 µs.
@@ -10,7 +10,7 @@ serializer, which is pydantic's for an untyped value: a round trip's `RUN_FINISH
 15 to 35 µs each through pydantic. Anything else (a float, an enum of another kind, an extra field, a class from
 outside the SDK, a string the UTF-8 codec refuses) goes through pydantic, so the text, and the error where there
 is one, never differ; tests/protocol/test_wire_json.py holds the two equal over every event class of the SDK and
-its tool declarations (`model_json`, which `adapter._tools` measures a client's declarations with).
+its tool declarations (`model_json`, which `adapter._run._tools` measures a client's declarations with).
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ import httpx
 import pytest
 from pg import fresh_schema_dsn
 
-from adapter._journal import journal_name  # private on purpose: the tests read the store's journals by their name
+# private on purpose: the tests read the store's journals by their name
+from adapter._sessions._journal import journal_name
 from adapter.backends import BackendItem, ModelRequest, TextDelta
 from adapter.stores import PostgresStore, SQLiteStore, TurnStore
 

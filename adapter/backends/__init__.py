@@ -13,7 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from adapter._errors import BackendError
-from adapter._gated import confirmation_call_id, gated_call_ids
+from adapter.backends._gated import confirmation_call_id, gated_call_ids
 from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
 from adapter.backends._seam import (
     Backend,

@@ -1,7 +1,7 @@
 """The backend seam: the request a backend gets for one assistant step, the items it yields, and `Backend`.
 
 Every backend is written against these (`adapter.backends` is their door); the engine translates the
-items into AG-UI events (`adapter._translate`).
+items into AG-UI events (`adapter._run._translate`).
 """
 
 from __future__ import annotations

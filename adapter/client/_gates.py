@@ -3,7 +3,7 @@
 The call is linked through the interrupt's metadata, named by its `toolCallId`, or inferred as the only call
 the thread left without a result.
 
-What the interrupt itself says is read by the engine's one rule (`adapter._gated.gated_call_ids`, the
+What the interrupt itself says is read by the engine's one rule (`adapter.backends._gated.gated_call_ids`, the
 backends' door names it); only the inference is the client's.
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Literal, TypeAlias
 
 from ag_ui.core import Interrupt
 
-from adapter._gated import gated_call_ids
+from adapter.backends._gated import gated_call_ids
 
 How: TypeAlias = Literal["toolCallId", "metadata", "only open call"]
 

@@ -24,9 +24,9 @@ from starlette.routing import Mount, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from adapter._adapter import Adapter
-from adapter._config import Limits
+from adapter._edge._http import create_app
 from adapter._errors import CONTENT_TOO_LARGE
-from adapter._http import create_app
+from adapter._run._config import Limits
 from adapter.client import parse_sse
 from adapter.conformance._grader import Received, grade
 from adapter.conformance._held import held
@@ -43,7 +43,7 @@ from adapter.conformance._scenarios import (
 from adapter.stores import TurnStore
 
 PARSED_CHARS: Final = 1_000_000
-"""Stored text each of the reference agent's four adapters keeps parsed (`adapter._parsed`): with the messages
+"""Stored text each of the reference agent's four adapters keeps parsed (`adapter._thread._cache`): with the messages
 parsed from it, about 11 bytes a character for ordinary messages, 2 for one long text."""
 HELD_BOUND: Final = 64 * 1024 * 1024 + 64 * 1024 * 1024 + 4 * 11 * PARSED_CHARS
 """What the reference agent keeps at most, whatever its clients send (the requests in flight aside): its store

@@ -15,9 +15,9 @@ from typing import Any
 
 from ag_ui.core import AssistantMessage, StateDeltaEvent, StateSnapshotEvent, UserMessage
 
-from adapter._forms import FormDefinition
 from adapter._ids import new_id
-from adapter._tools import tool
+from adapter._run._forms import FormDefinition
+from adapter._run._tools import tool
 from adapter.backends import BackendError, ModelRequest, Passthrough, TextDelta, ToolCall
 
 EXPIRES_AFTER = 3.0

@@ -1,7 +1,7 @@
 """PostgreSQL's notice of journal appends: one `LISTEN` connection per store, waking whoever watches a journal.
 
     agui_append (schema 8) ── NOTIFY agui_<md5(thread, run)>, at its commit ──> the LISTEN connection of each
-    store that watches the journal ──> the watchers' `wake` (`adapter._feed.Feed`: it reads what is new, once)
+    store that watches the journal ──> the watchers' `wake` (`adapter._sessions._feed.Feed`: it reads what is new, once)
 
 The notification is sent in the append's transaction, so it arrives once the events can be read, never before.
 A watch is `live` only while its channel is listened to on a connection that answers; the connection then

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from adapter import Action, Forbidden, ResumeError
 
 # Private on purpose: the access rules as properties of the policy objects themselves, over every policy table.
-from adapter._access import Access, View
-from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord
+from adapter._run._access import Access, View
+from adapter._thread._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord
 
 ACTIONS: tuple[Action, ...] = ("read", "run", "resume", "approve")
 Policy = dict[tuple[bool, Action], bool]

@@ -9,7 +9,9 @@ from agui import FRONTEND_TOOLS, Reply, Thread, resolved
 from pydantic import BaseModel
 
 from adapter import tool
-from adapter._interrupts import approval_schema  # on purpose: the schema a tool with `$defs` gets, without a server
+
+# on purpose: the schema a tool with `$defs` gets, without a server
+from adapter._run._interrupts import approval_schema
 from schema_tools import validate
 
 if TYPE_CHECKING:

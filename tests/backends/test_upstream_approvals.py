@@ -32,7 +32,7 @@ from upstreams.matrix import (
 from adapter import create_app
 
 # Private on purpose: the model view's placeholder for a missing answer, which must never be stored.
-from adapter._conversation import MISSING_RESULT
+from adapter._thread._conversation import MISSING_RESULT
 
 __all__ = ["framework", "thread", "wrapped"]  # the matrix's fixtures (upstreams.matrix)
 

@@ -31,7 +31,7 @@ from upstreams.scripted import framed_run
 from adapter import Adapter
 
 # Private on purpose: the SSE framing of the events checked.
-from adapter._sse import encode_event
+from adapter._edge._sse import encode_event
 from adapter.backends import AGUIUpstream
 from adapter.client import parse_sse
 

@@ -49,9 +49,9 @@ import schema_tools
 from adapter import Adapter, Limits, create_app, tool
 
 # Private on purpose: the profile counts calls of the engine's own pieces (policy, config, parsed threads).
-from adapter._access import Access, View
-from adapter._config import EngineConfig
-from adapter._parsed import ParsedThreads
+from adapter._run._access import Access, View
+from adapter._run._config import EngineConfig
+from adapter._thread._cache import ParsedThreads
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.client import parse_sse
 from adapter.stores import SQLiteStore, ThreadChange
@@ -611,8 +611,8 @@ async def per_turn_pieces(directory: str, turns: int) -> None:
     from ag_ui.core import RunAgentInput
 
     # Private on purpose: each per-turn piece of a resume, timed alone.
-    from adapter._input import check_depth, check_limits, parse_run_input
-    from adapter._record_handle import RecordHandle
+    from adapter._edge._input import check_depth, check_limits, parse_run_input
+    from adapter._thread._handle import RecordHandle
 
     test_bed = bed(directory)
     probe = Probe()
@@ -658,7 +658,7 @@ async def per_turn_pieces(directory: str, turns: int) -> None:
 
 def parse_inline() -> None:
     """Parse large bodies on the event loop's thread, where the profile sees them (the edge uses a worker thread)."""
-    import adapter._input as edge  # private on purpose: its worker-thread hop is patched out
+    import adapter._edge._input as edge  # private on purpose: its worker-thread hop is patched out
 
     async def inline(function: Callable[..., Any], *args: Any) -> Any:
         return function(*args)

@@ -33,7 +33,7 @@ import psycopg
 from ag_ui.core import RunAgentInput
 
 from adapter import Adapter
-from adapter._journal import journal_name  # private on purpose: the feed is keyed by the journal's name
+from adapter._sessions._journal import journal_name  # private on purpose: the feed is keyed by the journal's name
 from adapter.backends import BackendItem, ModelRequest, TextDelta
 from adapter.stores import JournalEvent, PostgresStore, RunJournal, StoredThread, TurnStore
 

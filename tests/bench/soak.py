@@ -15,7 +15,7 @@ default policy (a thread is its creator's). Each worker is one principal looping
 
 Every answer is checked (status, and for a stream one terminal event last); a wrong one counts as a failure.
 RSS (VmRSS of /proc/<pid>/status) is read after `--warmup` minutes and at the end. The warm-up must be
-long enough for the adapter's bounded caches to fill: the parsed threads (`adapter._parsed`, 16M characters
+long enough for the adapter's bounded caches to fill: the parsed threads (`adapter._thread._cache`, 16M characters
 of stored text by default) take about 185 MiB and, at ~70,000 requests a minute, 7 minutes to fill.
 Exit 1 when the end RSS is more than `--limit` times the warm-up RSS, or any answer was wrong.
 """

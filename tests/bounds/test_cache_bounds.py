@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 import schema_tools._re2 as regexes  # private on purpose: the compiled-pattern cache and its budgets
 import schema_tools._validate as validation  # private on purpose: the compiled-validator cache
-from adapter._tools import DEFAULT_BYTES, SchemaCache  # private on purpose: the client schema checks remembered
+from adapter._run._tools import DEFAULT_BYTES, SchemaCache  # private on purpose: the client schema checks remembered
 from schema_tools import DEFAULT_POLICY, STRICT_TOOL_POLICY, validate
 from schema_tools._lru import CostCache  # private on purpose: the cache both caches are
 

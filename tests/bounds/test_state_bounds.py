@@ -25,7 +25,7 @@ from adapter._jsonpatch import (  # private on purpose: the patch engine and its
     StateWork,
     _measure,
 )
-from adapter._translate import Step  # private on purpose: where a backend's state events are followed
+from adapter._run._translate import Step  # private on purpose: where a backend's state events are followed
 from adapter.backends import BackendItem, ModelRequest, Passthrough, TextDelta
 
 KEYS = st.sampled_from(["a", "b", "c", "d"])

@@ -19,9 +19,12 @@ from pg import every_store
 
 import adapter._limits  # private on purpose: a spy shows an input the edge built is not walked again
 from adapter import Adapter, AdapterError, LimitExceeded, create_app
-from adapter._input import CheckedInput  # private on purpose: an adapter that changes what the edge checked
-from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
-from adapter._limits import MAX_DEPTH, MAX_ID_CHARS  # private on purpose: the tests sit at the limits
+from adapter._limits import (  # private on purpose: the tests sit at the limits
+    MAX_DEPTH,
+    MAX_ID_CHARS,
+    CheckedInput,  # private on purpose: an adapter that changes what the edge checked
+)
+from adapter._sessions._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter.backends import (
     BackendInterrupt,
     BackendItem,

@@ -21,8 +21,8 @@ from starlette.routing import Mount
 from starlette.types import Message
 
 from adapter import Adapter, ConfigurationError, Limits, create_app
-from adapter._input import CheckedInput  # private on purpose: what the edge starts a run with, recorded
-from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
+from adapter._limits import CheckedInput  # private on purpose: what the edge starts a run with, recorded
+from adapter._sessions._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter.backends import ScriptedBackend
 from adapter.client import parse_sse
 from adapter.stores import MemoryStore, SQLiteStore
@@ -451,7 +451,7 @@ class PingedStore(MemoryStore):
 async def test_health_reports_whether_the_store_answers(
     store: Callable[[], PingedStore], status: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("adapter._http._PING_TIMEOUT", 0.2)  # private: how long /health waits (5 s by default)
+    monkeypatch.setattr("adapter._edge._http._PING_TIMEOUT", 0.2)  # private: how long /health waits (5 s by default)
 
     async with client_of(RecordingAdapter(store=store())) as client:
         response = await client.get("/health")

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from strategies import HOSTILE, JSON, requests
 
 # private on purpose: the edge's two parse paths are compared with each other, body by body
+from adapter._edge._input import _validate_checked, _validate_json, parse_run_input
 from adapter._errors import InputRejected
-from adapter._input import _validate_checked, _validate_json, parse_run_input
 
 
 def outcome(parse: Any, body: bytes) -> tuple[str, Any]:
@@ -43,7 +43,7 @@ def edge(body: bytes) -> Any:
 
 def checked_only(body: bytes) -> Any:
     """The edge with the checked path alone: every check before and after the parse as it is."""
-    with mock.patch("adapter._input._validate_json", return_value=None):
+    with mock.patch("adapter._edge._input._validate_json", return_value=None):
         return parse_run_input(body).input
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from pg import every_store as store_params
 from pg import fresh_schema_dsn
 
-import adapter._tools  # private on purpose: a spy counts the schema checks the cache saves
+import adapter._run._tools  # private on purpose: a spy counts the schema checks the cache saves
 import schema_tools
 from adapter import Adapter, LimitExceeded, Limits
 from adapter import tool as adapter_tool
@@ -311,13 +311,13 @@ async def test_tool_declarations_over_the_byte_limit_are_refused(serve: Serve) -
 def checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The thread each client schema check runs on, in order."""
     seen: list[str] = []
-    real = schema_tools.check_schema  # what adapter._tools calls, by the name it imported it under
+    real = schema_tools.check_schema  # what adapter._run._tools calls, by the name it imported it under
 
     def spy(schema: Any, **options: Any) -> None:
         seen.append(threading.current_thread().name)
         real(schema, **options)
 
-    monkeypatch.setattr(adapter._tools, "check_schema", spy)
+    monkeypatch.setattr(adapter._run._tools, "check_schema", spy)
     return seen
 
 
@@ -351,7 +351,7 @@ async def test_a_refused_schema_is_remembered_and_refused_again(serve: Serve, ch
 
 
 def test_the_schema_cache_is_bounded() -> None:
-    cache = adapter._tools.SchemaCache(entries=3)
+    cache = adapter._run._tools.SchemaCache(entries=3)
     policy = SchemaPolicy()
 
     for index in range(10):

@@ -25,9 +25,12 @@ from agui import http_scope, parse_sse
 from starlette.types import Message
 
 from adapter import Adapter, create_app
-from adapter._input import CheckedInput  # private on purpose: an adapter whose start fails, as the edge calls it
-from adapter._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
-from adapter._sse import KEEPALIVE, encode_event  # private on purpose: SSE framing is one pure function, tested alone
+from adapter._edge._sse import (  # private on purpose: SSE framing is one pure function, tested alone
+    KEEPALIVE,
+    encode_event,
+)
+from adapter._limits import CheckedInput  # private on purpose: an adapter whose start fails, as the edge calls it
+from adapter._sessions._journal import RunEvents  # private on purpose: what `Adapter.start` returns, overridden here
 from adapter.backends import BackendItem, ModelRequest, TextDelta
 from adapter.client import AGUIClient
 from examples.serving import KEEP_ALIVE_SECONDS  # the same keep-alive as every test server

@@ -11,7 +11,11 @@ from agui import collect
 from formkit import BOOKING, DETAILS, TICKET_REQUEST, arguments, cards, interrupt_of, of, say, spied
 
 from adapter import Adapter, ConfigurationError, FormDefinition, UserInputTool
-from adapter._forms import ActivityConflict, pending_form, transition  # private on purpose: the card's status moves
+from adapter._run._forms import (  # private on purpose: the card's status moves
+    ActivityConflict,
+    pending_form,
+    transition,
+)
 from adapter.backends import ScriptedBackend
 from adapter.stores import MemoryStore
 from examples import meeting_room

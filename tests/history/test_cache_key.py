@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # Private on purpose: the handle and the cache it reads through are what this checks.
-from adapter._parsed import HEAD_FIRST, ParsedThreads
-from adapter._record import message_text, stored_message
-from adapter._record_handle import RecordHandle
+from adapter._thread._cache import HEAD_FIRST, ParsedThreads
+from adapter._thread._handle import RecordHandle
+from adapter._thread._record import message_text, stored_message
 from adapter.stores import SQLiteStore, StoredThread, ThreadChange
 
 THREAD = "t"

@@ -25,9 +25,9 @@ from adapter import Adapter, LimitExceeded
 
 # private on purpose: the one-pass reading of a stored thread, the kept parsed threads and the stored text are
 # what this suite checks, beside the model's view a backend is sent
-from adapter._conversation import model_view
-from adapter._parsed import KnownThread, ParsedThreads
-from adapter._record import message_text, parse_messages, stored_conversation, stored_message
+from adapter._thread._cache import KnownThread, ParsedThreads
+from adapter._thread._conversation import model_view
+from adapter._thread._record import message_text, parse_messages, stored_conversation, stored_message
 from adapter._types import wire_json
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import MemoryStore

@@ -26,7 +26,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from adapter import Adapter
-from adapter._conversation import MISSING_RESULT, chosen_view  # private on purpose: the view rule, for any selection
+from adapter._thread._conversation import (  # private on purpose: the view rule, for any selection
+    MISSING_RESULT,
+    chosen_view,
+)
 from adapter.backends import Rule, ScriptedBackend
 from adapter.stores import SQLiteStore
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from adapter import Action, Adapter, Limits, ScriptedBackend, ToolContext, tool
 
 # private on purpose: the adapter's default policy, one of the policies the machines run under
-from adapter._access import owner_only
+from adapter._run._access import owner_only
 from adapter.backends import Call, Rule
 from adapter.stores import (
     ANY_INCARNATION,

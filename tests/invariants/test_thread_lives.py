@@ -33,7 +33,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from pg import fresh_schema_dsn
 
 from adapter import Adapter, Forbidden, ToolContext, tool
-from adapter._parsed import ParsedThreads  # private on purpose: each replica reads long threads by their head
+from adapter._thread._cache import ParsedThreads  # private on purpose: each replica reads long threads by their head
 from adapter.backends import Call, Progress, Rule, ScriptedBackend
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 

@@ -29,7 +29,7 @@ def modules() -> list[Path]:
 
 
 def dotted(path: Path) -> str:
-    """The module's import name: adapter/_runner.py -> adapter._runner, adapter/stores/__init__.py -> adapter.stores."""
+    """The module's import name: adapter/_run/_runner.py -> adapter._run._runner, a door -> its package."""
     parts = list(path.with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -94,7 +94,7 @@ def test_no_private_module_is_part_of_an_import_circle() -> None:
 
 def test_the_record_handle_asks_no_policy_and_knows_no_gate() -> None:
     """Issue 41: the handle reads and writes values; the run asks the policy and owns the gate's choice."""
-    assert graph()["adapter._record_handle"].isdisjoint({"adapter._access", "adapter._gate"})
+    assert graph()["adapter._thread._handle"].isdisjoint({"adapter._run._access", "adapter._run._gate"})
 
 
 def test_the_circle_finder_finds_a_circle() -> None:
@@ -129,7 +129,11 @@ def module_rows() -> list[tuple[list[str], list[str]]]:
 def test_the_architecture_table_names_every_private_module_and_where_it_is_tested() -> None:
     rows = module_rows()
     named = {module for modules, _ in rows for module in modules}
-    engine = {path.name for path in (ROOT / "adapter").glob("_*.py") if path.name != "__init__.py"}
+    engine = {
+        path.relative_to(ROOT / "adapter").as_posix()
+        for path in (ROOT / "adapter").rglob("_*.py")
+        if path.name != "__init__.py" and path.relative_to(ROOT / "adapter").parts[0].startswith("_")
+    }
     assert engine <= named, f"modules with no row in docs/architecture.md: {sorted(engine - named)}"
     cited = [test for _, tests in rows for test in tests]
     assert all(tests for _, tests in rows), "every row names the tests of its modules"
@@ -145,7 +149,7 @@ def test_tests_are_grouped_by_layer_and_import_helpers_from_the_same_folders_for
     assert sorted(path.name for path in (ROOT / "tests").glob("test_*.py")) == []
 
 
-EDGE = ("adapter/_http.py", "adapter/_sse.py", "adapter/_input.py")
+EDGE = ("adapter/_edge/_http.py", "adapter/_edge/_sse.py", "adapter/_edge/_input.py")
 """The HTTP edge's modules: they serve an `Adapter`, typed, and probe nothing by name (issue 41)."""
 
 
@@ -162,3 +166,68 @@ def test_the_edge_probes_no_attribute_by_name(module: str) -> None:
     ]
 
     assert probes == [], f"{module} probes an attribute by name at lines {probes}: call the Adapter's method"
+
+
+WINGS = ("adapter._edge", "adapter._adapter", "adapter._sessions", "adapter._run", "adapter._state", "adapter._thread")
+"""The engine's layers, top to bottom: a module imports its own wing, the wings below it, and the kit, never up."""
+GROUND = ("adapter.backends", "adapter.client", "adapter.stores")
+"""What the engine stands on: the backend seam, the AG-UI client (which an upstream backend speaks through) and the
+stores. They import the kit and one another, nothing of the engine."""
+CONSUMERS = ("adapter", "adapter.conformance")
+"""The door and the conformance kit, which uses the engine from outside: nothing of the engine imports them."""
+
+
+def layer(module: str) -> str:
+    """The wing, seam or consumer a module of `adapter` belongs to; "kit" for the flat modules everything uses."""
+    for name in (*WINGS, *GROUND, *CONSUMERS[1:]):
+        if module == name or module.startswith(name + "."):
+            return name
+    return "adapter" if module == "adapter" else "kit"
+
+
+def upward(edges: dict[str, set[str]]) -> list[str]:
+    """Every import against the layers: up a wing, from the kit or the ground into the engine, or to a consumer."""
+    rank = {name: index for index, name in enumerate(WINGS)}
+    wrong = []
+    for source, targets in edges.items():
+        if not source.startswith("adapter"):
+            continue
+        here = layer(source)
+        for target in sorted(t for t in targets if t.startswith("adapter")):
+            there = layer(target)
+            if here == there or there == "kit" or here in CONSUMERS:
+                continue
+            if here in rank and (there in GROUND or rank.get(there, -1) > rank[here]):
+                continue
+            if here in GROUND and there in GROUND:
+                continue
+            wrong.append(f"{source} -> {target}")
+    return wrong
+
+
+def test_imports_run_one_way_between_the_wings() -> None:
+    pending = {"adapter._run._config -> adapter._sessions._feed", "adapter._run._config -> adapter._sessions._journal"}
+    assert [edge for edge in upward(graph()) if edge not in pending] == []
+
+
+def test_every_private_module_of_the_engine_lives_in_a_wing_or_the_kit() -> None:
+    flat = sorted(path.stem for path in (ROOT / "adapter").glob("_*.py") if path.name != "__init__.py")
+    assert flat == sorted([*KIT, "_adapter"]), "a new private module goes into the wing of its layer"
+
+
+KIT = ("_compat", "_errors", "_ids", "_jsonpatch", "_limits", "_telemetry", "_types", "_wire")
+"""The small kit every layer uses, left flat beside the door; it imports nothing but itself."""
+
+
+def test_the_direction_check_finds_an_import_up_a_wing() -> None:
+    edges = {
+        "adapter._thread._handle": {"adapter._run._gate", "adapter._errors"},
+        "adapter._run._gate": {"adapter._thread._record"},
+        "adapter._errors": {"adapter._run._runner"},
+        "adapter.stores._sqlite": {"adapter._thread._record"},
+    }
+    assert upward(edges) == [
+        "adapter._thread._handle -> adapter._run._gate",
+        "adapter._errors -> adapter._run._runner",
+        "adapter.stores._sqlite -> adapter._thread._record",
+    ]

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from protocol_models import Recorder, instances, texts, upstream, wire
 
 from adapter import Adapter
-from adapter._input import parse_run_input  # private on purpose: the edge's own parse, without a server
+from adapter._edge._input import parse_run_input  # private on purpose: the edge's own parse, without a server
 from adapter.backends import AGUIUpstream, OpenAIChatBackend
 
 if TYPE_CHECKING:

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from adapter import AdapterError
 
 # Private on purpose: two racing runs' saves, driven at the record handle where the rule lives.
-from adapter._access import Access
-from adapter._record import stored_message
-from adapter._record_handle import RecordHandle
+from adapter._run._access import Access
+from adapter._thread._handle import RecordHandle
+from adapter._thread._record import stored_message
 from adapter.stores import MemoryStore, ThreadChange
 
 PEOPLE = st.sampled_from(["alice", "bob"])

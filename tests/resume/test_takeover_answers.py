@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from adapter import ResumeError
 
 # Private on purpose: the takeover rule as an invariant of the resume gate, over records built by hand.
-from adapter._gate import Answer, Resume, check_resume
-from adapter._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
+from adapter._run._gate import Answer, Resume, check_resume
+from adapter._thread._record import AppliedResume, OpenTurn, PendingCall, ThreadRecord, answer_fingerprint
 
 LEASE = timedelta(minutes=5)
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

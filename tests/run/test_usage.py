@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from adapter import Adapter
-from adapter._events import token_usage  # private on purpose: the accounting rule, over generated steps
+from adapter._run._events import token_usage  # private on purpose: the accounting rule, over generated steps
 from adapter.backends import BackendError, BackendItem, ModelRequest, TextDelta, Usage
 
 COUNTS = ("reasoning_tokens", "cached_input_tokens", "cache_write_input_tokens")

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sessions_kit import BOUND, PAIRS, FrameReader, Held, Sent, answer, body_of, frames_of, reattach
 
 from adapter import Adapter, ToolContext, tool
-from adapter._stop import READ_AHEAD, StopSignal  # private on purpose: the race a stop runs against a stream
+from adapter._run._stop import READ_AHEAD, StopSignal  # private on purpose: the race a stop runs against a stream
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore, TurnStore
 

@@ -251,7 +251,8 @@ async def test_a_cache_never_serves_a_thread_restored_and_written_again_to_the_s
     import copy
     import dataclasses
 
-    from adapter._parsed import ParsedThreads  # private on purpose: read long threads by their head, as replicas do
+    # private on purpose: read long threads by their head, as replicas do
+    from adapter._thread._cache import ParsedThreads
 
     store = MemoryStore()
     backend = ScriptedBackend([Rule(r"say (\w+)", reply="ok")])

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 # Private on purpose: the RFC 6902 engine unit by unit, and a tool's patch without a run around it.
 from adapter._jsonpatch import PatchError, PatchTooLarge, apply_patch
-from adapter._state import ToolState
+from adapter._state._shared import ToolState
 
 DOC = {"a": 1, "list": [1, 2, 3], "nested": {"b": {"c": "d"}}, "a/b": "slash", "m~n": "tilde"}
 

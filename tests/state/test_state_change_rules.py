@@ -1,6 +1,6 @@
 """A tool's state change is refused inside the tool when the engine could not send it, apply it or keep it.
 
-The rule (adapter/_state.py): `patch_state` and `set_state` accept a change only if its `STATE_DELTA` or
+The rule (adapter/_state/_shared.py): `patch_state` and `set_state` accept a change only if its `STATE_DELTA` or
 `STATE_SNAPSHOT` event can be built and encoded, it applies, and the state stays within the nesting
 limit. Otherwise the tool gets a `ValueError` and the state is unchanged; the run never fails after
 the tool's side effects because of its state change.
@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from adapter import Adapter, ToolContext, tool
 
 # Private on purpose: the rule is checked against the state machinery, the limit and the framing it must agree with.
+from adapter._edge._sse import encode_event
 from adapter._limits import STATE_DEPTH, depth_exceeds
-from adapter._sse import encode_event
-from adapter._state import Kept, ToolState, commit
+from adapter._state._shared import Kept, ToolState, commit
 from adapter.backends import Call, Rule, ScriptedBackend
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from adapter import PredictState
 
 # Private on purpose: these test the state machinery below the public API, unit by unit.
+from adapter._edge._sse import encode_event
 from adapter._jsonpatch import PatchError
-from adapter._predict import COALESCE_CHARS, ArgsPrediction, Predictor, announce
-from adapter._record import OpenTurn, PendingCall
-from adapter._sse import encode_event
-from adapter._state import Kept, ToolState, advance_state, commit, resumed_state
+from adapter._state._predict import COALESCE_CHARS, ArgsPrediction, Predictor, announce
+from adapter._state._shared import Kept, ToolState, advance_state, commit, resumed_state
+from adapter._thread._record import OpenTurn, PendingCall
 from adapter.client import parse_sse
 
 ADD_A = {"op": "add", "path": "/a", "value": 1}

@@ -20,7 +20,7 @@ from ag_ui.core import RunAgentInput, Tool, UserMessage
 from agui import interrupts_of
 
 from adapter import Adapter
-from adapter import _journal as journal_module  # private on purpose: the batching interval, set past the run
+from adapter._sessions import _journal as journal_module  # private on purpose: the batching interval, set past the run
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import (
     ANY_INCARNATION,

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import schema_tools
 from adapter import Adapter, FunctionTool, ToolContext, tool
-from adapter._access import View  # on purpose: the view each event passes, counted as the run asks it
+from adapter._run._access import View  # on purpose: the view each event passes, counted as the run asks it
 from adapter.backends import ScriptedBackend
 from schema_tools import validate
 
@@ -44,7 +44,7 @@ def validations(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
         seen.append(schema)
         return await original(instance, schema)
 
-    monkeypatch.setattr("adapter._tools.avalidate", counting)
+    monkeypatch.setattr("adapter._run._tools.avalidate", counting)
     return seen
 
 

@@ -7,71 +7,30 @@
 A caller the policy does not let "read" a thread gets the answer an unknown thread gets (False, a 404),
 having read only the thread's owner. A thread is titled by the start of its first user message when its
 first run stores it (`default_title`); a rename replaces that, and never fails a run in progress
-(`adapter._record_handle` lets a save pass over a conflict that only a rename made).
+(`adapter._thread._handle` lets a save pass over a conflict that only a rename made).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from ag_ui.core import Message, TextPart, UserMessage
-
 from adapter import _errors as codes
-from adapter._config import EngineConfig
-from adapter._errors import Forbidden, InvalidPage, LimitExceeded, ThreadConflict
+from adapter._errors import Forbidden, InvalidPage, ThreadConflict
 from adapter._limits import check_id
-from adapter._record import OpenTurn
+from adapter._run._config import EngineConfig
+from adapter._thread._record import OpenTurn, check_title
 from adapter._types import wire_json
 from adapter.stores import StoreConflict, ThreadChange, ThreadSummary
 
 log = logging.getLogger("adapter.threads")
 
-TITLE_CHARS: Final = 80
-"""Characters of the first user message a default title keeps."""
-MAX_TITLE_CHARS: Final = 200
-"""Characters a title may have (a rename's)."""
 DEFAULT_THREADS: Final = 20
 """Threads one page of a listing holds unless told otherwise."""
 MAX_THREADS: Final = 100
 """Threads one page of a listing may hold."""
 _RENAME_ATTEMPTS: Final = 3
-
-_UNSHOWABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
-
-
-def default_title(messages: Sequence[Message]) -> str | None:
-    """The start of the first user message's text, on one line; None when there is none."""
-    for message in messages:
-        if isinstance(message, UserMessage):
-            content = message.content
-            if isinstance(content, str):
-                text = content
-            else:
-                text = " ".join(part.text for part in content if isinstance(part, TextPart))
-            text = _UNSHOWABLE.sub("", " ".join(text.split()))
-            if text:
-                return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
-    return None
-
-
-def check_title(title: object) -> str | None:
-    """A title a rename may set: a non-blank string of at most 200 characters, or None to clear it.
-
-    Raises:
-        LimitExceeded: 422 `INVALID_TITLE`, before the store is asked.
-    """
-    if title is None:
-        return None
-    if not isinstance(title, str):
-        raise LimitExceeded("A title is a string, or null to clear it.", code=codes.INVALID_TITLE, status_code=422)
-    if not title.strip() or len(title) > MAX_TITLE_CHARS or _UNSHOWABLE.search(title):
-        message = f"A title has 1 to {MAX_TITLE_CHARS} characters, none a control character, and is not blank."
-        raise LimitExceeded(message, code=codes.INVALID_TITLE, status_code=422)
-    return title
 
 
 async def list_threads(

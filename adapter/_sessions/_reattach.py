@@ -1,21 +1,21 @@
 """Reattaching to a run, and stopping one: who may, and where the run's events come from.
 
-    the run is live on this replica   its events from memory (`adapter._journal.Tail`), then as they come
+    the run is live on this replica   its events from memory (`adapter._sessions._journal.Tail`), then as they come
     it is live elsewhere, or ended    the store's journal, read once per look for all its readers here
-                                      (`adapter._feed`: woken by PostgreSQL's notifications, polled elsewhere)
+                                      (`adapter._sessions._feed`: woken by PostgreSQL's notifications, polled elsewhere)
 
 Only a principal who may "read" the thread may reattach, and only one who may "run" on it may stop a run;
 to any other, and for an unknown thread or run, the answer is the same (None: a 404). A run is found in the
-life the thread has now (`adapter._journal.journal_name`): the runs of a deleted thread, live or stored, are
+life the thread has now (`adapter._sessions._journal.journal_name`): the runs of a deleted thread, live or stored, are
 found by no one, not even by whoever owns a thread created again under its id. A run id used more than once in
 one life names its latest attempt.
 
 A reattach lands on the replica that runs the run most of the time (sticky sessions), and is then served from
 memory with no store call at all. Elsewhere the replica follows the run's journal in the store once, however many
-of its readers follow it (`adapter._feed.Feeds`).
+of its readers follow it (`adapter._sessions._feed.Feeds`).
 
 A run whose replica died never ends its journal: the feed takes it as over by the crash-takeover rules, and its
-readers get one `RUN_ERROR` `RUN_INTERRUPTED`, sent without an `id:` (`adapter._feed`).
+readers get one `RUN_ERROR` `RUN_INTERRUPTED`, sent without an `id:` (`adapter._sessions._feed`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from adapter import _errors as codes
-from adapter._config import EngineConfig
 from adapter._errors import Forbidden
-from adapter._feed import StoreTail
-from adapter._journal import Listener
 from adapter._limits import id_problem
+from adapter._run._config import EngineConfig
+from adapter._sessions._feed import StoreTail
+from adapter._sessions._journal import Listener
 from adapter.stores import JournalEvent, ThreadHead
 
 

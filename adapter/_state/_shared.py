@@ -5,7 +5,7 @@
 
 A call's changes count only if the call succeeds: a tool that raises, asks for input, gets invalid
 arguments or is declined leaves the state as it was. The model's predicted changes (see
-`adapter._predict`) follow the same rule.
+`adapter._state._predict`) follow the same rule.
 
 Patches apply in place to a `PatchedDocument` that copies a shared state once, before its first change,
 not once per patch: a run whose state is megabytes pays for each small delta in proportion to the delta
@@ -28,7 +28,7 @@ from pydantic_core import PydanticSerializationError
 from adapter._errors import STATE_PATCH_TOO_LARGE, AdapterError
 from adapter._jsonpatch import MAX_PATCHED_BYTES, PatchedDocument, PatchError, PatchTooLarge, StateWork
 from adapter._limits import STATE_DEPTH, depth_exceeds
-from adapter._record import OpenTurn, PendingCall
+from adapter._thread._record import OpenTurn, PendingCall
 from adapter._types import JSON
 
 log = logging.getLogger("adapter.state")

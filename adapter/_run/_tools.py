@@ -29,7 +29,7 @@ from pydantic_core import PydanticSerializationError, to_json
 
 from adapter import _errors as codes
 from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
-from adapter._state import ToolState
+from adapter._state._shared import ToolState
 from adapter._types import JSON
 from adapter._wire import model_json
 from schema_tools import (
@@ -183,7 +183,7 @@ class BaseTool:
     """For external tools: how a call ends the run. None means the adapter's default."""
     cancellable: bool = False
     """A stop request cancels the tool while it runs (`asyncio.CancelledError` where it waits), instead of
-    letting it finish (`adapter._stop`)."""
+    letting it finish (`adapter._run._stop`)."""
 
     def spec(self) -> Tool:
         """The tool as the model sees it."""

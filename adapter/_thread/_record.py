@@ -10,16 +10,18 @@ import enum
 import hashlib
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from ag_ui.core import ActivityMessage, Interrupt, Message, ToolMessage
+from ag_ui.core import ActivityMessage, Interrupt, Message, TextPart, ToolMessage, UserMessage
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from adapter import _errors as codes
+from adapter._errors import LimitExceeded
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
 
@@ -233,7 +235,7 @@ class ThreadRecord(BaseModel):
 
     thread_id: str
     owner: str | None = None
-    """The principal of the run that created the thread; None leaves it open to all (`adapter._access`)."""
+    """The principal of the run that created the thread; None leaves it open to all (`adapter._run._access`)."""
     open_turn: OpenTurn | None = None
     applied: AppliedResume | None = None
     grants: list[Grant] = Field(default_factory=list)
@@ -337,3 +339,41 @@ def stored_conversation(stored: Sequence[StoredMessage], offered: Mapping[str, M
 def stored_cards(stored: Sequence[StoredMessage]) -> dict[str, ActivityMessage]:
     """The activity messages (form cards) among stored messages, by id; no other message is decoded."""
     return {m.id: _activity.validate_python(json.loads(m.json)) for m in stored if m.role == "activity"}
+
+
+TITLE_CHARS: Final = 80
+"""Characters of the first user message a default title keeps."""
+MAX_TITLE_CHARS: Final = 200
+"""Characters a title may have (a rename's)."""
+_UNSHOWABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters, lone surrogates
+
+
+def default_title(messages: Sequence[Message]) -> str | None:
+    """The start of the first user message's text, on one line; None when there is none."""
+    for message in messages:
+        if isinstance(message, UserMessage):
+            content = message.content
+            if isinstance(content, str):
+                text = content
+            else:
+                text = " ".join(part.text for part in content if isinstance(part, TextPart))
+            text = _UNSHOWABLE.sub("", " ".join(text.split()))
+            if text:
+                return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+    return None
+
+
+def check_title(title: object) -> str | None:
+    """A title a rename may set: a non-blank string of at most 200 characters, or None to clear it.
+
+    Raises:
+        LimitExceeded: 422 `INVALID_TITLE`, before the store is asked.
+    """
+    if title is None:
+        return None
+    if not isinstance(title, str):
+        raise LimitExceeded("A title is a string, or null to clear it.", code=codes.INVALID_TITLE, status_code=422)
+    if not title.strip() or len(title) > MAX_TITLE_CHARS or _UNSHOWABLE.search(title):
+        message = f"A title has 1 to {MAX_TITLE_CHARS} characters, none a control character, and is not blank."
+        raise LimitExceeded(message, code=codes.INVALID_TITLE, status_code=422)
+    return title

@@ -43,14 +43,14 @@ from ag_ui.core import (
 from ag_ui.core import ToolCall as WireToolCall
 
 from adapter._compat import ENCRYPTED_VALUE_TYPE
-from adapter._conversation import HistoryView, chosen_view
 from adapter._errors import UNKNOWN_BACKEND_ITEM, AdapterError, BackendError
-from adapter._events import result_event
 from adapter._ids import new_id
 from adapter._jsonpatch import MAX_PATCHED_BYTES, WORK_FACTOR, PatchedDocument, StateWork
 from adapter._limits import id_problem
-from adapter._predict import Predictor
-from adapter._state import follow, shared
+from adapter._run._events import result_event
+from adapter._state._predict import Predictor
+from adapter._state._shared import follow, shared
+from adapter._thread._conversation import HistoryView, chosen_view
 from adapter._types import JSON
 from adapter.backends._seam import (
     Backend,

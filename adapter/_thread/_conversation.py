@@ -16,6 +16,7 @@ from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMess
 
 from adapter import _errors as codes
 from adapter._errors import ConfigurationError, ResumeError
+from adapter._types import KIND_BY_CLASS, message_kind
 
 MISSING_RESULT = "No result was recorded for this tool call."
 
@@ -79,24 +80,6 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
         if KIND_BY_CLASS[message.__class__] is AssistantMessage and cast(AssistantMessage, message).tool_calls:
             view.extend(_answers_for(cast(AssistantMessage, message), answers, unanswered))
     return view
-
-
-KIND_BY_CLASS: dict[type, type] = {}
-"""`message_kind` by class, read first in a hot loop (`KIND_BY_CLASS.get(cls) or message_kind(m)`)."""
-
-
-def message_kind(message: object) -> type:
-    """Which of ToolMessage, AssistantMessage or ActivityMessage `message` is an instance of; `object` for none.
-
-    Memoised by class: a walk over a long history asks it per message, where `isinstance` against a pydantic
-    model class goes through the metaclass's check each time.
-    """
-    cls = message.__class__
-    kind = KIND_BY_CLASS.get(cls)
-    if kind is None:
-        kind = next((k for k in (ToolMessage, AssistantMessage, ActivityMessage) if issubclass(cls, k)), object)
-        KIND_BY_CLASS[cls] = kind
-    return kind
 
 
 _Kind = TypeVar("_Kind", ToolMessage, AssistantMessage, ActivityMessage)

@@ -16,11 +16,11 @@ from typing import Any, NoReturn
 from ag_ui.core import AssistantMessage, Message, ToolMessage
 
 from adapter import _errors as codes
-from adapter._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
 from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._ids import new_id
-from adapter._parsed import KnownThread, ParsedThreads
-from adapter._record import (
+from adapter._thread._cache import KnownThread, ParsedThreads
+from adapter._thread._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
+from adapter._thread._record import (
     LAPSED_AT,
     AppliedResume,
     Grant,
@@ -81,7 +81,7 @@ class RecordHandle:
     ) -> None:
         self.store = store
         self.parsed = parsed
-        """Where this adapter keeps threads as protocol messages (`adapter._parsed`); None keeps nothing."""
+        """Where this adapter keeps threads as protocol messages (`adapter._thread._cache`); None keeps nothing."""
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id, owner=principal)
         """A thread this run creates is owned by the run's principal."""
@@ -274,7 +274,7 @@ class RecordHandle:
 
         Raises:
             ResumeError: RESUME_DUPLICATE when the input gives an answered call a second answer
-                (`adapter._conversation.refuse_second_answers`, against the whole thread).
+                (`adapter._thread._conversation.refuse_second_answers`, against the whole thread).
         """
         stored = {message.id for message in self.stored} | self._held_before
         if server_kept or (self.stored and not any(message.id in stored for message in client)):
@@ -460,7 +460,7 @@ class RecordHandle:
         """Store the answers applied so far, the claimed turn waiting on `pending` while they are forwarded.
 
         The stored turn keeps this run's claim: should the replica die mid-forward, the claim lapses after the
-        lease and the same answers take the turn over (`adapter._gate`); an unclaimed turn would wait forever.
+        lease and the same answers take the turn over (`adapter._run._gate`); an unclaimed turn would wait forever.
 
         Raises:
             AdapterError: THREAD_CONFLICT when this run's claim lapsed while its answers were applied (a slow

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from ag_ui.core import ActivityMessage, Message
 
 from adapter._errors import ConfigurationError
-from adapter._tools import BaseTool, InputRequired, check_schema
+from adapter._run._tools import BaseTool, InputRequired, check_schema
 from schema_tools import SchemaPolicyError, form_picker_spec
 
 USER_INPUT_TOOL = "request_user_input"

@@ -11,11 +11,11 @@ from typing import Any
 
 from ag_ui.core import Interrupt
 
-from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import new_id
 from adapter._limits import MAX_REASON_CHARS
-from adapter._record import CallKind, PendingCall
-from adapter._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
+from adapter._run._forms import FormRequired, UserInputTool
+from adapter._run._tools import BaseTool, ClientTool, FrontendOutcome, InputRequired
+from adapter._thread._record import CallKind, PendingCall
 from adapter._types import wire_json
 from adapter.backends._seam import ToolCall
 

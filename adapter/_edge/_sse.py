@@ -1,6 +1,6 @@
 """SSE framing, and the response that streams a run's events to a client, each with its `id:`.
 
-The response reads a `Listener` (`adapter._journal`): the run itself is driven by a task of its own,
+The response reads a `Listener` (`adapter._sessions._journal`): the run itself is driven by a task of its own,
 so the response only waits for what is ready, with a timeout that sends keep-alive comments, and never
 holds the run's work. Whatever ends the response (the terminal event, the client gone), it tells the
 listener, which lets the run go on, or stops it (`on_disconnect="stop"`: at its next safe point).
@@ -16,7 +16,7 @@ from ag_ui.core import BaseEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from adapter._journal import Listener
+from adapter._sessions._journal import Listener
 from adapter._wire import event_json
 from adapter.stores import JournalEvent
 

@@ -45,8 +45,12 @@ from pydantic import TypeAdapter
 
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
-from adapter._access import View
-from adapter._answers import (
+from adapter._compat import CARRY_1_1, speaks_1_1, without_1_1
+from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter._ids import new_id
+from adapter._jsonpatch import WORK_FACTOR, StateWork
+from adapter._run._access import View
+from adapter._run._answers import (
     Settled,
     decided_answers,
     granted_record,
@@ -54,25 +58,20 @@ from adapter._answers import (
     runs_nothing,
     settle_answers,
 )
-from adapter._calls import CallBudget, StepCalls, run_calls, tool_message
-from adapter._compat import CARRY_1_1, speaks_1_1, without_1_1
-from adapter._config import EngineConfig
-from adapter._conversation import declared_tail, of_kind
-from adapter._errors import AdapterError, BackendError, ResumeError
-from adapter._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
-from adapter._forms import pending_form
-from adapter._gate import Replay, Resume, check_resume, passed_over, with_lapsed_outcome
-from adapter._ids import new_id
-from adapter._interrupts import Suspension, backend_suspension, open_call_suspension
-from adapter._jsonpatch import WORK_FACTOR, StateWork
-from adapter._predict import Predictor
-from adapter._record import Grant, OpenTurn, ThreadRecord
-from adapter._record_handle import RecordHandle
-from adapter._state import commit, resumed_state, shown_state
-from adapter._stop import StopSignal, stopped_before
-from adapter._threads import default_title
-from adapter._tools import Toolset, client_toolset
-from adapter._translate import Step, model_request, stream_step
+from adapter._run._calls import CallBudget, StepCalls, run_calls, tool_message
+from adapter._run._config import EngineConfig
+from adapter._run._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
+from adapter._run._forms import pending_form
+from adapter._run._gate import Replay, Resume, check_resume, passed_over, with_lapsed_outcome
+from adapter._run._interrupts import Suspension, backend_suspension, open_call_suspension
+from adapter._run._stop import StopSignal, stopped_before
+from adapter._run._tools import Toolset, client_toolset
+from adapter._run._translate import Step, model_request, stream_step
+from adapter._state._predict import Predictor
+from adapter._state._shared import commit, resumed_state, shown_state
+from adapter._thread._conversation import declared_tail, of_kind
+from adapter._thread._handle import RecordHandle
+from adapter._thread._record import Grant, OpenTurn, ThreadRecord, default_title
 from adapter._types import wire_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
@@ -131,7 +130,7 @@ class Turn:
     deferred: frozenset[str] = frozenset()
     """Calls the backend deferred while its interrupt about them waits: kept unanswered for it."""
     provisional: Mapping[str, ToolMessage] = field(default_factory=_frozen)
-    """What stands for some of those calls unless the backend answers them (`adapter._answers`)."""
+    """What stands for some of those calls unless the backend answers them (`adapter._run._answers`)."""
     decided: Mapping[str, ToolMessage] = field(default_factory=_frozen)
     """The person's answers to the interrupts that named those calls: each stands if the backend leaves it open."""
     held: OpenTurn | None = None
@@ -162,12 +161,12 @@ class Run:
         self.config = config
         self.input = run_input
         self.principal = principal
-        """Who sent the input (`adapter._access`); a thread this run creates is theirs."""
+        """Who sent the input (`adapter._run._access`); a thread this run creates is theirs."""
         self.handle = RecordHandle(
             config.store, run_input.thread_id, principal=principal, may_join=self._may_join, parsed=config.parsed
         )
         self.view = View(config.access, principal, None)
-        """What the principal may see of this run, and use of its input (`adapter._access`)."""
+        """What the principal may see of this run, and use of its input (`adapter._run._access`)."""
         self.usage: list[Usage] = []
         self.open_step: Step | None = None
         self.span = telemetry.NULL_SPAN
@@ -183,7 +182,7 @@ class Run:
         self.speaks_1_1 = speaks_1_1(run_input.protocol_version)
         """Whether the peer reads what AG-UI 1.1 adds; else its events go without it (`adapter._compat`)."""
         self.stop = StopSignal()
-        """Raised by a stop request (`adapter._stop`): the run ends, cancelled, at its next safe point."""
+        """Raised by a stop request (`adapter._run._stop`): the run ends, cancelled, at its next safe point."""
         self.creating: str | None = None
         """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
 
@@ -378,7 +377,7 @@ class Run:
     async def _apply(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         """Claim the turn, apply the answers and store the result.
 
-        The run's driver owns the run past its client (`adapter._journal`), and a stop waits for the next safe
+        The run's driver owns the run past its client (`adapter._sessions._journal`), and a stop waits for the next safe
         point, so once a claim is made the answers are applied to the end: a tool never runs half-way through a
         resume and never runs twice.
         """

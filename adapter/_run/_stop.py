@@ -1,7 +1,7 @@
 """Stopping a run: the signal a stop request raises, and what the calls a stopped run leaves get as answers.
 
 A stop request (`POST /threads/{threadId}/runs/{runId}/stop`, `Adapter.stop_run`) reaches the replica that
-runs the run through its journal (`adapter._journal`), which raises the run's `StopSignal`. The run reads it
+runs the run through its journal (`adapter._sessions._journal`), which raises the run's `StopSignal`. The run reads it
 at its safe points: before each model step, between the events of a step, and before it runs a step's calls.
 It then ends with `RUN_FINISHED` and the outcome `{"type": "cancelled"}`:
 
@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final, TypeVar
 
-from adapter._tools import ToolResult
+from adapter._run._tools import ToolResult
 
 T = TypeVar("T")
 

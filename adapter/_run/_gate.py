@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from ag_ui.core import ResumeEntry, RunAgentInput, ToolMessage
 
 from adapter import _errors as codes
-from adapter._conversation import of_kind
 from adapter._errors import ResumeError
 from adapter._limits import MAX_REASON_CHARS, loads
-from adapter._record import (
+from adapter._run._tools import avalidate, issues_text
+from adapter._thread._conversation import of_kind
+from adapter._thread._record import (
     AppliedResume,
     Grant,
     OpenTurn,
@@ -27,12 +28,11 @@ from adapter._record import (
     answer_fingerprint,
     lapsed_outcome,
 )
-from adapter._tools import avalidate, issues_text
 from adapter._types import JSON, wire_json
 from schema_tools import SchemaPolicyError
 
 if TYPE_CHECKING:
-    from adapter._record_handle import RecordHandle
+    from adapter._thread._handle import RecordHandle
 
 log = logging.getLogger("adapter.gate")
 

@@ -11,13 +11,14 @@ from datetime import UTC, datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Final, Literal, ParamSpec, TypeVar, get_args
 
-from adapter._access import Access
-from adapter._conversation import HistoryView, declared_tail
 from adapter._errors import ConfigurationError
-from adapter._events import Listener
-from adapter._feed import Feeds
-from adapter._interrupts import InterruptPolicy
-from adapter._journal import (
+from adapter._jsonpatch import MAX_PATCHED_BYTES
+from adapter._run._access import Access
+from adapter._run._events import Listener
+from adapter._run._interrupts import InterruptPolicy
+from adapter._run._tools import BaseTool, ClientToolLimits
+from adapter._sessions._feed import Feeds
+from adapter._sessions._journal import (
     DEFAULT_MAX_CHARS,
     DEFAULT_MAX_DETACHED,
     DEFAULT_MAX_EVENTS,
@@ -25,10 +26,9 @@ from adapter._journal import (
     JournalLimits,
     Journals,
 )
-from adapter._jsonpatch import MAX_PATCHED_BYTES
-from adapter._parsed import ParsedThreads
-from adapter._predict import PredictState
-from adapter._tools import BaseTool, ClientToolLimits
+from adapter._state._predict import PredictState
+from adapter._thread._cache import ParsedThreads
+from adapter._thread._conversation import HistoryView, declared_tail
 from adapter.backends._seam import Backend
 from adapter.stores import TurnStore
 from schema_tools import SchemaPolicy
@@ -125,12 +125,12 @@ class Limits:
             raise ConfigurationError(f"Limits(drain_grace=) must not be negative, not {self.drain_grace}")
 
     def journal(self) -> JournalLimits:
-        """The bounds a run's journal keeps (`adapter._journal`)."""
+        """The bounds a run's journal keeps (`adapter._sessions._journal`)."""
         run_time = None if self.max_run_time is None else self.max_run_time.total_seconds()
         return JournalLimits(self.max_journal_events, self.max_journal_chars, run_time, self.max_detached_runs)
 
     def client_tools(self) -> ClientToolLimits:
-        """The bounds of one input's client tools (`adapter._tools`)."""
+        """The bounds of one input's client tools (`adapter._run._tools`)."""
         return ClientToolLimits(self.max_client_tools, self.max_client_tool_bytes)
 
 
@@ -176,8 +176,8 @@ def refuse_moved(options: Iterable[str]) -> None:
 class BackgroundTasks:
     """Work that must finish even if the request that started it goes away: a run's driver and journal writer.
 
-    A draining adapter cuts the drivers last (`adapter._journal.Journals.cut_all`): a resume cut while it applies
-    its answers lapses its claim at once (`adapter._runner`), so that another replica takes the turn over.
+    A draining adapter cuts the drivers last (`Journals.cut_all`): a resume cut while it applies
+    its answers lapses its claim at once (`adapter._run._runner`), so that another replica takes the turn over.
     """
 
     def __init__(self) -> None:
@@ -222,16 +222,16 @@ class EngineConfig:
     access: Access = field(default_factory=Access)
     background: BackgroundTasks = field(default_factory=BackgroundTasks)
     parsed: ParsedThreads = field(default_factory=ParsedThreads)
-    """The threads this adapter last stored or read, as protocol messages (`adapter._parsed`)."""
+    """The threads this adapter last stored or read, as protocol messages (`adapter._thread._cache`)."""
     on_disconnect: OnDisconnect = "continue"
     unknown_resume_entries: UnknownResumeEntries = "refuse"
     """`"refuse"`: a resume entry naming no interrupt of the thread is refused (RESUME_UNKNOWN_INTERRUPT); `"warn"`:
     it is left out and the run goes on, with a warning (AG-UI 1.1)."""
     journal_limits: JournalLimits = field(default_factory=JournalLimits)
     journals: Journals = field(init=False)
-    """The runs this adapter drives, and their journals (`adapter._journal`)."""
+    """The runs this adapter drives, and their journals (`adapter._sessions._journal`)."""
     feeds: Feeds = field(init=False)
-    """The journals of runs other replicas drive that this one follows for its readers (`adapter._feed`)."""
+    """The journals of runs other replicas drive that this one follows for its readers (`adapter._sessions._feed`)."""
     _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
     _grantable: frozenset[str] = field(init=False, repr=False)
 

@@ -19,17 +19,17 @@ from datetime import datetime
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, RunAgentInput, TextPart, ToolMessage
 
 from adapter import _telemetry as telemetry
-from adapter._calls import execute, parse_arguments, tool_context, tool_message, with_prediction
-from adapter._config import EngineConfig
-from adapter._forms import ActivityConflict, activity_id, move_card
-from adapter._gate import Answer, Resume
-from adapter._gated import confirmation_call_id, gated_call_ids
 from adapter._ids import new_id
-from adapter._interrupts import Suspension, suspend
-from adapter._predict import predicted_operations
-from adapter._record import CallKind, Grant, OpenTurn
-from adapter._state import Kept, Operation, ToolState
-from adapter._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
+from adapter._run._calls import execute, parse_arguments, tool_context, tool_message, with_prediction
+from adapter._run._config import EngineConfig
+from adapter._run._forms import ActivityConflict, activity_id, move_card
+from adapter._run._gate import Answer, Resume
+from adapter._run._interrupts import Suspension, suspend
+from adapter._run._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
+from adapter._state._predict import predicted_operations
+from adapter._state._shared import Kept, Operation, ToolState
+from adapter._thread._record import CallKind, Grant, OpenTurn
+from adapter.backends._gated import confirmation_call_id, gated_call_ids
 from adapter.backends._seam import ToolCall
 
 log = logging.getLogger("adapter.answers")

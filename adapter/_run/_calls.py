@@ -10,15 +10,15 @@ from typing import Any
 from ag_ui.core import RunAgentInput, ToolMessage
 
 from adapter import _telemetry as telemetry
-from adapter._config import EngineConfig
-from adapter._forms import FormRequired, UserInputTool
 from adapter._ids import idempotency_key, new_id
-from adapter._interrupts import Suspension, suspend
 from adapter._limits import loads
-from adapter._record import Grant
-from adapter._state import Kept, Operation, ToolState
-from adapter._stop import StopSignal, stopped_before, stopped_during
-from adapter._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset, avalidate
+from adapter._run._config import EngineConfig
+from adapter._run._forms import FormRequired, UserInputTool
+from adapter._run._interrupts import Suspension, suspend
+from adapter._run._stop import StopSignal, stopped_before, stopped_during
+from adapter._run._tools import BaseTool, FunctionTool, InputRequired, ToolContext, ToolResult, Toolset, avalidate
+from adapter._state._shared import Kept, Operation, ToolState
+from adapter._thread._record import Grant
 from adapter._types import JSON
 from adapter.backends._seam import ToolCall
 

@@ -34,8 +34,8 @@ from typing import Final
 from ag_ui.core import RunErrorEvent
 
 from adapter import _errors as codes
-from adapter._journal import POLL_INTERVAL, Batch
-from adapter._record import ThreadRecord
+from adapter._sessions._journal import POLL_INTERVAL, Batch
+from adapter._thread._record import ThreadRecord
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
 from adapter.stores._protocol import JournalWatch
 
@@ -308,7 +308,7 @@ class StoreTail:
     ) -> None:
         self.feeds = feeds
         self.key = ids
-        """The thread, the run, and the journal of its attempt that this reads (`adapter._journal.journal_name`)."""
+        """The thread, the run, and the journal of its attempt that this reads (`_journal.journal_name`)."""
         self.incarnation = incarnation
         self.cursor = max(after, 0)
         self.over = over

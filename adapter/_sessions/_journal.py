@@ -45,7 +45,7 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
 from adapter._errors import InputRejected, LimitExceeded
-from adapter._stop import StopSignal
+from adapter._run._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
 
@@ -119,7 +119,7 @@ class Batch:
 
 
 class Listener(Protocol):
-    """One reader of a run's events, as `adapter._sse.EventStreamResponse` streams them."""
+    """One reader of a run's events, as `adapter._edge._sse.EventStreamResponse` streams them."""
 
     ids: bool
     """Whether each event is sent with its `id:` (a journaled run)."""

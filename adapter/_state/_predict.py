@@ -22,7 +22,7 @@ received, and a delta that does not fit waits (the arguments are parsed again at
 complete, always goes: with it, a call's deltas send at most about `DELTA_BUDGET + 1` times its arguments'
 size. A long document therefore shows each time it has about doubled, plus when it is done; CopilotKit
 mirrors every `TOOL_CALL_ARGS` piece itself. The prediction is kept only if the call succeeds
-(`adapter._state.commit`).
+(`adapter._state._shared.commit`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from ag_ui.core import BaseEvent, CustomEvent, StateDeltaEvent
 from pydantic_core import from_json
 
 from adapter._jsonpatch import pointer as json_pointer
-from adapter._state import Operation
+from adapter._state._shared import Operation
 
 log = logging.getLogger("adapter.predict")
 

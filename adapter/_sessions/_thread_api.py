@@ -11,18 +11,18 @@ from typing import Any, Final
 from ag_ui.core import PROTOCOL_VERSION, ResumeEntry, RunAgentInput
 
 from adapter import _errors as codes
-from adapter._access import ANSWERS, answer_action
-from adapter._answers import cancelled, settle_answers
-from adapter._calls import tool_message
-from adapter._config import EngineConfig
 from adapter._errors import Forbidden, InvalidPage
-from adapter._events import TurnEvent, TurnEventType, notify
-from adapter._gate import Answer, Resume, claimable, refuse_contradiction
 from adapter._ids import new_id
 from adapter._limits import check_id, id_problem
-from adapter._record import ThreadRecord
-from adapter._record_handle import RecordHandle
-from adapter._tools import Toolset
+from adapter._run._access import ANSWERS, answer_action
+from adapter._run._answers import cancelled, settle_answers
+from adapter._run._calls import tool_message
+from adapter._run._config import EngineConfig
+from adapter._run._events import TurnEvent, TurnEventType, notify
+from adapter._run._gate import Answer, Resume, claimable, refuse_contradiction
+from adapter._run._tools import Toolset
+from adapter._thread._handle import RecordHandle
+from adapter._thread._record import ThreadRecord
 from adapter._types import wire_json
 from adapter.stores import StoredMessage
 

@@ -7,7 +7,7 @@ A thread is owned by the principal of the run that created it; a thread created 
 stays unowned and open to all. Every request names one action per thing it does:
 
     read      GET /threads/{id}, Adapter.thread; reattaching to a run (GET .../runs/{runId}/events); each listed thread
-    run       a new input (no answers); stopping a run, renaming or deleting the thread (`adapter._threads`)
+    run       a new input (no answers); stopping a run, renaming or deleting the thread (`adapter._sessions._threads`)
     resume    an answer to an interrupt that is not an approval (client tool, form, input); cancel_turn
     approve   an answer to an approval interrupt, approved or not
 
@@ -36,10 +36,10 @@ from ag_ui.core import (
 )
 
 from adapter import _errors as codes
-from adapter._conversation import of_kind
 from adapter._errors import AdapterError, Forbidden
-from adapter._gate import answers_missing, answers_required
-from adapter._record import OpenTurn, PendingCall, ThreadRecord
+from adapter._run._gate import answers_missing, answers_required
+from adapter._thread._conversation import of_kind
+from adapter._thread._record import OpenTurn, PendingCall, ThreadRecord
 
 log = logging.getLogger("adapter.access")
 

@@ -19,7 +19,7 @@ Refusals happen before any stream opens and are JSON bodies `{"error": {"code", 
 - 422 `INVALID_TITLE`: a rename's title is not a short one-line string (or null);
 - 409 `THREAD_CONFLICT`: a rename that kept meeting other saves;
 - 403 `THREAD_FORBIDDEN` / `APPROVAL_FORBIDDEN`: the adapter's access policy refused the caller
-  (`adapter._access`), checked on the record the run itself loaded;
+  (`adapter._run._access`), checked on the record the run itself loaded;
 - 503 `STORE_UNAVAILABLE`: the thread could not be read;
 - 500 `INTERNAL_ERROR`: a bug while starting the run (logged; the message holds nothing of it).
 
@@ -27,7 +27,7 @@ Each refusal is an error that carries its status (`status_code`): the edge maps 
 
 The run starts in two phases: the edge awaits the adapter's `start`, where every refusal above is
 raised, and only then opens the stream, which fails only after RUN_STARTED. The stream reads the run as
-one listener among others (`adapter._journal`): the run goes on when it leaves, unless the adapter says
+one listener among others (`adapter._sessions._journal`): the run goes on when it leaves, unless the adapter says
 otherwise, and is reattached to at `GET /threads/{threadId}/runs/{runId}/events`.
 """
 
@@ -52,13 +52,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from adapter import _errors as codes
 from adapter._adapter import Adapter
-from adapter._config import refuses_moved_options
+from adapter._edge._input import is_json, parse_body, read_body
+from adapter._edge._inspector import inspector_routes
+from adapter._edge._sse import EventStreamResponse
 from adapter._errors import AdapterError, Draining, Forbidden, InputRejected, InvalidPage
-from adapter._input import is_json, parse_body, read_body
-from adapter._inspector import inspector_routes
 from adapter._limits import id_problem
-from adapter._sse import EventStreamResponse
-from adapter._threads import DEFAULT_THREADS
+from adapter._run._config import refuses_moved_options
+from adapter._sessions._threads import DEFAULT_THREADS
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable
 from adapter.stores._health import Probe

@@ -25,7 +25,7 @@ from starlette.requests import Request
 from adapter import _errors as codes
 from adapter._compat import upgrade_parts
 from adapter._errors import InputRejected
-from adapter._limits import MAX_DEPTH, bad_input_id, body_depth_exceeds, repeated_message_id
+from adapter._limits import MAX_DEPTH, CheckedInput, bad_input_id, body_depth_exceeds, repeated_message_id
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -38,31 +38,6 @@ _VERSION: Final = re.compile(r"([0-9]+)\.([0-9]+)")  # the spec's two-component 
 _LOGGED_CHARS: Final = 64  # client-chosen strings are truncated in logs and messages
 _SURROGATE_ESCAPE: Final = re.compile(rb"\\u[dD][89a-fA-F]")  # cheap pre-check; pairs are verified after
 _LONG_STRINGS: Final = 8192  # bytes per message above which a body is checked by a parse rather than a search
-
-
-class CheckedInput:
-    """A run input the HTTP edge parsed from a body and checked: the nesting and id rules of `adapter._limits` hold.
-
-    Only `parse_run_input` makes one. What the edge checked is what runs: `Adapter.start` takes the input as it is
-    only while no code has read `input` since (code between the edge and the run, an `Adapter` subclass, may have
-    changed it in place); once it was read, the input is checked again, as any input the Python API is given.
-    """
-
-    __slots__ = ("_input", "_read")
-
-    def __init__(self, run_input: RunAgentInput) -> None:
-        self._input = run_input
-        self._read = False
-
-    @property
-    def input(self) -> RunAgentInput:
-        """The input, for app code between the edge and the adapter; once read, `Adapter.start` checks it again."""
-        self._read = True
-        return self._input
-
-    def unread(self) -> RunAgentInput | None:
-        """The input as the edge checked it, if no code read it since (so none can have changed it); else None."""
-        return None if self._read else self._input
 
 
 def parse_run_input(body: bytes) -> CheckedInput:
