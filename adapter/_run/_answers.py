@@ -20,7 +20,7 @@ from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, 
 
 from adapter import _telemetry as telemetry
 from adapter._ids import new_id
-from adapter._run._calls import execute, parse_arguments, tool_context, tool_message, with_prediction
+from adapter._run._calls import CallScope, execute, parse_arguments, tool_context, tool_message, with_prediction
 from adapter._run._config import EngineConfig
 from adapter._run._forms import ActivityConflict, activity_id, move_card
 from adapter._run._gate import Answer, Resume
@@ -173,22 +173,16 @@ def runs_nothing(gate: Resume) -> bool:
     return not any(answer.starts_work for answer in gate.answers)
 
 
-async def settle_answers(
-    gate: Resume,
-    toolset: Toolset,
-    run_input: RunAgentInput | None,
-    config: EngineConfig,
-    principal: str | None,
-    parent: telemetry.Span = telemetry.NULL_SPAN,
-) -> Settled:
-    """Turn each answer into the ToolMessage for its call, running the tools an answer allows as `principal`.
+async def settle_answers(gate: Resume, scope: CallScope) -> Settled:
+    """Turn each answer into the ToolMessage for its call, running the tools an answer allows as the scope's principal.
 
-    `run_input` is the run that applies the answers, which its tools see; None where no input runs them, when every
-    answer is `cancelled` (`Adapter.cancel_turn`): a cancelled call runs no tool.
+    The scope's `run_input` is the run that applies the answers, which its tools see; None where no input runs them,
+    when every answer is `cancelled` (`Adapter.cancel_turn`): a cancelled call runs no tool.
 
     A tool starts from the turn's stored state plus what its own arguments predicted; the changes of
     the calls that succeed are collected in `Settled.kept`.
     """
+    config, toolset = scope.config, scope.toolset
     settled = Settled(answers=list(gate.answers))
     for answer in gate.answers:
         call = answer.call
@@ -204,7 +198,7 @@ async def settle_answers(
         predicted = _predicted(answer, config)
         limit = config.max_state_bytes
         state = ToolState(gate.turn.state, limit, predicted=predicted)
-        outcome = await _settle_one(answer, toolset, run_input, state, principal, parent)
+        outcome = await _settle_one(answer, toolset, scope.run_input, state, scope.principal, scope.span)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))
             tool = toolset.get(as_call.name)

@@ -26,6 +26,23 @@ TOOL_LIMIT = "tool_limit"
 
 
 @dataclass(frozen=True, slots=True)
+class CallScope:
+    """What every tool call of one run runs within, the same for each step and for its answers.
+
+    `run_input` is the run the tools see; None only where no input runs them, when every answer is `cancelled`
+    (`Adapter.cancel_turn`). `principal` made the request, for each tool's `ToolContext`. Once `stop` is raised no
+    tool starts, and a running tool declared `cancellable` is cancelled.
+    """
+
+    config: EngineConfig
+    toolset: Toolset
+    run_input: RunAgentInput | None
+    principal: str | None
+    span: telemetry.Span = telemetry.NULL_SPAN
+    stop: StopSignal | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class CallBudget:
     """The tool calls one turn has made, against `max_tool_calls`.
 
@@ -142,16 +159,11 @@ async def execute(
 
 async def run_calls(
     calls: Sequence[ToolCall],
-    toolset: Toolset,
-    run_input: RunAgentInput,
-    config: EngineConfig,
-    over_limit: Collection[str],
-    principal: str | None,
+    scope: CallScope,
+    *,
     state: JSON = None,
     predicted: Mapping[str, list[Operation]] | None = None,
-    parent: telemetry.Span = telemetry.NULL_SPAN,
-    *,
-    stop: StopSignal | None = None,
+    over_limit: Collection[str] = (),
     grants: Mapping[str, Grant] | None = None,
 ) -> StepCalls:
     """Run what can run now, concurrently; suspend the rest. Results keep the calls' order.
@@ -159,11 +171,14 @@ async def run_calls(
     A call whose tool asks for a person (`BaseTool.asks`) runs under the thread's grant of its tool, in `grants`
     (by tool name, each from someone the policy lets approve now), unless the tool is not `grantable`.
 
-    `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result.
-    `principal` made the request, for each tool's `ToolContext`. Each tool starts from `state` plus
-    what its own arguments `predicted`. Once `stop` is raised no tool starts (each call is answered
-    `stopped_before`), and a running tool declared `cancellable` is cancelled (`stopped_during`).
+    `over_limit` names the calls the turn's `CallBudget` had no room for: they get an error result. Each tool
+    starts from `state` plus what its own arguments `predicted`. Once the scope's stop is raised no tool starts
+    (each call is answered `stopped_before`), and a running tool declared `cancellable` is cancelled
+    (`stopped_during`).
     """
+    config, toolset, principal, parent, stop = scope.config, scope.toolset, scope.principal, scope.span, scope.stop
+    run_input = scope.run_input
+    assert run_input is not None  # a step's calls run within the run that made them
     predicted = predicted or {}
     done = StepCalls()
     results: dict[str, ToolResult] = {}

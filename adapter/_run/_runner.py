@@ -58,7 +58,7 @@ from adapter._run._answers import (
     runs_nothing,
     settle_answers,
 )
-from adapter._run._calls import CallBudget, StepCalls, run_calls, tool_message
+from adapter._run._calls import CallBudget, CallScope, StepCalls, run_calls, tool_message
 from adapter._run._config import EngineConfig
 from adapter._run._events import TurnEvent, TurnEventType, activity_event, notify, result_event, token_usage
 from adapter._run._forms import pending_form
@@ -398,7 +398,7 @@ class Run:
 
     async def _settle_pure(self, gate: Resume, toolset: Toolset, history: list[Message], held: bool) -> Settled:
         """Settle answers that run nothing, then claim the turn and close it in one save (`runs_nothing`)."""
-        settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
+        settled = await settle_answers(gate, self._scope(toolset))
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         _, applied = gate.claimed(self.input.run_id, self.config.now())
@@ -408,7 +408,7 @@ class Run:
 
     async def _settle_and_store(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         try:
-            settled = await settle_answers(gate, toolset, self.input, self.config, self.principal, self.span)
+            settled = await settle_answers(gate, self._scope(toolset))
         except asyncio.CancelledError:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
@@ -597,18 +597,9 @@ class Run:
         budget, over_limit = self.turn.budget.spend(step.calls)
         self.turn = replace(self.turn, budget=budget)
         predicted = step.predictor.operations()
+        grants = await self._grants()
         done = await run_calls(
-            step.calls,
-            toolset,
-            self.input,
-            self.config,
-            over_limit,
-            self.principal,
-            state,
-            predicted,
-            self.span,
-            stop=self.stop,
-            grants=await self._grants(),
+            step.calls, self._scope(toolset), state=state, predicted=predicted, over_limit=over_limit, grants=grants
         )
         left_open = _calls_named(history, step.left_open)
         now = self.config.now()
@@ -617,6 +608,10 @@ class Run:
             *(backend_suspension(interrupt) for interrupt in step.interrupts),
             *(open_call_suspension(call, self.config.policy, now) for call in left_open),
         ]
+
+    def _scope(self, toolset: Toolset) -> CallScope:
+        """What this run's tool calls run within: its input, its principal, its span and its stop."""
+        return CallScope(self.config, toolset, self.input, self.principal, self.span, self.stop)
 
     async def _grants(self) -> dict[str, Grant]:
         """The thread's grants, by tool, whose makers the policy lets approve on it now.

@@ -16,7 +16,7 @@ from adapter._ids import new_id
 from adapter._limits import check_id, id_problem
 from adapter._run._access import ANSWERS, answer_action
 from adapter._run._answers import cancelled, settle_answers
-from adapter._run._calls import tool_message
+from adapter._run._calls import CallScope, tool_message
 from adapter._run._config import EngineConfig
 from adapter._run._events import TurnEvent, TurnEventType, notify
 from adapter._run._gate import Answer, Resume, claimable, refuse_contradiction
@@ -219,7 +219,7 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     # A resume whose answers are all `cancelled`, applied as a resume applies them (nothing runs): the same
     # ToolMessages, form cards and approval records; a backend's own interrupt is not forwarded, and the call it
     # names, if any, is cancelled too.
-    settled = await settle_answers(Resume(turn, answers), Toolset(config.tools), None, config, principal)
+    settled = await settle_answers(Resume(turn, answers), CallScope(config, Toolset(config.tools), None, principal))
     history = handle.conversation()
     settled.apply_to(history, turn.turn_id, config.now(), principal)
     history += [
