@@ -51,7 +51,7 @@ from adapter import Adapter, Limits, create_app, tool
 # Private on purpose: the profile counts calls of the engine's own pieces (policy, config, parsed threads).
 from adapter._access import Access, View
 from adapter._config import EngineConfig
-from adapter._parsed import ParsedThreads
+from adapter._parsed import ParsedStore
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.client import parse_sse
 from adapter.stores import SQLiteStore, ThreadChange
@@ -151,7 +151,7 @@ def instrument(store: SQLiteStore) -> None:
     calls.wrap(View, "of", "View.of", access)
     calls.wrap(Access, "allows", "Access.allows", access)
     calls.wrap(EngineConfig, "tool_schemas", "EngineConfig.tool_schemas", (str(Path(ADAPTER, "_config.py")),))
-    calls.wrap(ParsedThreads, "prefix", "ParsedThreads.prefix", (str(Path(ADAPTER, "_parsed.py")),))
+    calls.wrap(ParsedStore, "conversation", "ParsedStore.conversation", (str(Path(ADAPTER, "_parsed.py")),))
     validate = importlib.import_module("schema_tools._validate")  # imported on first use: here, before it is
     calls.wrap(validate, "validate", "schema_tools validate", (SCHEMA_TOOLS,))
     calls.wrap(validate, "canonical_json", "schema_tools canonical_json", (SCHEMA_TOOLS,))
@@ -640,7 +640,7 @@ async def per_turn_pieces(directory: str, turns: int) -> None:
         return statistics.median(samples) / turns * 1e6
 
     async def cached_load() -> None:
-        await RecordHandle(store, thread, parsed=parsed).load()
+        await RecordHandle(ParsedStore(store, parsed), thread).load()
 
     print(f"\n=== pieces of the resume of {turns} prior turns, µs CPU per prior turn (every thread), medians")
     print(f"  the edge: parse_run_input (all of it)                {per_turn_sync(lambda: parse_run_input(raw)):>7.2f}")
