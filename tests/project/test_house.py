@@ -97,6 +97,18 @@ def test_the_record_handle_asks_no_policy_and_knows_no_gate() -> None:
     assert graph()["adapter._record_handle"].isdisjoint({"adapter._access", "adapter._gate"})
 
 
+def test_the_record_handle_keeps_no_cache() -> None:
+    """Issue 41: the cache is one rule in the store wrapper the handle is given; the handle names none of its state."""
+    tree = ast.parse((ROOT / "adapter" / "_record_handle.py").read_text(encoding="utf-8"))
+    from_cache = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "adapter._parsed"
+        for alias in node.names
+    }
+    assert from_cache == {"ParsedStore"}  # the wrapper it reads and writes through; never the kept threads
+
+
 def test_the_circle_finder_finds_a_circle() -> None:
     edges = {"adapter._a": {"adapter._b"}, "adapter._b": {"adapter._c"}, "adapter._c": {"adapter._a"}}
     assert cycles(edges) == [["adapter._a", "adapter._b", "adapter._c", "adapter._a"]]
