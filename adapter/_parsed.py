@@ -165,9 +165,11 @@ class ParsedStore:
         """
         kept = self.parsed.checkable(thread_id) if self.parsed is not None and since == 0 and until is None else None
         if kept is not None:
-            read = await self._read(thread_id, since=None, until=None)
-            if read is None or kept.names(read.head):
-                return read and StoredThread(read.head, 0, kept.stored)
+            head = await self._read(thread_id, since=None, until=None)
+            if head is None:
+                return None
+            if kept.names(head.head):
+                return StoredThread(head.head, 0, kept.stored)
         return await self._read(thread_id, since=since, until=until)
 
     async def _read(self, thread_id: str, since: int | None, until: int | None) -> StoredThread | None:
@@ -235,7 +237,7 @@ class ParsedStore:
                 self.store, thread_id, change, journal, expected_version=expected, fence=fence, incarnation=incarnation
             )
         if self.parsed is not None:
-            known = KnownThread(stamp=change.stamp) if built_on is None else self.parsed.named(thread_id, built_on)
+            known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
             after = known.changed(change, appended, replaced or {}, version) if known is not None else None
             if after is None:
                 self.parsed.forget(thread_id)

@@ -219,6 +219,7 @@ class RecordHandle:
         stored = {message.id for message in self.stored} | self._held_before
         if server_kept or (self.stored and not any(message.id in stored for message in client)):
             history, known = self.conversation(client), set(stored)
+            in_place = len(history)
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
@@ -227,10 +228,10 @@ class RecordHandle:
             ours = self.conversation(client)
             branch = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
             history = server_said(branch, ours)
-        in_place = next(
-            (i for i, (mine, theirs) in enumerate(zip(history, self.stored, strict=False)) if mine.id != theirs.id),
-            min(len(history), len(self.stored)),
-        )
+            in_place = next(
+                (i for i, (mine, theirs) in enumerate(zip(history, self.stored, strict=False)) if mine.id != theirs.id),
+                min(len(history), len(self.stored)),
+            )
         recorded = {m.tool_call_id: m.id for m in self.conversation(client) if isinstance(m, ToolMessage)}
         refuse_second_answers(history, stored, recorded | await self._answers_before(history))
         return history, in_place
