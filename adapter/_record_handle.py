@@ -526,17 +526,20 @@ class RecordHandle:
 
     def _change(self, new: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> _Change:
         """A save of `new` (those the store does not hold yet, appended) and `moved` (replaced where stored)."""
-        held = set(self._known) if new or moved else set()
+        held = set(self._known) if new else set()
         appended = [message for message in new if message.id not in held]
-        at = (
-            {message_id: self.base + i for i, message_id in enumerate(self._known) if message_id in held}
-            if moved
-            else {}
-        )
-        replaced = {at[message.id]: message for message in moved if message.id in at}
+        replaced = self._positions(moved)
         append = [stored_message(message) for message in appended]
         replace = {position: stored_message(message) for position, message in replaced.items()}
         return _Change(ThreadChange(append=append, replace=replace, **records), appended, replaced)
+
+    def _positions(self, moved: Sequence[Message]) -> dict[int, Message]:
+        """The `moved` messages the store holds, by their position in the thread: a save replaces them there."""
+        if not moved:
+            return {}
+        moved_ids = {message.id for message in moved}
+        at = {message_id: self.base + i for i, message_id in enumerate(self._known) if message_id in moved_ids}
+        return {at[message.id]: message for message in moved if message.id in at}
 
     async def _save(self, change: _Change, journal: JournalAppend | None = None) -> None:
         """Save `change` on the version and life this handle read (see `incarnation`); with `journal`, in one call.
