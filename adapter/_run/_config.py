@@ -27,7 +27,7 @@ from adapter._sessions._journal import (
     Journals,
 )
 from adapter._state._predict import PredictState
-from adapter._thread._cache import ParsedThreads
+from adapter._thread._cache import ParsedStore, ParsedThreads
 from adapter._thread._conversation import HistoryView, declared_tail
 from adapter.backends._seam import Backend
 from adapter.stores import TurnStore
@@ -232,6 +232,8 @@ class EngineConfig:
     """The runs this adapter drives, and their journals (`adapter._sessions._journal`)."""
     feeds: Feeds = field(init=False)
     """The journals of runs other replicas drive that this one follows for its readers (`adapter._sessions._feed`)."""
+    threads: ParsedStore = field(init=False)
+    """The store as a run's handle reads and writes a thread: through `parsed` (`adapter._thread._cache`)."""
     _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
     _grantable: frozenset[str] = field(init=False, repr=False)
 
@@ -244,6 +246,7 @@ class EngineConfig:
         )
         object.__setattr__(self, "journals", journals)
         object.__setattr__(self, "feeds", Feeds(self.store, claim_lease=self.claim_lease, clock=self.now))
+        object.__setattr__(self, "threads", ParsedStore(self.store, self.parsed))
         schemas = MappingProxyType({tool.name: tool.parameters for tool in self.tools})
         object.__setattr__(self, "_tool_schemas", schemas)
         grantable = frozenset(t.name for t in self.tools if t.gated and t.grantable and not t.external)

@@ -162,9 +162,7 @@ class Run:
         self.input = run_input
         self.principal = principal
         """Who sent the input (`adapter._run._access`); a thread this run creates is theirs."""
-        self.handle = RecordHandle(
-            config.store, run_input.thread_id, principal=principal, may_join=self._may_join, parsed=config.parsed
-        )
+        self.handle = RecordHandle(config.threads, run_input.thread_id, principal=principal, may_join=self._may_join)
         self.view = View(config.access, principal, None)
         """What the principal may see of this run, and use of its input (`adapter._run._access`)."""
         self.usage: list[Usage] = []
@@ -185,6 +183,8 @@ class Run:
         """Raised by a stop request (`adapter._run._stop`): the run ends, cancelled, at its next safe point."""
         self.creating: str | None = None
         """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
+        self.stored = 0
+        """How many of the history's first messages the store holds as they are: each save is given the rest."""
 
     async def _may_join(self, owner: str | None) -> bool:
         """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
@@ -329,7 +329,9 @@ class Run:
             return self._replay(gate)
         if isinstance(gate, Resume):
             return self._resume(gate, toolset)
-        history = await self.handle.history(self.input.messages, server_kept=self.config.history == "server")
+        history, self.stored = await self.handle.history(
+            self.input.messages, server_kept=self.config.history == "server"
+        )
         await self._notify(TurnEventType.TURN_STARTED)
         self.phase = Phase.RUNNING
         return self._model_loop(history, self.input.state, toolset)
@@ -348,6 +350,7 @@ class Run:
             yield self._stop_event(self._finished_event(RunFinishedCancelledOutcome()))
             return
         history, held = self.handle.resumed_history(self.input.messages)
+        self.stored = len(history)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
             # does not know (RES-2); a client that sent the whole thread needs no restatement.
@@ -402,7 +405,7 @@ class Run:
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         _, applied = gate.claimed(self.input.run_id, self.config.now())
-        await self.handle.claim_closed(applied, history, settled.moved)
+        await self.handle.claim_closed(applied, self._unstored(history), settled.moved)
         await self._resumed(gate, held)
         return settled
 
@@ -425,11 +428,19 @@ class Run:
         if settled.forward and not settled.suspensions:
             # Forwarding is part of applying: the turn stays open until the backend accepts its answers.
             backend_calls = [answer.call for answer in gate.answers if answer.call.kind.forwarded]
-            held = await self.handle.hold_turn(backend_calls, history, settled.moved)
+            held = await self.handle.hold_turn(backend_calls, self._unstored(history), settled.moved)
             self.turn = replace(self.turn, held=held)
         else:
-            await self.handle.close_turn(history, settled.moved)
+            await self.handle.close_turn(self._unstored(history), settled.moved)
         return settled
+
+    def _unstored(self, history: list[Message]) -> list[Message]:
+        """The history's messages past `stored`, counted as stored from now on: the save they are given to stores them.
+
+        A save that fails ends the run, so no message is given to the store twice.
+        """
+        new, self.stored = history[self.stored :], len(history)
+        return new
 
     def _close_open(self) -> list[BaseEvent]:
         """The events that end what a failed step left open; what it spent is reported all the same."""
@@ -566,7 +577,7 @@ class Run:
         history.extend(step.messages())
         forwarded, self.turn = self.turn.held, self.turn.after(step)
         if forwarded is not None:
-            await self.handle.close_turn(history)  # the backend took its answers: they are spent
+            await self.handle.close_turn(self._unstored(history))  # the backend took its answers: they are spent
 
     async def _check_older_calls(self, step: Step) -> None:
         """A run that read only the thread's tail checks the step's new call ids against the older part too.
@@ -648,7 +659,7 @@ class Run:
         forms = [pending_form(turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
-        await self.handle.open_turn(turn, history, wire_json(outcome) if self.turn.resumed else None)
+        await self.handle.open_turn(turn, self._unstored(history), wire_json(outcome) if self.turn.resumed else None)
         telemetry.opened.add(len(pending))
         self.phase = Phase.SUSPENDED
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
@@ -706,7 +717,7 @@ class Run:
         A resumed run records `outcome` for replays of its resume, or `recorded` when given (a stop's own).
         """
         resumed = (recorded or wire_json(outcome)) if self.turn.resumed else None
-        await self.handle.finish(history, self.input.run_id, resumed)
+        await self.handle.finish(self._unstored(history), self.input.run_id, resumed)
         self.phase = Phase.FINISHED
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)

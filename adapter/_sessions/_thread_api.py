@@ -86,7 +86,7 @@ async def resume_input(
         LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked.
     """
     check_id(thread_id, "/threadId")
-    record = await RecordHandle(config.store, thread_id).load(messages=False)
+    record = await RecordHandle(config.threads, thread_id).load(messages=False)
     await config.access.admit(principal, record, ANSWERS)
     resolved = resume_entries(record, entries, metadata)
     # A 1.0 input: without `protocolVersion` the run would downgrade its events for a pre-1.0 peer (`_compat`).
@@ -112,7 +112,7 @@ async def read_thread(
         AdapterError: INVALID_PAGE when `page.after` names no message of the thread.
     """
     check_id(thread_id, "/threadId")
-    handle = RecordHandle(config.store, thread_id)
+    handle = RecordHandle(config.threads, thread_id)
     head = await handle.load(messages=False)
     if head is None or not await config.access.allows(principal, head.owner, "read"):
         return None
@@ -146,7 +146,7 @@ async def revoke_grant(config: EngineConfig, thread_id: str, tool: str, principa
         LimitExceeded: 422 `INVALID_ID` for a thread id no store can keep, before the store is asked.
     """
     check_id(thread_id, "/threadId")
-    handle = RecordHandle(config.store, thread_id)
+    handle = RecordHandle(config.threads, thread_id)
     record = await handle.load(messages=False)
     if record is None:
         return None
@@ -204,7 +204,7 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     after an outsider is refused on the head alone.
     """
     check_id(thread_id, "/threadId")
-    handle = RecordHandle(config.store, thread_id)
+    handle = RecordHandle(config.threads, thread_id)
     record = await handle.load(messages=False)
     await config.access.admit(principal, record, ANSWERS)
     turn = record.open_turn if record else None
@@ -221,13 +221,14 @@ async def cancel_turn(config: EngineConfig, thread_id: str, principal: str | Non
     # names, if any, is cancelled too.
     settled = await settle_answers(Resume(turn, answers), CallScope(config, Toolset(config.tools), None, principal))
     history = handle.conversation()
+    stored = len(history)
     settled.apply_to(history, turn.turn_id, config.now(), principal)
     history += [
         tool_message(call.tool_call_id, cancelled(call.tool_name or "the agent's call"))
         for call in turn.pending
         if call.kind.forwarded and call.tool_call_id is not None
     ]
-    await handle.close_turn(history, settled.moved)
+    await handle.close_turn(history[stored:], settled.moved)
     interrupt_ids = tuple(call.interrupt_id for call in turn.pending)
     await notify(
         config.listeners, TurnEvent(TurnEventType.TURN_CANCELLED, thread_id, turn.turn_id, None, interrupt_ids)

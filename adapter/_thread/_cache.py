@@ -1,29 +1,45 @@
-"""The threads an adapter last stored or read, kept as protocol messages beside their exact stored text.
+"""The parsed-thread cache: threads as protocol messages, of the state a head names; the store read through it.
 
-A resume needs the stored conversation as protocol messages. When this adapter wrote (or read) the
-thread last, it already holds them: `ParsedThreads` keeps them beside the text the store holds for
-each, and hands back the longest prefix whose text is still exactly the stored text. A change made
-by another replica (or a purge and a new thread under the same id) changes the text, so it can never
-serve a stale message; its memory is bounded by the stored text it keeps.
+A run needs its stored conversation as protocol messages. When this adapter wrote (or read) the thread last, it
+already holds them: `ParsedThreads` keeps them beside the stored messages they are, named by the state of the thread
+they are of (`ThreadHead.stamp`: drawn fresh by every save, so no later state repeats it, not a thread created again
+nor a store restored from a backup and written again; and its version). That is the one rule: what is kept is the
+thread's messages while the head names its stamp and version, and nothing of it otherwise. A change made by another
+replica, a purge, a thread created again under the same id: each leaves a head of another stamp, and the whole
+thread is read and validated again.
 
-What is kept also names the stamp and version of the state it was read or written at (`ThreadHead.stamp`: drawn
-fresh by every save, so no later state repeats it, not a thread created again nor a store restored from a backup
-and written again). A long thread whose head still names them is not read again (`RecordHandle.load`): its
-messages are these.
+`ParsedStore` applies the rule, around the store: a run's handle (`adapter._thread._handle`) reads and writes its
+thread through it and keeps nothing of the cache itself. A long thread whose head names what is kept is read by its
+head alone; every save the handle makes is followed here (its messages join what is kept, of the new state).
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Final
 
 from ag_ui.core import Message
 
-from adapter.stores import StoredMessage, ThreadChange, ThreadHead
+from adapter._thread._record import stored_conversation
+from adapter.stores import (
+    ANY_INCARNATION,
+    JournalAppend,
+    StoredMessage,
+    StoredThread,
+    StoreUnavailable,
+    ThreadChange,
+    ThreadHead,
+    TurnStore,
+)
+from adapter.stores._protocol import save_and_append
+
+log = logging.getLogger("adapter.record")
 
 DEFAULT_CHARS: Final = 4_000_000
 """How much stored text (and the messages parsed from it) one adapter keeps, across threads.
@@ -40,9 +56,14 @@ HEAD_FIRST: Final = 32
 Below, reading them all costs less than the second read a changed thread takes (about 3 µs a message against
 some 100 µs a read, on SQLite)."""
 
+_READ_RETRIES = (0.1, 0.5)
+"""Seconds to wait before each new attempt at a read the store could not answer: a read is safe to repeat."""
+_FAST_FAILURE = 2.0
+"""Seconds within which a failed read counts as a dropped connection, worth trying again."""
+
 
 class ParsedThreads:
-    """Protocol messages by thread, valid while the store holds exactly their text; least recently used go first."""
+    """Protocol messages by thread, valid while the head names the state they are of; least recently used go first."""
 
     def __init__(self, max_chars: int = DEFAULT_CHARS, *, head_first: int = HEAD_FIRST) -> None:
         self.max_chars = max_chars
@@ -51,35 +72,24 @@ class ParsedThreads:
         self._entries: OrderedDict[str, KnownThread] = OrderedDict()
         self._chars = 0
 
-    def prefix(self, thread_id: str, texts: tuple[str, ...]) -> list[Message]:
-        """The messages of the longest prefix of the stored `texts` that are the texts they were kept with."""
+    def named(self, thread_id: str, head: ThreadHead) -> KnownThread | None:
+        """What is kept for the thread, if `head` names the state it is of (`KnownThread.names`): the one rule."""
         entry = self._entries.get(thread_id)
-        if entry is None:
-            return []
-        self._entries.move_to_end(thread_id)
-        known = entry.texts
-        if known == texts[: len(known)]:  # the usual case, compared in one pass of C
-            return list(entry.messages)
-        pairs = enumerate(zip(known, texts, strict=False))
-        same = next((i for i, (kept, now) in pairs if kept != now), min(len(known), len(texts)))
-        return list(entry.messages[:same])
-
-    def checkable(self, thread_id: str) -> KnownThread | None:
-        """What is kept for the thread, if a head can tell whether the store still holds it and it is long enough.
-
-        It can when what is kept names a stamp and a version; long enough is `head_first` messages.
-        """
-        entry = self._entries.get(thread_id)
-        if entry is None or entry.stamp is None or entry.version == 0 or len(entry.stored) < self.head_first:
+        if entry is None or not entry.names(head):
             return None
         self._entries.move_to_end(thread_id)
         return entry
 
+    def checkable(self, thread_id: str) -> KnownThread | None:
+        """What is kept for the thread, if it is long enough (`head_first` messages) to be read by its head first."""
+        entry = self._entries.get(thread_id)
+        return entry if entry is not None and len(entry.stored) >= self.head_first else None
+
     def keep(self, thread_id: str, known: KnownThread) -> None:
-        """Remember that the store holds `known.stored` for `thread_id`, and that they are `known.messages`."""
+        """Remember that the state `known` names holds `known.stored`, and that they are `known.messages`."""
         self.forget(thread_id)
-        if known.chars > self.max_chars:
-            return
+        if known.stamp is None or known.chars > self.max_chars:
+            return  # a state no head names again (a store that keeps no stamp), or too large to keep
         self._entries[thread_id] = known
         self._chars += known.chars
         while self._chars > self.max_chars:
@@ -95,7 +105,7 @@ class ParsedThreads:
 
 @dataclass(frozen=True, slots=True)
 class KnownThread:
-    """A whole stored thread as protocol messages, position for position with the text the store holds."""
+    """A whole stored thread as protocol messages, position for position with the stored messages, and its state."""
 
     stored: tuple[StoredMessage, ...] = ()
     """The stored messages themselves: what a read of the head alone takes from here."""
@@ -109,12 +119,7 @@ class KnownThread:
 
     def __post_init__(self) -> None:
         if self.chars < 0:
-            object.__setattr__(self, "chars", sum(map(len, self.texts)))
-
-    @property
-    def texts(self) -> tuple[str, ...]:
-        """The text the store holds for each message."""
-        return tuple(map(_TEXT, self.stored))
+            object.__setattr__(self, "chars", sum(map(len, map(_TEXT, self.stored))))
 
     def names(self, head: ThreadHead) -> bool:
         """Whether `head` is of the very state these messages are: the same stamp, at the same version.
@@ -125,28 +130,117 @@ class KnownThread:
         return self.stamp is not None and (head.stamp, head.version, head.message_count) == known
 
     def changed(
-        self, change: ThreadChange, history: Sequence[Message] | None, first_new: int, version: int
+        self, change: ThreadChange, appended: Sequence[Message], replaced: Mapping[int, Message], version: int
     ) -> KnownThread | None:
-        """The thread once `change` is saved at `version`, whose appended messages are `history[first_new:]`.
+        """The thread once `change` is saved at `version`: its messages `appended` and `replaced` (by position).
 
-        None if unknown. Only messages serialised into the change (appended or replaced) join it: a client's
-        copy that the store kept by id alone never does. The change must be saved on the version this is of.
+        None if unknown: a change that cuts the thread, or whose messages are not all given. The change must be saved
+        on the state this is of.
         """
-        stamp = change.stamp
-        if not (change.append or change.replace or change.keep is not None):
-            return dataclasses.replace(self, stamp=stamp, version=version)
-        kept = len(self.stored) if change.keep is None else change.keep
-        if history is None or kept != first_new or len(history) - first_new != len(change.append):
+        if change.keep is not None or len(appended) != len(change.append) or replaced.keys() != change.replace.keys():
             return None
-        messages, stored = list(self.messages[:kept]), list(self.stored[:kept])
-        for position, replaced in change.replace.items():
-            messages[position], stored[position] = history[position], replaced
+        if not (change.append or change.replace):
+            return dataclasses.replace(self, stamp=change.stamp, version=version)
+        messages, stored = list(self.messages), list(self.stored)
+        for position, message in replaced.items():
+            messages[position], stored[position] = message, change.replace[position]
         added = sum(len(appended.json) for appended in change.append)
-        chars = self.chars + added if kept == len(self.stored) and not change.replace else -1
-        return KnownThread(
-            (*stored, *change.append),
-            (*messages, *history[first_new:]),
-            chars,
-            stamp,
-            version,
-        )
+        chars = self.chars + added if not change.replace else -1
+        return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version)
+
+
+class ParsedStore:
+    """The store as a run's handle reads and writes a thread: through this adapter's `ParsedThreads`, if any."""
+
+    def __init__(self, store: TurnStore, parsed: ParsedThreads | None = None) -> None:
+        self.store = store
+        self.parsed = parsed
+        """Where this adapter keeps threads as protocol messages; None keeps nothing (every thread is validated)."""
+
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        """`TurnStore.load`, again after a pause when the store failed fast (a restart, a cut connection).
+
+        A whole thread kept here and long enough is read by its head first: when the head names what is kept, the
+        stored messages are the kept ones, and only a changed thread is read again whole.
+        """
+        kept = self.parsed.checkable(thread_id) if self.parsed is not None and since == 0 and until is None else None
+        if kept is not None:
+            head = await self._read(thread_id, since=None, until=None)
+            if head is None:
+                return None
+            if kept.names(head.head):
+                return StoredThread(head.head, 0, kept.stored)
+        return await self._read(thread_id, since=since, until=until)
+
+    async def _read(self, thread_id: str, since: int | None, until: int | None) -> StoredThread | None:
+        """Load the thread, again after a pause when the store failed fast.
+
+        A store that took long to fail (a pool that waited its timeout for a connection) is not asked again.
+        """
+        clock = asyncio.get_running_loop().time
+        for pause in _READ_RETRIES:
+            started = clock()
+            try:
+                return await self.store.load(thread_id, since=since, until=until)
+            except StoreUnavailable:
+                if clock() - started > _FAST_FAILURE:
+                    raise
+                log.warning("thread %s: the store could not be reached; reading again in %ss", thread_id, pause)
+                await asyncio.sleep(pause)
+        return await self.store.load(thread_id, since=since, until=until)
+
+    def conversation(self, thread_id: str, read: StoredThread, client: Sequence[Message] = ()) -> list[Message]:
+        """The messages `read` holds, as protocol messages: those kept here when its head names them.
+
+        Else each is validated from the store, except where the `client` sent a copy of the same text (used as it
+        is: `stored_conversation`), and a whole thread is kept, of the state its head names.
+        """
+        whole = read.start == 0 and len(read.messages) == read.head.message_count
+        known = self.parsed.named(thread_id, read.head) if self.parsed is not None and whole else None
+        if known is not None:
+            return list(known.messages)
+        offered: dict[str, Message] = {}
+        for message in client:
+            offered.setdefault(message.id, message)
+        messages = stored_conversation(read.messages, offered)
+        if self.parsed is not None and whole:
+            head = read.head
+            self.parsed.keep(
+                thread_id, KnownThread(tuple(read.messages), tuple(messages), -1, head.stamp, head.version)
+            )
+        return messages
+
+    async def save(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        *,
+        built_on: ThreadHead | None,
+        appended: Sequence[Message] = (),
+        replaced: Mapping[int, Message] | None = None,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+        journal: JournalAppend | None = None,
+    ) -> int:
+        """`TurnStore.save` on the state `built_on` (None: a thread this save creates); with `journal`, in one call.
+
+        `appended` and `replaced` are the protocol messages of `change.append` and `change.replace`: what is kept of
+        `built_on` is kept of the new state with them, and forgotten when it is not of `built_on`.
+        """
+        expected = built_on.version if built_on is not None else 0
+        if journal is None:
+            version = await self.store.save(
+                thread_id, change, expected_version=expected, fence=fence, incarnation=incarnation
+            )
+        else:
+            version, _ = await save_and_append(
+                self.store, thread_id, change, journal, expected_version=expected, fence=fence, incarnation=incarnation
+            )
+        if self.parsed is not None:
+            known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
+            after = known.changed(change, appended, replaced or {}, version) if known is not None else None
+            if after is None:
+                self.parsed.forget(thread_id)
+            else:
+                self.parsed.keep(thread_id, after)
+        return version

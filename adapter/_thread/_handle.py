@@ -2,14 +2,16 @@
 
 It reads the thread once per run (or a page of it, or the tail a history view declares) and builds the
 history a run starts from; its writes (claims, turns opened and closed, finished runs) build on what it read.
+The run owns its conversation: each save is given the messages to store as values, never a list the handle keeps.
+The handle reads and writes through a `ParsedStore` (`adapter._thread._cache`), which keeps the parsed-thread cache.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NoReturn
 
@@ -18,7 +20,7 @@ from ag_ui.core import AssistantMessage, Message, ToolMessage
 from adapter import _errors as codes
 from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._ids import new_id
-from adapter._thread._cache import KnownThread, ParsedThreads
+from adapter._thread._cache import ParsedStore
 from adapter._thread._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
 from adapter._thread._record import (
     LAPSED_AT,
@@ -44,53 +46,42 @@ from adapter.stores import (
     ThreadChange,
     ThreadGone,
     ThreadHead,
-    TurnStore,
 )
-from adapter.stores._protocol import save_and_append
 
 log = logging.getLogger("adapter.record")
 
 _ID = attrgetter("id")
 """A message's id (a protocol or a stored message): mapped over whole threads, in C."""
-_TEXT = attrgetter("json")
-"""A stored message's text, likewise."""
-_READ_RETRIES = (0.1, 0.5)
-"""Seconds to wait before each new attempt at a read the store could not answer: a read is safe to repeat."""
-_FAST_FAILURE = 2.0
-"""Seconds within which a failed read counts as a dropped connection, worth trying again."""
 
 
 class RecordHandle:
-    """The thread as this run last read or wrote it.
+    """The thread as this run last read or wrote it: a snapshot of what was read, and saves that take values.
 
-    The run's history and the store agree on `history[:synced]`, position for position; a save
-    appends the rest that the store does not hold (a client's branch may hold stored messages in
-    another order: the record keeps them where they are, and never drops one), replaces the form
-    cards that moved, and sets the records that changed. After a claim every save carries the
-    claim number as its fence.
+    A save is given the run's new messages (`new`: it appends those the store does not hold; a client's branch may
+    hold stored messages in another order, and the record keeps them where they are, never dropping one) and the
+    stored messages that changed in place (`moved`: replaced where they are stored), and sets the records that
+    changed. After a claim every save carries the claim number as its fence.
     """
 
     def __init__(
         self,
-        store: TurnStore,
+        threads: ParsedStore,
         thread_id: str,
         *,
         principal: str | None = None,
         may_join: Callable[[str | None], Awaitable[bool]] | None = None,
-        parsed: ParsedThreads | None = None,
     ) -> None:
-        self.store = store
-        self.parsed = parsed
-        """Where this adapter keeps threads as protocol messages (`adapter._thread._cache`); None keeps nothing."""
+        self.threads = threads
+        """The store, read and written through the parsed-thread cache (which it keeps, not this handle)."""
         self.thread_id = thread_id
         self.record = ThreadRecord(thread_id=thread_id, owner=principal)
         """A thread this run creates is owned by the run's principal."""
         self._may_join = may_join
         """Whether this run may store into a thread another request created meanwhile (its owner given); None: yes."""
         self._known: list[str] = []
+        """The ids of the stored messages (from `base`) as this run last read or wrote them: all it may build on."""
         self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
-        """The ids of the stored messages as this run last read or wrote them: all it may build on."""
         self.version = 0
         self.incarnation: str | None = new_id("thread")
         """The life of the thread this handle writes to: the one it read, or the one it creates (drawn here).
@@ -101,67 +92,40 @@ class RecordHandle:
         self.base = 0
         """The position of `stored[0]` in the thread: above 0 when only its tail was read (`load_tail`)."""
         self.stored: Sequence[StoredMessage] = ()
-        self.synced = 0
+        """The stored messages as read (from `base`): what `conversation` is built from."""
         self._head: ThreadHead | None = None
         self._expected: ThreadHead | None = None
         """The head as this handle last read or wrote it: what a save's compare-and-set builds on."""
         self._fence: int | None = None
         self._conversation: list[Message] | None = None
-        self._parsed_thread: KnownThread | None = None
         self._held_before: set[str] = set()
         """Ids of the client's messages the store holds before `base` (found by `load_tail`)."""
 
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
-        """Read the thread's records (and its messages, unless told not to); None for a new thread.
-
-        A long thread this adapter holds as messages is read by its head first: when the head names the
-        incarnation and version they are of, they are the stored messages, and only a changed thread is read
-        again whole.
-        """
-        kept = self.parsed.checkable(self.thread_id) if messages and self.parsed and not self.base else None
-        stored = await self._read(since=self.base if messages and kept is None else None)
-        if kept is not None and stored is not None and not kept.names(stored.head):
-            kept, stored = None, await self._read(since=self.base)  # changed since: its messages after all
+        """Read the thread's records (and its messages from `base`, unless told not to); None for a new thread."""
+        stored = await self.threads.load(self.thread_id, since=self.base if messages else None)
         if stored is None:
-            self._parsed_thread = KnownThread()
             return None
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.incarnation = stored.head.incarnation
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
-        listed = stored.messages if kept is None else kept.stored
-        self.stored, self.synced, self._conversation = listed, len(listed), None
+        self.stored, self._conversation = stored.messages, None
         if messages:
-            self._known = list(map(_ID, listed))
-        self._parsed_thread = None
-        if kept is not None:
-            self._conversation, self._parsed_thread = list(kept.messages), kept
-        elif messages and self.parsed is not None and self.base == 0:
-            texts = tuple(map(_TEXT, listed))
-            known = self.parsed.prefix(self.thread_id, texts)
-            if len(known) == len(texts):  # this adapter holds the whole thread as messages already
-                self._conversation = known
-                self._parsed_thread = self._known_as_read(known)
-                self.parsed.keep(self.thread_id, self._parsed_thread)  # now of this version
+            self._known = list(map(_ID, stored.messages))
         return self.record
-
-    def _known_as_read(self, messages: Sequence[Message]) -> KnownThread:
-        """The whole thread as this handle read it (`stored`, of the head it read) and as protocol `messages`."""
-        head = self._head
-        stamp, version = (head.stamp, head.version) if head is not None else (None, 0)
-        return KnownThread(tuple(self.stored), tuple(messages), -1, stamp, version)
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
         """Read the thread's records and its messages at positions `[start, stop)` alone into `stored`.
 
         For reading only: a handle holding a slice has nothing to save a turn against.
         """
-        stored = await self._read(since=start, until=stop)
+        stored = await self.threads.load(self.thread_id, since=start, until=stop)
         if stored is None:
             return None
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.incarnation = stored.head.incarnation
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
-        self.stored, self.synced, self._conversation, self._parsed_thread = stored.messages, 0, None, None
+        self.stored, self._conversation = stored.messages, None
         return self.record
 
     async def load_tail(self, count: int, client: Sequence[Message]) -> None:
@@ -202,7 +166,7 @@ class RecordHandle:
         found: set[str] = set()
         for message in client:
             if message.id not in tail and message.id not in found:
-                position = await self.store.find_message(self.thread_id, message.id)
+                position = await self.threads.store.find_message(self.thread_id, message.id)
                 if position is not None and position < self.base:
                     found.add(message.id)
         return found
@@ -211,7 +175,7 @@ class RecordHandle:
         """The stored messages before `base` (none when the whole thread was read), as protocol messages."""
         if self.base == 0:
             return []
-        stored = await self._read(since=0, until=self.base)
+        stored = await self.threads.load(self.thread_id, since=0, until=self.base)
         return stored_conversation(stored.messages, {}) if stored is not None else []
 
     @property
@@ -221,48 +185,24 @@ class RecordHandle:
 
     async def find(self, message_id: str) -> int | None:
         """The position of the stored message with this id (the first), or None; read by the store's index."""
-        return await self.store.find_message(self.thread_id, message_id)
-
-    async def _read(self, since: int | None, until: int | None = None) -> StoredThread | None:
-        """Load the thread, again after a pause when the store failed fast (a restart, a cut connection).
-
-        A store that took long to fail (a pool that waited its timeout for a connection) is not asked again.
-        """
-        clock = asyncio.get_running_loop().time
-        for pause in _READ_RETRIES:
-            started = clock()
-            try:
-                return await self.store.load(self.thread_id, since=since, until=until)
-            except StoreUnavailable:
-                if clock() - started > _FAST_FAILURE:
-                    raise
-                log.warning("thread %s: the store could not be reached; reading again in %ss", self.thread_id, pause)
-                await asyncio.sleep(pause)
-        return await self.store.load(self.thread_id, since=since, until=until)
+        return await self.threads.store.find_message(self.thread_id, message_id)
 
     def conversation(self, client: Sequence[Message] = ()) -> list[Message]:
-        """The stored messages as protocol messages, built once per request.
+        """The stored messages as protocol messages, built once per load (`ParsedStore.conversation`).
 
         The client's copy of a stored message is used where it is the same text; the rest is
-        validated from the store (`stored_conversation`): one pass over the thread, and a copy that
-        differs never replaces the stored message.
+        validated from the store: one pass over the thread, and a copy that differs never replaces
+        the stored message.
         """
         if self._conversation is None:
-            texts = tuple(map(_TEXT, self.stored))
-            parsed = self.parsed if self.base == 0 else None  # it keeps whole threads only
-            known = parsed.prefix(self.thread_id, texts) if parsed else []
-            offered: dict[str, Message] = {}
-            if len(known) < len(self.stored):
-                for message in client:
-                    offered.setdefault(message.id, message)
-            self._conversation = [*known, *stored_conversation(self.stored[len(known) :], offered)]
-            if parsed is not None and self._parsed_thread is None:  # else it follows this handle's saves already
-                self._parsed_thread = self._known_as_read(self._conversation)
-                parsed.keep(self.thread_id, self._parsed_thread)
+            read = StoredThread(self._head, self.base, self.stored) if self._head is not None else None
+            self._conversation = self.threads.conversation(self.thread_id, read, client) if read is not None else []
         return list(self._conversation)
 
-    async def history(self, client: Sequence[Message], *, server_kept: bool) -> list[Message]:
-        """The history a new run starts from; no request deletes what the record holds.
+    async def history(self, client: Sequence[Message], *, server_kept: bool) -> tuple[list[Message], int]:
+        """The history a new run starts from, and how many of its first messages are the stored ones, in place.
+
+        No request deletes what the record holds. The run owns the history: a save is given what follows those.
 
         Continued: with a server-kept history, or when the client sent only messages the record does not
         hold, the stored conversation, then the client's new messages: the model sees the whole thread.
@@ -279,6 +219,7 @@ class RecordHandle:
         stored = {message.id for message in self.stored} | self._held_before
         if server_kept or (self.stored and not any(message.id in stored for message in client)):
             history, known = self.conversation(client), set(stored)
+            in_place = len(history)
             for message in client:
                 if message.id not in known:
                     known.add(message.id)
@@ -287,13 +228,13 @@ class RecordHandle:
             ours = self.conversation(client)
             branch = keep_server_activity(client, [m.id for m in self.stored], stored_cards(self.stored))
             history = server_said(branch, ours)
-            self.synced = next(
+            in_place = next(
                 (i for i, (mine, theirs) in enumerate(zip(history, self.stored, strict=False)) if mine.id != theirs.id),
                 min(len(history), len(self.stored)),
             )
         recorded = {m.tool_call_id: m.id for m in self.conversation(client) if isinstance(m, ToolMessage)}
         refuse_second_answers(history, stored, recorded | await self._answers_before(history))
-        return history
+        return history, in_place
 
     def held_ids(self) -> tuple[set[str], set[str], set[str]]:
         """The ids of the messages, the tool calls (made or answered) and the answered calls the loaded record holds.
@@ -346,7 +287,7 @@ class RecordHandle:
         """
         grants = with_grants(self.record.grants, made) if made else None
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), claim=True)
-        await self._claim(change if grants is None else dataclasses.replace(change, grants=_wire(grants)))
+        await self._claim(_Change(change if grants is None else dataclasses.replace(change, grants=_wire(grants))))
         update: dict[str, Any] = {"open_turn": claimed, "applied": applied}
         self.record = self.record.model_copy(update=update if grants is None else {**update, "grants": grants})
 
@@ -361,7 +302,7 @@ class RecordHandle:
             if len(kept) == len(self.record.grants):
                 return False
             try:
-                await self._save(ThreadChange(grants=_wire(kept) if kept else None))
+                await self._save(_Change(ThreadChange(grants=_wire(kept) if kept else None)))
             except StoreConflict:
                 if await self.load(messages=False) is None:
                     return False
@@ -370,22 +311,19 @@ class RecordHandle:
             return True
         raise ThreadConflict("the thread kept changing while a grant was revoked")
 
-    async def claim_closed(
-        self, applied: AppliedResume, history: Sequence[Message], moved: Sequence[Message] = ()
-    ) -> None:
+    async def claim_closed(self, applied: AppliedResume, new: Sequence[Message], moved: Sequence[Message] = ()) -> None:
         """`claim` and `close_turn` in one save, for answers whose applying runs nothing (`Resume.runs_nothing`).
 
         The claim orders the work a resume starts on the server; where it starts none, claiming and
         storing the answers together leaves nothing between them for another replica to see or take
         over, and exactly one of two racing resumes still wins.
         """
-        change = self._change(history, moved, open_turn=None, applied=_json(applied), claim=True)
-        await self._claim(change, history)
+        await self._claim(self._change(new, moved, open_turn=None, applied=_json(applied), claim=True))
         self.record = self.record.model_copy(update={"open_turn": None, "applied": applied})
 
-    async def _claim(self, change: ThreadChange, history: Sequence[Message] | None = None) -> None:
+    async def _claim(self, change: _Change) -> None:
         try:
-            await self._save(change, history)
+            await self._save(change)
         except StoreConflict:
             raise ResumeError("another request resumed this turn first", code=codes.RESUME_CONFLICT) from None
         assert self._head is not None  # a turn to claim was loaded
@@ -402,7 +340,7 @@ class RecordHandle:
         if self.version != 0:
             return False
         try:
-            await self._save(ThreadChange(title=title), journal=journal)
+            await self._save(_Change(ThreadChange(title=title)), journal=journal)
         except StoreConflict:
             return False
         return True
@@ -413,7 +351,7 @@ class RecordHandle:
         if self._fence is None or head is None:
             return
         try:
-            await self._save(ThreadChange(open_turn=head.open_turn, applied=head.applied, grants=head.grants))
+            await self._save(_Change(ThreadChange(open_turn=head.open_turn, applied=head.applied, grants=head.grants)))
         except StoreConflict:
             log.warning("thread %s changed before a failed resume could release its claim", self.thread_id)
 
@@ -431,7 +369,8 @@ class RecordHandle:
         if applied is not None and applied.outcome is None:
             applied = applied.model_copy(update={"applied_at": LAPSED_AT})
         try:
-            await self._save(ThreadChange(open_turn=_json(turn), applied=KEEP if applied is None else _json(applied)))
+            lapsed = ThreadChange(open_turn=_json(turn), applied=KEEP if applied is None else _json(applied))
+            await self._save(_Change(lapsed))
         except (StoreConflict, StaleClaim):
             log.warning("thread %s changed before a cut resume could lapse its claim", self.thread_id)
             return
@@ -440,7 +379,7 @@ class RecordHandle:
             return
         self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
-    async def close_turn(self, history: Sequence[Message], moved: Sequence[Message] = ()) -> None:
+    async def close_turn(self, new: Sequence[Message], moved: Sequence[Message] = ()) -> None:
         """The open turn's answers are applied: store them; nothing waits on this thread any more.
 
         Raises:
@@ -448,14 +387,14 @@ class RecordHandle:
                 and was superseded): nothing of this run is stored.
         """
         try:
-            await self._save(self._change(history, moved, open_turn=None), history)
+            await self._save(self._change(new, moved, open_turn=None))
         except StoreConflict:
             log.warning("thread %s: a run lost its claim before storing its answers", self.thread_id)
             raise AdapterError("another request took this turn over", code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": None})
 
     async def hold_turn(
-        self, pending: list[PendingCall], history: Sequence[Message], moved: Sequence[Message] = ()
+        self, pending: list[PendingCall], new: Sequence[Message], moved: Sequence[Message] = ()
     ) -> OpenTurn:
         """Store the answers applied so far, the claimed turn waiting on `pending` while they are forwarded.
 
@@ -470,7 +409,7 @@ class RecordHandle:
         assert self.record.open_turn is not None and self._fence is not None  # only a claimed turn is held
         turn = self.record.open_turn.model_copy(update={"pending": pending})
         try:
-            await self._save(self._change(history, moved, open_turn=_json(turn)), history)
+            await self._save(self._change(new, moved, open_turn=_json(turn)))
         except StoreConflict:
             log.warning("thread %s: a run lost its claim before holding its turn for a forward", self.thread_id)
             raise AdapterError("another request took this turn over", code=codes.THREAD_CONFLICT) from None
@@ -488,43 +427,41 @@ class RecordHandle:
             applied = None
         waiting = turn.model_copy(update={"claimed_by": None, "claimed_at": None})
         try:
-            await self._save(ThreadChange(open_turn=_json(waiting), applied=applied))
+            await self._save(_Change(ThreadChange(open_turn=_json(waiting), applied=applied)))
         except StoreConflict:
             log.warning("thread %s changed before a refused resume could reopen its turn", self.thread_id)
             return
         previous = AppliedResume.model_validate(applied) if applied else None
         self.record = self.record.model_copy(update={"open_turn": waiting, "applied": previous})
 
-    async def open_turn(
-        self, turn: OpenTurn, history: Sequence[Message], resumed_outcome: dict[str, Any] | None
-    ) -> None:
+    async def open_turn(self, turn: OpenTurn, new: Sequence[Message], resumed_outcome: dict[str, Any] | None) -> None:
         """Store a suspended turn. Nothing is reported to the client before this succeeds."""
         applied = self.record.applied
         if resumed_outcome is None:
             applied = None  # a newer interrupted run supersedes earlier answers: replaying them is unknown (RES-9)
         elif applied is not None:
             applied = applied.model_copy(update={"outcome": resumed_outcome})
-        change = self._change(history, open_turn=_json(turn), applied=_json(applied) if applied else None)
+        change = self._change(new, open_turn=_json(turn), applied=_json(applied) if applied else None)
         try:
-            await self._save(change, history)
+            await self._save(change)
         except StoreConflict:
             message = "the thread changed while this run was in progress"
             raise AdapterError(message, code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
-    async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
-        """Store the conversation of a finished run, and how a resumed run ended (for replays).
+    async def finish(self, new: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
+        """Store the new messages of a finished run, and how a resumed run ended (for replays).
 
         An outcome already recorded stands (`record_outcome`): the messages are stored after it all the same.
         """
 
-        def finished(history: Sequence[Message]) -> ThreadChange:
+        def finished() -> _Change:
             applied = self._unsettled(run_id)
             if resumed_outcome is not None and applied is not None:
-                return self._change(history, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
-            return self._change(history)
+                return self._change(new, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
+            return self._change(new)
 
-        await self._update(finished, history)
+        await self._update(finished, messages=True)
 
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
         """Remember how a resumed run ended, so that a replay of its resume ends the same way.
@@ -533,82 +470,78 @@ class RecordHandle:
         the run's own late ending, race by compare-and-set, and the loser keeps what the winner stored.
         """
 
-        def recorded(history: Sequence[Message]) -> ThreadChange | None:
+        def recorded() -> _Change | None:
             applied = self._unsettled(run_id)
             if applied is None:
                 return None
-            return ThreadChange(applied=_json(applied.model_copy(update={"outcome": outcome})))
+            return _Change(ThreadChange(applied=_json(applied.model_copy(update={"outcome": outcome}))))
 
-        await self._update(recorded)
+        await self._update(recorded, messages=False)
 
     def _unsettled(self, run_id: str) -> AppliedResume | None:
         """The applied resume of `run_id`, as last read, while it has no outcome recorded."""
         applied = self.record.applied
         return applied if applied is not None and applied.run_id == run_id and applied.outcome is None else None
 
-    async def _update(
-        self,
-        change: Callable[[Sequence[Message]], ThreadChange | None],
-        history: Sequence[Message] | None = None,
-        attempts: int = 3,
-    ) -> None:
-        """Save `change(history)` against the latest records, re-reading them when another request wrote in between.
+    async def _update(self, change: Callable[[], _Change | None], *, messages: bool, attempts: int = 3) -> None:
+        """Save `change()` against the latest records, re-reading them when another request wrote in between.
 
-        After a conflict the run's new messages go after whatever the other request stored: no conflict
-        rewrites history this run did not read (`_rebase`).
+        After a conflict the run's new messages go after whatever the other request stored (`change` is asked again,
+        on the thread read again, with its `messages` when the save stores some): no conflict rewrites history this
+        run did not read (`_rebase`).
 
         Raises:
             AdapterError: THREAD_CONFLICT when that cannot be done; nothing of this save is stored.
         """
         for _ in range(attempts):
-            wanted = change(history or ())
+            wanted = change()
             if wanted is None:
                 return
             try:
-                await self._save(wanted, history)
+                await self._save(wanted)
                 return
             except StaleClaim:
                 log.warning("thread %s was claimed by another run; this run's update was refused", self.thread_id)
                 return
             except StoreConflict:
-                history = await self._rebase(history)
+                await self._rebase(messages)
         log.warning("thread %s kept changing; an update was dropped", self.thread_id)
 
-    async def _rebase(self, history: Sequence[Message] | None) -> Sequence[Message] | None:
-        """Re-read the thread after a conflict; the history to save now, this run's new messages last.
+    async def _rebase(self, messages: bool) -> None:
+        """Re-read the thread after a conflict (its messages too, for a save that stores some).
 
         A thread this run found missing was created by another request meanwhile: it is the creator's, and the
         run stores into it only if `may_join` lets it. Stored messages this run did not read may be followed,
-        never replaced or dropped.
+        never replaced or dropped: the run's new messages go after them, but for those they hold already.
 
         Raises:
             AdapterError: THREAD_CONFLICT when the policy refuses, or when the messages this run built on changed.
         """
-        created, known, synced = self._head is None, self._known, self.synced
-        await self.load(messages=history is not None)
+        created, known = self._head is None, self._known
+        await self.load(messages=messages)
         if created and self._may_join is not None and not await self._may_join(self.record.owner):
             raise AdapterError("another request created this thread during this run", code=codes.THREAD_CONFLICT)
-        if history is None:
-            return None
-        if self._known == known:  # only the records changed
-            self.synced = synced
-            return history
-        if self._known[: len(known)] != known:
+        if messages and self._known[: len(known)] != known:
             raise AdapterError("the thread changed while this run was in progress", code=codes.THREAD_CONFLICT)
-        held = set(self._known)
-        return [*self.conversation(), *(message for message in history[synced:] if message.id not in held)]
 
-    def _change(self, history: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> ThreadChange:
+    def _change(self, new: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> _Change:
+        """A save of `new` (those the store does not hold yet, appended) and `moved` (replaced where stored)."""
+        held = set(self._known) if new else set()
+        appended = [message for message in new if message.id not in held]
+        replaced = self._positions(moved)
+        append = [stored_message(message) for message in appended]
+        replace = {position: stored_message(message) for position, message in replaced.items()}
+        return _Change(ThreadChange(append=append, replace=replace, **records), appended, replaced)
+
+    def _positions(self, moved: Sequence[Message]) -> dict[int, Message]:
+        """The `moved` messages the store holds, by their position in the thread: a save replaces them there."""
+        if not moved:
+            return {}
         moved_ids = {message.id for message in moved}
-        kept = history[: self.synced] if moved_ids else ()
-        replace = {self.base + i: stored_message(m) for i, m in enumerate(kept) if m.id in moved_ids}
-        held = set(self._known) if len(history) > self.synced and self.synced < len(self._known) else ()
-        append = [stored_message(message) for message in history[self.synced :] if message.id not in held]
-        return ThreadChange(append=append, replace=replace, **records)
+        at = {message_id: self.base + i for i, message_id in enumerate(self._known) if message_id in moved_ids}
+        return {at[message.id]: message for message in moved if message.id in at}
 
-    async def _save(
-        self, change: ThreadChange, history: Sequence[Message] | None = None, journal: JournalAppend | None = None
-    ) -> None:
+    async def _save(self, change: _Change, journal: JournalAppend | None = None) -> None:
         """Save `change` on the version and life this handle read (see `incarnation`); with `journal`, in one call.
 
         Raises:
@@ -617,44 +550,36 @@ class RecordHandle:
         """
         if self.version == 0:
             # The save that creates the thread names its owner, and this creation of it.
-            change = dataclasses.replace(change, owner=self.record.owner, incarnation=self.incarnation)
-        read = self.version
+            created = dataclasses.replace(change.change, owner=self.record.owner, incarnation=self.incarnation)
+            change = dataclasses.replace(change, change=created)
         life = self.incarnation if self.version else ANY_INCARNATION
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
                 version = await self._write(change, life, journal)
                 break
             except ThreadGone:
-                self._gone(change)
+                self._gone(change.change)
             except StaleClaim:
                 raise
             except StoreConflict:
-                if attempt == _RENAMES_TOLERATED or not await self._only_renamed(change.grants is not KEEP):
+                if attempt == _RENAMES_TOLERATED or not await self._only_renamed(change.change.grants is not KEEP):
                     raise
-        self._expected = _after(self._expected, change, version)
-        known = self._parsed_thread
-        if known is not None and known.version == read == self.version:  # no save came between them (a rename)
-            self._parsed_thread = known.changed(change, history, self.synced, version)
-        else:
-            self._parsed_thread = None
+        self._expected = _after(self._expected, change.change, version)
         self.version = version
-        if self._parsed_thread is not None and self.parsed is not None:
-            self.parsed.keep(self.thread_id, self._parsed_thread)
-        if history is not None:
-            self.synced = len(history)
-            self._known = [*self._known, *(message.id for message in change.append)]
+        self._known = [*self._known, *(message.id for message in change.appended)]
 
-    async def _write(self, change: ThreadChange, life: object, journal: JournalAppend | None) -> int:
+    async def _write(self, change: _Change, life: object, journal: JournalAppend | None) -> int:
         """One store call: the save, and the journal's events with it when given (`save_and_append`)."""
-        if journal is None:
-            return await self.store.save(
-                self.thread_id, change, expected_version=self.version, fence=self._fence, incarnation=life
-            )
-        fence, read = self._fence, self.version
-        version, _ = await save_and_append(
-            self.store, self.thread_id, change, journal, expected_version=read, fence=fence, incarnation=life
+        return await self.threads.save(
+            self.thread_id,
+            change.change,
+            built_on=self._expected,
+            appended=change.appended,
+            replaced=change.replaced,
+            fence=self._fence,
+            incarnation=life,
+            journal=journal,
         )
-        return version
 
     def _gone(self, change: ThreadChange) -> NoReturn:
         """The thread this run read was deleted: nothing more is stored, and what was not is named in the log."""
@@ -674,7 +599,7 @@ class RecordHandle:
         revoked one back.
         """
         expected = self._expected
-        stored = await self.store.load(self.thread_id, since=None) if expected is not None else None
+        stored = await self.threads.store.load(self.thread_id, since=None) if expected is not None else None
         if expected is None or stored is None or stored.head.version <= self.version:
             return False  # no save came between: the conflict is not a rename's
         if _built_on(stored.head, sets_grants) != _built_on(expected, sets_grants):
@@ -685,6 +610,15 @@ class RecordHandle:
         self.version = stored.head.version
         self._expected = stored.head
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class _Change:
+    """What one save writes (`change`), with the protocol messages it appends and replaces (by position)."""
+
+    change: ThreadChange
+    appended: Sequence[Message] = ()
+    replaced: Mapping[int, Message] = field(default_factory=dict)
 
 
 _REVOKE_ATTEMPTS = 3

@@ -51,7 +51,7 @@ from adapter import Adapter, Limits, create_app, tool
 # Private on purpose: the profile counts calls of the engine's own pieces (policy, config, parsed threads).
 from adapter._run._access import Access, View
 from adapter._run._config import EngineConfig
-from adapter._thread._cache import ParsedThreads
+from adapter._thread._cache import ParsedStore
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.client import parse_sse
 from adapter.stores import SQLiteStore, ThreadChange
@@ -127,7 +127,7 @@ def counting_policy(calls: Calls) -> Callable[[str | None, str | None, Any], boo
     """The default `owner_only` policy, each call counted with its action."""
 
     def authorize(principal: str | None, owner: str | None, action: Any) -> bool:
-        calls.record(f"authorize({action})", (str(Path(ADAPTER, "_access.py")),))
+        calls.record(f"authorize({action})", (str(Path(ADAPTER, "_run", "_access.py")),))
         return owner is None or principal == owner
 
     return authorize
@@ -146,12 +146,12 @@ def instrument(store: SQLiteStore) -> None:
     if calls.installed:
         return
     calls.installed = True
-    access = (str(Path(ADAPTER, "_access.py")),)
+    access = (str(Path(ADAPTER, "_run", "_access.py")),)
     calls.wrap(View, "shown", "View.shown", access)
     calls.wrap(View, "of", "View.of", access)
     calls.wrap(Access, "allows", "Access.allows", access)
-    calls.wrap(EngineConfig, "tool_schemas", "EngineConfig.tool_schemas", (str(Path(ADAPTER, "_config.py")),))
-    calls.wrap(ParsedThreads, "prefix", "ParsedThreads.prefix", (str(Path(ADAPTER, "_parsed.py")),))
+    calls.wrap(EngineConfig, "tool_schemas", "EngineConfig.tool_schemas", (str(Path(ADAPTER, "_run", "_config.py")),))
+    calls.wrap(ParsedStore, "conversation", "ParsedStore.conversation", (str(Path(ADAPTER, "_thread", "_cache.py")),))
     validate = importlib.import_module("schema_tools._validate")  # imported on first use: here, before it is
     calls.wrap(validate, "validate", "schema_tools validate", (SCHEMA_TOOLS,))
     calls.wrap(validate, "canonical_json", "schema_tools canonical_json", (SCHEMA_TOOLS,))
@@ -640,7 +640,7 @@ async def per_turn_pieces(directory: str, turns: int) -> None:
         return statistics.median(samples) / turns * 1e6
 
     async def cached_load() -> None:
-        await RecordHandle(store, thread, parsed=parsed).load()
+        await RecordHandle(ParsedStore(store, parsed), thread).load()
 
     print(f"\n=== pieces of the resume of {turns} prior turns, µs CPU per prior turn (every thread), medians")
     print(f"  the edge: parse_run_input (all of it)                {per_turn_sync(lambda: parse_run_input(raw)):>7.2f}")

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 # Private on purpose: the handle and the cache it reads through are what this checks.
-from adapter._thread._cache import HEAD_FIRST, ParsedThreads
+from adapter._thread._cache import HEAD_FIRST, ParsedStore, ParsedThreads
 from adapter._thread._handle import RecordHandle
 from adapter._thread._record import message_text, stored_message
 from adapter.stores import SQLiteStore, StoredThread, ThreadChange
@@ -47,10 +47,9 @@ async def _run(steps: list[tuple[str, int, int, str]], directory: str) -> None:
         for kind, which, count, marker in steps:
             head = await store.load(THREAD, since=None)
             if kind == "save":  # through an adapter: its cache keeps what it wrote
-                handle = RecordHandle(store, THREAD, parsed=caches[which])
+                handle = RecordHandle(ParsedStore(store, caches[which]), THREAD)
                 await handle.load()
-                history = handle.conversation()
-                await handle.finish([*history, *said(f"{which}{marker}", count, len(history))], "run", None)
+                await handle.finish(said(f"{which}{marker}", count, len(handle.conversation())), "run", None)
             elif kind == "delete":  # another process: no adapter is told
                 await store.delete_thread(THREAD)
             elif kind == "recreate" and head is None:
@@ -61,7 +60,7 @@ async def _run(steps: list[tuple[str, int, int, str]], directory: str) -> None:
                     await store.save(THREAD, ThreadChange(append=added), expected_version=version)
                     size += len(added)
             elif kind == "resume":
-                handle = RecordHandle(store, THREAD, parsed=caches[which])
+                handle = RecordHandle(ParsedStore(store, caches[which]), THREAD)
                 await handle.load()
                 stored = await store.load(THREAD)
                 texts = [m.json for m in stored.messages] if stored is not None else []
@@ -95,16 +94,37 @@ async def test_a_long_thread_this_adapter_wrote_is_read_again_by_its_head_alone(
     store.reads = []
     parsed = ParsedThreads()
     try:
-        first = RecordHandle(store, THREAD, parsed=parsed)
+        first = RecordHandle(ParsedStore(store, parsed), THREAD)
         await first.load()
         await first.create("a thread")
-        history = [*first.conversation(), *said("x", HEAD_FIRST, 0)]  # as a new run: the conversation after the create
+        history = said("x", HEAD_FIRST, 0)  # as a new run: its messages after the create
         await first.finish(history, "run", None)
         store.reads.clear()
-        second = RecordHandle(store, THREAD, parsed=parsed)
+        second = RecordHandle(ParsedStore(store, parsed), THREAD)
         await second.load()
 
         assert store.reads == [False]
         assert [message_text(m) for m in second.conversation()] == [message_text(m) for m in history]
+    finally:
+        await store.close()
+
+
+async def test_what_this_adapter_saved_is_not_validated_again_while_the_head_names_it(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "t.db")
+    parsed = ParsedThreads()
+    try:
+        first = RecordHandle(ParsedStore(store, parsed), THREAD)
+        await first.load()
+        history = said("x", 3, 0)
+        await first.finish(history, "run", None)
+        second = RecordHandle(ParsedStore(store, parsed), THREAD)
+        await second.load()
+        assert all(read is saved for read, saved in zip(second.conversation(), history, strict=True))
+
+        await store.save(THREAD, ThreadChange(title="renamed"), expected_version=second.version)  # a new state
+        third = RecordHandle(ParsedStore(store, parsed), THREAD)
+        await third.load()
+        assert [message_text(m) for m in third.conversation()] == [message_text(m) for m in history]
+        assert not any(read is saved for read, saved in zip(third.conversation(), history, strict=True))
     finally:
         await store.close()

@@ -30,7 +30,7 @@ from adapter._thread._conversation import model_view
 from adapter._thread._record import message_text, parse_messages, stored_conversation, stored_message
 from adapter._types import wire_json
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import MemoryStore
+from adapter.stores import MemoryStore, ThreadHead
 
 NAVIGATE = frontend_tool("navigate", path={"type": "string"})
 _messages = TypeAdapter(list[Message])
@@ -242,30 +242,25 @@ async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> N
     assert [i for i in seen if i in {m["id"] for m in rewritten}] == [m["id"] for m in rewritten]
 
 
-def test_parsed_threads_keep_only_the_prefix_whose_text_is_unchanged_and_stay_in_budget() -> None:
+def test_parsed_threads_serve_only_the_state_a_head_names_and_stay_in_budget() -> None:
     messages = tuple(_messages.validate_python(prior_turns(2)))
     stored = tuple(stored_message(m) for m in messages)
     parsed = ParsedThreads(max_chars=sum(len(m.json) for m in stored))
-    parsed.keep("t", KnownThread(stored, messages))
+    kept = KnownThread(stored, messages, -1, "stamp-1", 3)
+    parsed.keep("t", kept)
 
-    now = [stored_message(m) for m in messages]
-    assert parsed.prefix("t", texts_of(now)) == list(messages)
-    now[3] = stored_message(UserMessage(id=messages[3].id, content="changed elsewhere"))
-    assert parsed.prefix("t", texts_of(now)) == list(messages[:3])
-    assert parsed.prefix("other", texts_of(now)) == []
+    assert parsed.named("t", ThreadHead(version=3, claim=0, message_count=len(stored), stamp="stamp-1")) is kept
+    assert parsed.named("t", ThreadHead(version=3, claim=0, message_count=len(stored), stamp="stamp-2")) is None
+    assert parsed.named("t", ThreadHead(version=4, claim=0, message_count=len(stored), stamp="stamp-1")) is None
+    assert parsed.named("other", ThreadHead(version=3, claim=0, message_count=len(stored), stamp="stamp-1")) is None
 
-    parsed.keep("u", KnownThread(stored[:1], messages[:1]))  # over budget together: the older thread goes
-    assert parsed.prefix("t", texts_of(now)) == []
-    assert parsed.prefix("u", texts_of(now)) == [messages[0]]
-
-
-def texts_of(stored: list[Any]) -> tuple[str, ...]:
-    return tuple(message.json for message in stored)
+    parsed.keep("u", KnownThread(stored[:1], messages[:1], -1, "stamp-3", 1))  # over budget together: the older goes
+    assert parsed.named("t", ThreadHead(version=3, claim=0, message_count=len(stored), stamp="stamp-1")) is None
+    assert parsed.named("u", ThreadHead(version=1, claim=0, message_count=1, stamp="stamp-3")) is not None
 
 
-def test_a_thread_cut_back_keeps_the_prefix_it_still_has() -> None:
-    messages = tuple(_messages.validate_python(prior_turns(2)))
-    parsed = ParsedThreads()
-    parsed.keep("t", KnownThread(tuple(stored_message(m) for m in messages), messages))
-    now = tuple(message_text(m) for m in messages[:5])
-    assert parsed.prefix("t", now) == list(messages[:5])
+def test_a_state_no_head_names_is_not_kept() -> None:
+    messages = tuple(_messages.validate_python(prior_turns(1)))
+    parsed = ParsedThreads(head_first=0)
+    parsed.keep("t", KnownThread(tuple(stored_message(m) for m in messages), messages))  # a store that keeps no stamp
+    assert parsed.checkable("t") is None

@@ -97,6 +97,18 @@ def test_the_record_handle_asks_no_policy_and_knows_no_gate() -> None:
     assert graph()["adapter._thread._handle"].isdisjoint({"adapter._run._access", "adapter._run._gate"})
 
 
+def test_the_record_handle_keeps_no_cache() -> None:
+    """Issue 41: the cache is one rule in the store wrapper the handle is given; the handle names none of its state."""
+    tree = ast.parse((ROOT / "adapter" / "_thread" / "_handle.py").read_text(encoding="utf-8"))
+    from_cache = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "adapter._thread._cache"
+        for alias in node.names
+    }
+    assert from_cache == {"ParsedStore"}  # the wrapper it reads and writes through; never the kept threads
+
+
 def test_the_circle_finder_finds_a_circle() -> None:
     edges = {"adapter._a": {"adapter._b"}, "adapter._b": {"adapter._c"}, "adapter._c": {"adapter._a"}}
     assert cycles(edges) == [["adapter._a", "adapter._b", "adapter._c", "adapter._a"]]
@@ -168,7 +180,14 @@ def test_the_edge_probes_no_attribute_by_name(module: str) -> None:
     assert probes == [], f"{module} probes an attribute by name at lines {probes}: call the Adapter's method"
 
 
-WINGS = ("adapter._edge", "adapter._adapter", "adapter._sessions", "adapter._run", "adapter._state", "adapter._thread")
+WINGS = (
+    "adapter._edge",
+    "adapter._adapter",
+    "adapter._sessions",
+    "adapter._run",
+    "adapter._state",
+    "adapter._thread",
+)
 """The engine's layers, top to bottom: a module imports its own wing, the wings below it, and the kit, never up."""
 GROUND = ("adapter.backends", "adapter.client", "adapter.stores")
 """What the engine stands on: the backend seam, the AG-UI client (which an upstream backend speaks through) and the

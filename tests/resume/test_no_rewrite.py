@@ -13,6 +13,7 @@ from adapter import AdapterError
 
 # Private on purpose: two racing runs' saves, driven at the record handle where the rule lives.
 from adapter._run._access import Access
+from adapter._thread._cache import ParsedStore
 from adapter._thread._handle import RecordHandle
 from adapter._thread._record import stored_message
 from adapter.stores import MemoryStore, ThreadChange
@@ -45,16 +46,16 @@ async def race(existing: int, first: str, second: str, kept: int, new: int) -> t
     if existing:
         seed = ThreadChange(append=[stored_message(m) for m in said("old", existing)], owner="alice")
         await store.save("t1", seed, expected_version=0)
-    runs = [RecordHandle(store, "t1", principal=who, may_join=joins(who)) for who in (first, second)]
+    runs = [RecordHandle(ParsedStore(store), "t1", principal=who, may_join=joins(who)) for who in (first, second)]
     for run in runs:
         await run.load()
     slow, fast = runs
-    await fast.finish([*(await fast.history([], server_kept=True)), *said("fast", 2)], "r2", None)
+    await fast.finish(said("fast", 2), "r2", None)
     between = await store.load("t1")
     assert between is not None
-    mine = await slow.history(slow.conversation()[:kept], server_kept=False) + said("slow", new)
+    history, stored = await slow.history(slow.conversation()[:kept], server_kept=False)
     try:
-        await slow.finish(mine, "r1", None)
+        await slow.finish([*history[stored:], *said("slow", new)], "r1", None)
         refused = False
     except AdapterError as error:
         assert error.code == "THREAD_CONFLICT"
