@@ -25,6 +25,7 @@ import os
 import sys
 import time
 import uuid
+from array import array
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -90,10 +91,25 @@ def fresh_dsn(dsn: str) -> str:
     return f"{dsn}{'&' if '?' in dsn else '?'}options={quote(f'-csearch_path={schema}')}"
 
 
-async def follow(b: Adapter, thread_id: str, run_id: str) -> list[tuple[JournalEvent, float]]:
+class Received:
+    """What one follower received: each event's seq and when, in arrays (no object per event for the GC to walk)."""
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+        self.times = array("d")
+
+
+async def follow(b: Adapter, thread_id: str, run_id: str, texts: dict[int, str]) -> Received:
+    """Read the run as a follower on B, noting when each event came; `texts` gets each event's JSON once."""
     events = await b.run_events(thread_id, run_id)
     assert events is not None
-    return [(event, time.monotonic()) async for event in events]
+    received = Received()
+    async for event in events:
+        received.seqs.append(event.seq)
+        received.times.append(time.monotonic())
+        if event.seq not in texts:
+            texts[event.seq] = event.json
+    return received
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -121,7 +137,8 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         await a.start(RunAgentInput.model_validate(body))
         thread = await writes.store.load(thread_id, since=None)
         journal = journal_name(run_id, thread.head.incarnation if thread is not None else None)
-        reading = [asyncio.ensure_future(follow(b, thread_id, run_id)) for _ in range(followers)]
+        texts: dict[int, str] = {}
+        reading = [asyncio.ensure_future(follow(b, thread_id, run_id, texts)) for _ in range(followers)]
         while (feed := b.config.feeds.feed(thread_id, journal)) is None or feed.followers < followers:
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)  # the LISTEN in effect, the feed settled: the window starts quiet
@@ -132,13 +149,17 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
     finally:
         await a.aclose()
         await b.aclose()
+    made_at = {}
+    for seq, text in texts.items():
+        decoded = json.loads(text)
+        if decoded["type"] == "TEXT_MESSAGE_CONTENT" and decoded["delta"] != "start ":
+            made_at[seq] = float(decoded["delta"])
     made, stored = [], []
-    for events in got:
-        for event, at in events:
-            decoded = json.loads(event.json)
-            if decoded["type"] == "TEXT_MESSAGE_CONTENT" and decoded["delta"] != "start ":
-                made.append(at - float(decoded["delta"]))
-                stored.append(at - writes.stored_at[event.seq])
+    for received in got:
+        for seq, at in zip(received.seqs, received.times, strict=True):
+            if seq in made_at:
+                made.append(at - made_at[seq])
+                stored.append(at - writes.stored_at[seq])
     return {
         "made_p50": percentile(made, 0.5) * 1000,
         "made_p99": percentile(made, 0.99) * 1000,
