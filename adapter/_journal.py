@@ -37,7 +37,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import anyio
@@ -112,10 +112,16 @@ class JournalLimits:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What a listener gets at once: every event ready for it, and whether the last of them ends the run."""
+    """What a listener gets at once: every event ready for it, and whether the last of them ends the run.
+
+    A run's readers at the same place get the same batch (`LiveRun.batch_after`, `adapter._feed.Feed.batch_after`),
+    so what the SSE response makes of it, it makes once for all of them (`adapter._sse.body`).
+    """
 
     events: Sequence[JournalEvent]
     last: bool
+    framed: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
+    """The batch's SSE bytes, with ids and without, once made."""
 
 
 class Listener(Protocol):
@@ -227,6 +233,8 @@ class LiveRun:
         """The end of the last append whose outcome is unknown (`StoreUnavailable`: it may have landed)."""
         self._wake = asyncio.Event()
         self._ended = asyncio.Event()
+        self._batch: tuple[int, Batch] | None = None
+        """The last batch handed out, and the seq it follows (`batch_after`)."""
         self.first = first
         """The run's first event, pulled (and journaled) before the run was handed over."""
         if first is not None:
@@ -279,6 +287,15 @@ class LiveRun:
     def detached(self) -> bool:
         """Going on after the reader that started it left, with no one reading it (a reattach reads it again)."""
         return self.left and not self.complete and self.readers == 0
+
+    def batch_after(self, after: int) -> Batch:
+        """The events after seq `after` as one batch: the same object for every reader there, until more come."""
+        shared = self._batch
+        if shared is not None and shared[0] == after and len(shared[1].events) == len(self.entries) - after:
+            return shared[1]
+        batch = Batch(self.entries[after:], self.complete)
+        self._batch = (after, batch)
+        return batch
 
     def listen(self, after: int = 0) -> Tail:
         """A listener for the events after seq `after`, from memory."""
@@ -512,9 +529,9 @@ class Tail:
             await live.grew(timeout)
             if self.cursor >= len(live.entries):
                 return None
-        batch = live.entries[self.cursor :]
+        batch = live.batch_after(self.cursor)
         self.cursor = len(live.entries)
-        return Batch(batch, live.complete and self.cursor == len(live.entries))
+        return batch
 
     async def close(self, *, left: bool) -> None:
         """Detach (`left`: before the end, which may stop the run); the run's origin waits for it to unwind."""
