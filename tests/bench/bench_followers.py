@@ -11,7 +11,10 @@ store listens, as by default; `poll`: `PostgresStore(notify=False)`, the fallbac
 - lag p50 / p99 from a delta's making to a follower receiving it (A's batching included: up to 50 ms), and from
   the end of the append that stored it (A's store call returning) to a follower receiving it;
 - B's store calls per second while the run streams (journal reads that ask for events, and thread loads, the
-  dead-run check's), and A's appends per second beside them.
+  dead-run check's), and A's appends per second beside them;
+- the garbage collector's full collections meanwhile, and the longest: each stops the one event loop, and at N = 500
+  one that lands in a fan-out is the lag's p99. The followers note what they receive in arrays, so the bench's own
+  records add no object for a collection to walk.
 
 Needs AGUI_TEST_POSTGRES_DSN. Figures in docs/replicas.md.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -112,6 +116,29 @@ async def follow(b: Adapter, thread_id: str, run_id: str, texts: dict[int, str])
     return received
 
 
+class Collections:
+    """The garbage collector's full collections (generation 2) while it is on, and how long each took."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def __enter__(self) -> Collections:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
+
+
 def percentile(values: list[float], share: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
@@ -143,8 +170,9 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)  # the LISTEN in effect, the feed settled: the window starts quiet
         started, before = time.monotonic(), (reads.reads, reads.loads, writes.appends)
-        backend.go.set()
-        got = await asyncio.gather(*reading)
+        with Collections() as collections:
+            backend.go.set()
+            got = await asyncio.gather(*reading)
         elapsed = time.monotonic() - started
     finally:
         await a.aclose()
@@ -169,6 +197,8 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         "loads": (reads.loads - before[1]) / elapsed,
         "appends": (writes.appends - before[2]) / elapsed,
         "seconds": elapsed,
+        "full_gcs": len(collections.pauses),
+        "longest_gc": max(collections.pauses, default=0.0) * 1000,
     }
 
 
@@ -184,16 +214,17 @@ async def main() -> None:
         sys.exit("bench_followers.py needs AGUI_TEST_POSTGRES_DSN")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
     print(
-        "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s |"
+        "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s"
+        " | full GCs (longest ms) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for mode in options.mode.split(","):
         for followers in (int(n) for n in options.followers.split(",")):
             row = await measure(dsn, followers, mode, options.deltas, options.every)
             print(
                 f"| {mode} | {followers} | {row['made_p50']:.0f} / {row['made_p99']:.0f} |"
                 f" {row['stored_p50']:.0f} / {row['stored_p99']:.0f} | {row['reads']:.1f} | {row['loads']:.1f} |"
-                f" {row['appends']:.1f} |",
+                f" {row['appends']:.1f} | {row['full_gcs']:.0f} ({row['longest_gc']:.0f}) |",
                 flush=True,
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
