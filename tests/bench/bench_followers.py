@@ -1,6 +1,7 @@
 """Followers of a run on another replica, on PostgreSQL: their lag and the store reads they cost, for N followers.
 
     python tests/bench/bench_followers.py [--followers 1,10,100,500] [--deltas 200] [--every 0.02] [--mode notify,poll]
+        [--freeze]
 
 Replica A drives a run that streams `--deltas` text deltas, one every `--every` seconds, each carrying the time it
 was made; N followers read it on replica B from the start (`Adapter.run_events`, as the events route does, without
@@ -14,7 +15,8 @@ store listens, as by default; `poll`: `PostgresStore(notify=False)`, the fallbac
   dead-run check's), and A's appends per second beside them;
 - the garbage collector's full collections meanwhile, and the longest: each stops the one event loop, and at N = 500
   one that lands in a fan-out is the lag's p99. The followers note what they receive in arrays, so the bench's own
-  records add no object for a collection to walk.
+  records add no object for a collection to walk. `--freeze` first warms up (a short run, every module loaded),
+  then freezes what is there out of the collector's walks, as `examples/serving.py` does before it serves.
 
 Needs AGUI_TEST_POSTGRES_DSN. Figures in docs/replicas.md.
 """
@@ -208,10 +210,15 @@ async def main() -> None:
     parser.add_argument("--deltas", type=int, default=200)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--mode", default="notify,poll")
+    parser.add_argument("--freeze", action="store_true", help="after a warm-up run, gc.freeze() as serving does")
     options = parser.parse_args()
     dsn = os.environ.get("AGUI_TEST_POSTGRES_DSN")
     if not dsn:
         sys.exit("bench_followers.py needs AGUI_TEST_POSTGRES_DSN")
+    if options.freeze:  # every module loaded, then out of the collector's walks (examples/serving.py)
+        await measure(dsn, 2, "notify", 5, options.every)
+        gc.collect()
+        gc.freeze()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
     print(
         "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s"
