@@ -16,12 +16,13 @@ from ag_ui.core import BaseEvent
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from adapter._sessions._journal import Listener
+from adapter._sessions._journal import Batch, Listener
 from adapter._wire import event_json
 from adapter.stores import JournalEvent
 
 KEEPALIVE: Final = ": keep-alive\n\n"
 """An SSE comment: consumers ignore it, proxies see traffic (TRANS-5)."""
+KEEPALIVE_BYTES: Final = KEEPALIVE.encode()
 
 HEADERS: Final = {"content-type": "text/event-stream", "cache-control": "no-store", "x-accel-buffering": "no"}
 
@@ -46,6 +47,14 @@ def frames(events: Sequence[JournalEvent], *, ids: bool) -> str:
     return "".join(
         f"id: {event.seq}\ndata: {event.json}\n\n" if event.seq else f"data: {event.json}\n\n" for event in events
     )
+
+
+def body(batch: Batch, *, ids: bool) -> bytes:
+    """A batch's SSE bytes (`frames`), made once for every reader that gets the same batch."""
+    framed = batch.framed.get(ids)
+    if framed is None:
+        framed = batch.framed[ids] = frames(batch.events, ids=ids).encode()
+    return framed
 
 
 class EventStreamResponse(Response):
@@ -95,11 +104,11 @@ class EventStreamResponse(Response):
                 return False
             batch = await listener.next(self._keepalive_interval)
             if batch is None:
-                body = KEEPALIVE
+                chunk = KEEPALIVE_BYTES
             else:
                 # Every frame that is ready goes in one write: joining adds no wait, and saves a send per event.
-                body, last = frames(batch.events, ids=listener.ids), batch.last
-            await send({"type": "http.response.body", "body": body.encode(), "more_body": True})
+                chunk, last = body(batch, ids=listener.ids), batch.last
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         return True
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Final
 
@@ -130,6 +130,8 @@ class Feed:
         self._backfill = asyncio.Lock()
         self._task: asyncio.Task[None] | None = None
         self._quiet = False
+        self._batch: tuple[tuple[int, int, bool], Batch] | None = None
+        """The last batch handed out, and what it holds: the seq it follows, the feed's cursor and end then."""
         loop = asyncio.get_running_loop()
         self._grown_at = self._checked_at = loop.time()
 
@@ -149,9 +151,21 @@ class Feed:
             self.base = after
             self._task = asyncio.ensure_future(self._follow())
 
-    def since(self, after: int) -> Sequence[JournalEvent]:
-        """The held events after seq `after` (at or past `base`)."""
-        return self.events[after - (self.base or 0) :]
+    def batch_after(self, after: int) -> Batch | None:
+        """The held events after seq `after` (at or past `base`) as one batch, None for none.
+
+        The same object for every follower there, until more come: the SSE responses frame it once
+        (`adapter._edge._sse.body`).
+        """
+        shared = self._batch
+        if shared is not None and shared[0] == (after, self.cursor, self.ended):
+            return shared[1]
+        events = self.events[after - (self.base or 0) :]
+        if not events:
+            return None
+        batch = Batch(events, self.ended)
+        self._batch = ((after, self.cursor, self.ended), batch)
+        return batch
 
     def wake(self) -> None:
         """Read the journal now: an append was notified, or the notifications went up or down."""
@@ -332,11 +346,10 @@ class StoreTail:
                 except StoreUnavailable as down:
                     log.warning("run %s: its journal could not be read (%s); reading again", feed.run_id, down)
             if self.cursor >= (feed.base or 0):
-                events = feed.since(self.cursor)
-                if events:
-                    self.cursor = events[-1].seq
-                    self.over = feed.ended and self.cursor >= feed.cursor
-                    return Batch(events, self.over)
+                batch = feed.batch_after(self.cursor)
+                if batch is not None:
+                    self.cursor, self.over = feed.cursor, batch.last
+                    return batch
             if feed.interrupted:
                 self.over = True
                 return Batch((INTERRUPTED,), True)

@@ -37,7 +37,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import anyio
@@ -112,10 +112,16 @@ class JournalLimits:
 
 @dataclass(frozen=True, slots=True)
 class Batch:
-    """What a listener gets at once: every event ready for it, and whether the last of them ends the run."""
+    """What a listener gets at once: every event ready for it, and whether the last of them ends the run.
+
+    A run's readers at the same place get the same batch (`LiveRun.batch_after`, `_feed.Feed.batch_after`),
+    so what the SSE response makes of it, it makes once for all of them (`_edge._sse.body`).
+    """
 
     events: Sequence[JournalEvent]
     last: bool
+    framed: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
+    """The batch's SSE bytes, with ids and without, once made."""
 
 
 class Listener(Protocol):
@@ -227,6 +233,8 @@ class LiveRun:
         """The end of the last append whose outcome is unknown (`StoreUnavailable`: it may have landed)."""
         self._wake = asyncio.Event()
         self._ended = asyncio.Event()
+        self._batch: tuple[int, Batch] | None = None
+        """The last batch handed out, and the seq it follows (`batch_after`)."""
         self.first = first
         """The run's first event, pulled (and journaled) before the run was handed over."""
         if first is not None:
@@ -279,6 +287,15 @@ class LiveRun:
     def detached(self) -> bool:
         """Going on after the reader that started it left, with no one reading it (a reattach reads it again)."""
         return self.left and not self.complete and self.readers == 0
+
+    def batch_after(self, after: int) -> Batch:
+        """The events after seq `after` as one batch: the same object for every reader there, until more come."""
+        shared = self._batch
+        if shared is not None and shared[0] == after and len(shared[1].events) == len(self.entries) - after:
+            return shared[1]
+        batch = Batch(self.entries[after:], self.complete)
+        self._batch = (after, batch)
+        return batch
 
     def listen(self, after: int = 0) -> Tail:
         """A listener for the events after seq `after`, from memory."""
@@ -474,14 +491,28 @@ class LiveRun:
 
 
 class Tail:
-    """A listener on a live run: its events after seq `after`, from memory, then as they come."""
+    """A listener on a live run: its events after seq `after`, from memory, then as they come.
 
-    def __init__(self, live: LiveRun, after: int) -> None:
+    It counts as one of the run's readers (`LiveRun.readers`) from its first read until it closes: a reader that
+    never reads (a `run_events` iterator nobody iterates) holds nothing, so with `on_disconnect="stop"` it cannot
+    keep a run going that no one reads, and it does not keep a left run from counting as detached. The run's
+    origin counts from the start (`reading`): the run was started for it.
+    """
+
+    def __init__(self, live: LiveRun, after: int, *, reading: bool = False) -> None:
         self.live = live
         self.cursor = max(after, 0)
         self.ids = live.journaled
-        self._reading = True
-        live.readers += 1
+        self._reading = False
+        self._closed = False
+        if reading:
+            self._read()
+
+    def _read(self) -> None:
+        """Count as a reader, once, until closed."""
+        if not self._reading and not self._closed:
+            self._reading = True
+            self.live.readers += 1
 
     @property
     def over(self) -> bool:
@@ -490,6 +521,7 @@ class Tail:
 
     async def next(self, timeout: float) -> Batch | None:
         """The events ready now, or the next ones within `timeout`; None when none came."""
+        self._read()
         live = self.live
         if self.cursor >= len(live.entries):
             if live.complete:
@@ -497,18 +529,18 @@ class Tail:
             await live.grew(timeout)
             if self.cursor >= len(live.entries):
                 return None
-        batch = live.entries[self.cursor :]
+        batch = live.batch_after(self.cursor)
         self.cursor = len(live.entries)
-        return Batch(batch, live.complete and self.cursor == len(live.entries))
+        return batch
 
     async def close(self, *, left: bool) -> None:
         """Detach (`left`: before the end, which may stop the run); the run's origin waits for it to unwind."""
         live = self.live
-        if self._reading:
-            self._reading = False
+        read, self._reading, self._closed = self._reading, False, True
+        if read:
             live.readers -= 1
-        if left:
-            live.reader_left()
+            if left:
+                live.reader_left()
         if self is not live.origin:
             return
         live.origin = None
@@ -522,12 +554,19 @@ class RunEvents:
 
     Iterate it for the run's events, from RUN_STARTED to the terminal event; close it (`aclose`) to leave
     early, which stops the run with `on_disconnect="stop"` and leaves it running otherwise.
+
+    It is the run's origin, beside `Tail` rather than one reader type with it: every other reader (`Tail`, and
+    `adapter._sessions._feed.StoreTail` elsewhere) reads the journal, numbered wire JSON, through `Listener`; the origin
+    alone may read the event objects themselves (`LiveRun.typed`, kept only while it does: no JSON parsed again),
+    gets the run's own exception raised rather than `INTERNAL_ERROR`, and chooses once between the objects and
+    the frames (`frames`, its own `Tail`, for the HTTP edge). It keeps that `Tail`'s cursor in step with the
+    objects it hands out, so the run counts it as one reader either way.
     """
 
     def __init__(self, live: LiveRun) -> None:
         self.live = live
         live.typed = deque([live.first] if live.first is not None else [])
-        self._tail = Tail(live, 0)
+        self._tail = Tail(live, 0, reading=True)
         live.origin = self._tail
         self._done = False
 

@@ -39,10 +39,10 @@ async def open_events(
     Raises:
         StoreUnavailable: The store could not be read.
     """
-    head = await _readable(config, thread_id, run_id, principal)
-    name = None if head is None else await config.journals.latest(thread_id, run_id, head.incarnation)
-    if head is None or name is None:
+    found = await _latest_attempt(config, thread_id, run_id, principal)
+    if found is None:
         return None
+    head, name = found
     live = config.journals.live(thread_id, name)
     if live is not None:
         return live.listen(after)
@@ -83,10 +83,10 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
         Forbidden: `THREAD_FORBIDDEN` for a caller who may read the thread but not "run" on it.
         StoreUnavailable: The store could not be used.
     """
-    head = await _readable(config, thread_id, run_id, principal, action="run")
-    name = None if head is None else await config.journals.latest(thread_id, run_id, head.incarnation)
-    if name is None:
+    found = await _latest_attempt(config, thread_id, run_id, principal, action="run")
+    if found is None:
         return None
+    _, name = found
     live = config.journals.live(thread_id, name)
     if live is not None:  # this replica runs it: at once, not at the writer's next look
         if live.complete:
@@ -100,12 +100,13 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
     return None if journal is None else False
 
 
-async def _readable(
+async def _latest_attempt(
     config: EngineConfig, thread_id: str, run_id: str, principal: str | None, action: str = "read"
-) -> ThreadHead | None:
-    """The thread's head if it exists and `principal` may read it, else None.
+) -> tuple[ThreadHead, str] | None:
+    """The thread's head and the journal of the run id's latest attempt in its life, if `principal` may read it.
 
-    With `action="run"`, `Forbidden` for a caller who may read the thread but not run on it.
+    None for an unknown thread or run, and for a caller who may not read the thread. With `action="run"`,
+    `Forbidden` for a caller who may read the thread but not run on it.
     """
     if id_problem(thread_id) is not None or id_problem(run_id) is not None:
         return None  # ids no store can keep name no run; the store is not asked
@@ -114,4 +115,5 @@ async def _readable(
         return None
     if action == "run" and not await config.access.allows(principal, stored.head.owner, "run"):
         raise Forbidden("this caller may not stop runs of this thread", code=codes.THREAD_FORBIDDEN)
-    return stored.head
+    name = await config.journals.latest(thread_id, run_id, stored.head.incarnation)
+    return None if name is None else (stored.head, name)

@@ -1,6 +1,7 @@
 """Followers of a run on another replica, on PostgreSQL: their lag and the store reads they cost, for N followers.
 
     python tests/bench/bench_followers.py [--followers 1,10,100,500] [--deltas 200] [--every 0.02] [--mode notify,poll]
+        [--freeze]
 
 Replica A drives a run that streams `--deltas` text deltas, one every `--every` seconds, each carrying the time it
 was made; N followers read it on replica B from the start (`Adapter.run_events`, as the events route does, without
@@ -11,7 +12,11 @@ store listens, as by default; `poll`: `PostgresStore(notify=False)`, the fallbac
 - lag p50 / p99 from a delta's making to a follower receiving it (A's batching included: up to 50 ms), and from
   the end of the append that stored it (A's store call returning) to a follower receiving it;
 - B's store calls per second while the run streams (journal reads that ask for events, and thread loads, the
-  dead-run check's), and A's appends per second beside them.
+  dead-run check's), and A's appends per second beside them;
+- the garbage collector's full collections meanwhile, and the longest: each stops the one event loop, and at N = 500
+  one that lands in a fan-out is the lag's p99. The followers note what they receive in arrays, so the bench's own
+  records add no object for a collection to walk. `--freeze` first warms up (a short run, every module loaded),
+  then freezes what is there out of the collector's walks, as `examples/serving.py` does before it serves.
 
 Needs AGUI_TEST_POSTGRES_DSN. Figures in docs/replicas.md.
 """
@@ -20,11 +25,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import sys
 import time
 import uuid
+from array import array
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 from urllib.parse import quote
@@ -90,10 +97,48 @@ def fresh_dsn(dsn: str) -> str:
     return f"{dsn}{'&' if '?' in dsn else '?'}options={quote(f'-csearch_path={schema}')}"
 
 
-async def follow(b: Adapter, thread_id: str, run_id: str) -> list[tuple[JournalEvent, float]]:
+class Received:
+    """What one follower received: each event's seq and when, in arrays (no object per event for the GC to walk)."""
+
+    def __init__(self) -> None:
+        self.seqs = array("q")
+        self.times = array("d")
+
+
+async def follow(b: Adapter, thread_id: str, run_id: str, texts: dict[int, str]) -> Received:
+    """Read the run as a follower on B, noting when each event came; `texts` gets each event's JSON once."""
     events = await b.run_events(thread_id, run_id)
     assert events is not None
-    return [(event, time.monotonic()) async for event in events]
+    received = Received()
+    async for event in events:
+        received.seqs.append(event.seq)
+        received.times.append(time.monotonic())
+        if event.seq not in texts:
+            texts[event.seq] = event.json
+    return received
+
+
+class Collections:
+    """The garbage collector's full collections (generation 2) while it is on, and how long each took."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def __enter__(self) -> Collections:
+        gc.callbacks.append(self._note)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._note)
+
+    def _note(self, phase: str, info: dict[str, int]) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.pauses.append(time.perf_counter() - self._started)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -121,24 +166,30 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         await a.start(RunAgentInput.model_validate(body))
         thread = await writes.store.load(thread_id, since=None)
         journal = journal_name(run_id, thread.head.incarnation if thread is not None else None)
-        reading = [asyncio.ensure_future(follow(b, thread_id, run_id)) for _ in range(followers)]
+        texts: dict[int, str] = {}
+        reading = [asyncio.ensure_future(follow(b, thread_id, run_id, texts)) for _ in range(followers)]
         while (feed := b.config.feeds.feed(thread_id, journal)) is None or feed.followers < followers:
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)  # the LISTEN in effect, the feed settled: the window starts quiet
         started, before = time.monotonic(), (reads.reads, reads.loads, writes.appends)
-        backend.go.set()
-        got = await asyncio.gather(*reading)
+        with Collections() as collections:
+            backend.go.set()
+            got = await asyncio.gather(*reading)
         elapsed = time.monotonic() - started
     finally:
         await a.aclose()
         await b.aclose()
+    made_at = {}
+    for seq, text in texts.items():
+        decoded = json.loads(text)
+        if decoded["type"] == "TEXT_MESSAGE_CONTENT" and decoded["delta"] != "start ":
+            made_at[seq] = float(decoded["delta"])
     made, stored = [], []
-    for events in got:
-        for event, at in events:
-            decoded = json.loads(event.json)
-            if decoded["type"] == "TEXT_MESSAGE_CONTENT" and decoded["delta"] != "start ":
-                made.append(at - float(decoded["delta"]))
-                stored.append(at - writes.stored_at[event.seq])
+    for received in got:
+        for seq, at in zip(received.seqs, received.times, strict=True):
+            if seq in made_at:
+                made.append(at - made_at[seq])
+                stored.append(at - writes.stored_at[seq])
     return {
         "made_p50": percentile(made, 0.5) * 1000,
         "made_p99": percentile(made, 0.99) * 1000,
@@ -148,6 +199,8 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         "loads": (reads.loads - before[1]) / elapsed,
         "appends": (writes.appends - before[2]) / elapsed,
         "seconds": elapsed,
+        "full_gcs": len(collections.pauses),
+        "longest_gc": max(collections.pauses, default=0.0) * 1000,
     }
 
 
@@ -157,22 +210,28 @@ async def main() -> None:
     parser.add_argument("--deltas", type=int, default=200)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--mode", default="notify,poll")
+    parser.add_argument("--freeze", action="store_true", help="after a warm-up run, gc.freeze() as serving does")
     options = parser.parse_args()
     dsn = os.environ.get("AGUI_TEST_POSTGRES_DSN")
     if not dsn:
         sys.exit("bench_followers.py needs AGUI_TEST_POSTGRES_DSN")
+    if options.freeze:  # every module loaded, then out of the collector's walks (examples/serving.py)
+        await measure(dsn, 2, "notify", 5, options.every)
+        gc.collect()
+        gc.freeze()
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
     print(
-        "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s |"
+        "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s"
+        " | full GCs (longest ms) |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for mode in options.mode.split(","):
         for followers in (int(n) for n in options.followers.split(",")):
             row = await measure(dsn, followers, mode, options.deltas, options.every)
             print(
                 f"| {mode} | {followers} | {row['made_p50']:.0f} / {row['made_p99']:.0f} |"
                 f" {row['stored_p50']:.0f} / {row['stored_p99']:.0f} | {row['reads']:.1f} | {row['loads']:.1f} |"
-                f" {row['appends']:.1f} |",
+                f" {row['appends']:.1f} | {row['full_gcs']:.0f} ({row['longest_gc']:.0f}) |",
                 flush=True,
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -19,6 +19,7 @@ from pg import base_dsn, fresh_schema_dsn
 from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair, sqlite_pair
 
 from adapter import Adapter
+from adapter._edge._sse import body  # private on purpose: the SSE bytes a batch is framed to, once for its readers
 from adapter.stores import JournalAppend, JournalEvent, MemoryStore, PostgresStore, RunJournal, ThreadChange, TurnStore
 from adapter.stores._postgres_notify import Notifier  # private on purpose: a notifier whose probe never returns
 from adapter.stores._protocol import save_and_append  # private on purpose: the wrapped store's one merged call
@@ -159,6 +160,25 @@ async def test_followers_on_another_replica_read_each_event_from_the_store_once_
     # at most one read per append of A's (and one for the events before the first follower's `after`).
     assert read == len(whole) - min(afters)
     assert fruitful <= writes.appends + 1
+
+
+async def test_readers_at_the_same_place_get_one_batch_framed_once(replicas: tuple[Adapter, Adapter, Held]) -> None:
+    """On the run's replica (from memory) and on another (its feed), the SSE bytes are made once, not per reader."""
+    a, b, held = replicas
+    thread_id, run_id = new_id("thread"), new_id("run")
+    await held_run(a, thread_id, run_id)
+
+    for replica in (a, b):
+        one, other = [await replica.listen(thread_id, run_id, after=2) for _ in range(2)]
+        assert one is not None
+        assert other is not None
+        got, same = await one.next(BOUND), await other.next(BOUND)
+        assert got is not None
+        assert same is got
+        assert [event.seq for event in got.events] == list(range(3, BEFORE_HOLD + 1))
+        assert body(same, ids=True) is body(got, ids=True)
+        for reader in (one, other):
+            await reader.close(left=True)
 
 
 @pytest.mark.postgres

@@ -94,6 +94,35 @@ async def test_a_principal_may_leave_only_so_many_runs_going_without_a_reader() 
     await adapter.aclose()
 
 
+async def test_a_reader_that_never_reads_does_not_keep_a_run_going_with_stop() -> None:
+    adapter = Adapter(Endless(), on_disconnect="stop")
+    started = await adapter.start(opening("t1"))
+    await anext(started)
+    unread = await adapter.run_events("t1", "r-t1")  # asked for, never iterated
+    assert unread is not None
+
+    await started.aclose()  # the one reader that read leaves: nobody reads the run now
+    journal = await adapter.run_events("t1", "r-t1")
+    assert journal is not None
+    ended = [json.loads(event.json) async for event in journal][-1]
+
+    assert (ended["type"], ended["code"]) == ("RUN_ERROR", "RUN_INTERRUPTED")
+    await adapter.aclose()
+
+
+async def test_a_reader_that_never_reads_does_not_keep_a_left_run_from_counting_as_detached() -> None:
+    adapter = Adapter(Endless(), store=MemoryStore(), limits=Limits(max_detached_runs=1))
+    await left(adapter, "t1", None)
+    unread = await adapter.run_events("t1", "r-t1")  # asked for, never iterated
+    assert unread is not None
+
+    with pytest.raises(LimitExceeded) as refused:
+        await adapter.start(opening("t2"))
+
+    assert refused.value.code == "TOO_MANY_DETACHED_RUNS"
+    await adapter.aclose()
+
+
 async def test_the_refusal_is_a_429_with_its_code_over_http() -> None:
     adapter = Adapter(Endless(), limits=Limits(max_detached_runs=1))
     await left(adapter, "a1", None)
