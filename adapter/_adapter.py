@@ -46,8 +46,9 @@ from adapter._run._interrupts import InterruptPolicy
 from adapter._run._runner import Run
 from adapter._run._tools import BaseTool, FrontendOutcome, check_unique
 from adapter._sessions import _reattach, _thread_api, _threads
+from adapter._sessions._feed import Feeds
+from adapter._sessions._journal import JournalLimits, Journals, RunEvents
 from adapter._sessions._journal import Listener as EventReader
-from adapter._sessions._journal import RunEvents
 from adapter._sessions._thread_api import EntryLike
 from adapter._state._predict import PredictState
 from adapter._thread._conversation import HistoryView
@@ -170,9 +171,23 @@ class Adapter:
             access=Access(authorize or owner_only),
             on_disconnect=on_disconnect,
             unknown_resume_entries=unknown_resume_entries,
-            journal_limits=limits.journal(),
         )
         """The engine's frozen configuration, which every run reads."""
+        config = self.config
+        self.journals = Journals(
+            config.store,
+            limits=JournalLimits(
+                limits.max_journal_events,
+                limits.max_journal_chars,
+                None if limits.max_run_time is None else limits.max_run_time.total_seconds(),
+                limits.max_detached_runs,
+            ),
+            stop_on_leave=config.on_disconnect == "stop",
+            keep=config.background.keep,
+        )
+        """The runs this adapter drives, and their journals (`adapter._sessions._journal`)."""
+        self.feeds = Feeds(config.store, claim_lease=config.claim_lease, clock=config.now)
+        """The journals of runs other replicas drive that this one follows for its readers (`_sessions._feed`)."""
         self.identity = IdentityCapabilities(
             name=name or type(backend).__name__,
             type="agui-adapter",
@@ -240,7 +255,7 @@ class Adapter:
         else:
             run_input = run_input.input if isinstance(run_input, CheckedInput) else run_input
             check_run_input(run_input)
-        journals = self.config.journals
+        journals = self.journals
         journals.check_detached(principal)
         run = Run(self.config, run_input, principal)
         events = await run.start()
@@ -395,7 +410,7 @@ class Adapter:
             LimitExceeded: 422 `INVALID_ID`.
             Forbidden: `principal` may read the thread but not "run" on it.
         """
-        return await _threads.delete_thread(self.config, thread_id, principal)
+        return await _threads.delete_thread(self.config, self.journals, thread_id, principal)
 
     async def run_events(
         self, thread_id: str, run_id: str, *, after: int = 0, principal: str | None = None
@@ -413,7 +428,7 @@ class Adapter:
         self, thread_id: str, run_id: str, *, after: int = 0, principal: str | None = None
     ) -> EventReader | None:
         """The reader `run_events` and the events route read (`_sessions._journal.Listener`); None as `run_events`."""
-        return await _reattach.open_events(self.config, thread_id, run_id, principal, after)
+        return await _reattach.open_events(self.config, self.journals, self.feeds, thread_id, run_id, principal, after)
 
     async def stop_run(self, thread_id: str, run_id: str, *, principal: str | None = None) -> bool | None:
         """Ask a run to stop, on whichever replica runs it: `POST .../runs/{runId}/stop`.
@@ -425,7 +440,7 @@ class Adapter:
         Raises:
             Forbidden: `principal` may read the thread but not "run" on it.
         """
-        return await _reattach.stop_run(self.config, thread_id, run_id, principal)
+        return await _reattach.stop_run(self.config, self.journals, thread_id, run_id, principal)
 
     def tool_schemas(self) -> Mapping[str, Mapping[str, Any]]:
         """Each server tool's parameter schema, by name: what `editedArgs` must fit."""
@@ -456,7 +471,7 @@ class Adapter:
             return
         self._drained = asyncio.get_running_loop().create_future()
         grace = self.limits.drain_grace if grace is None else grace
-        running = self.config.journals.running
+        running = self.journals.running
         if grace > timedelta(0) or running:  # a close with nothing to wait for says nothing
             log.info(
                 "draining: new runs are refused (503 DRAINING); waiting up to %g s for %d run%s in progress",
@@ -470,7 +485,7 @@ class Adapter:
             self._drained.set_result(None)
 
     async def _wind_down(self, grace: timedelta) -> None:
-        journals, background = self.config.journals, self.config.background
+        journals, background = self.journals, self.config.background
         if grace > timedelta(0) and await journals.wait_over(grace.total_seconds()):
             await background.wait(_UNWIND_SECONDS)
             return
@@ -490,7 +505,7 @@ class Adapter:
         releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
         await self.drain(timedelta(0))
-        await self.config.feeds.aclose()
+        await self.feeds.aclose()
         close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:
             await close_backend()

@@ -17,15 +17,6 @@ from adapter._run._access import Access
 from adapter._run._events import Listener
 from adapter._run._interrupts import InterruptPolicy
 from adapter._run._tools import BaseTool, ClientToolLimits
-from adapter._sessions._feed import Feeds
-from adapter._sessions._journal import (
-    DEFAULT_MAX_CHARS,
-    DEFAULT_MAX_DETACHED,
-    DEFAULT_MAX_EVENTS,
-    DEFAULT_MAX_RUN_TIME,
-    JournalLimits,
-    Journals,
-)
 from adapter._state._predict import PredictState
 from adapter._thread._cache import ParsedStore, ParsedThreads
 from adapter._thread._conversation import HistoryView, declared_tail
@@ -45,6 +36,15 @@ OnDisconnect = Literal["continue", "stop"]
 
 UnknownResumeEntries = Literal["refuse", "warn"]
 """What a resume entry naming no interrupt of the thread gets: refused, or left out with a warning (AG-UI 1.1)."""
+
+DEFAULT_MAX_EVENTS: Final = 100_000
+"""Events one run's journal keeps at most (its terminal event aside)."""
+DEFAULT_MAX_CHARS: Final = 32 * 1024 * 1024
+"""Characters of wire JSON one run's journal keeps at most (its terminal event aside)."""
+DEFAULT_MAX_RUN_TIME: Final = 3600.0
+"""Seconds a run may go on before it is stopped (`RUN_DEADLINE`): runs outlive their client, not forever."""
+DEFAULT_MAX_DETACHED: Final = 16
+"""Runs one principal may leave going without a reader on one replica (`TOO_MANY_DETACHED_RUNS` past it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,11 +123,6 @@ class Limits:
             raise ConfigurationError("Limits(max_run_time=) must be positive, or None for no bound")
         if not self.drain_grace >= timedelta(0):
             raise ConfigurationError(f"Limits(drain_grace=) must not be negative, not {self.drain_grace}")
-
-    def journal(self) -> JournalLimits:
-        """The bounds a run's journal keeps (`adapter._sessions._journal`)."""
-        run_time = None if self.max_run_time is None else self.max_run_time.total_seconds()
-        return JournalLimits(self.max_journal_events, self.max_journal_chars, run_time, self.max_detached_runs)
 
     def client_tools(self) -> ClientToolLimits:
         """The bounds of one input's client tools (`adapter._run._tools`)."""
@@ -227,25 +222,12 @@ class EngineConfig:
     unknown_resume_entries: UnknownResumeEntries = "refuse"
     """`"refuse"`: a resume entry naming no interrupt of the thread is refused (RESUME_UNKNOWN_INTERRUPT); `"warn"`:
     it is left out and the run goes on, with a warning (AG-UI 1.1)."""
-    journal_limits: JournalLimits = field(default_factory=JournalLimits)
-    journals: Journals = field(init=False)
-    """The runs this adapter drives, and their journals (`adapter._sessions._journal`)."""
-    feeds: Feeds = field(init=False)
-    """The journals of runs other replicas drive that this one follows for its readers (`adapter._sessions._feed`)."""
     threads: ParsedStore = field(init=False)
     """The store as a run's handle reads and writes a thread: through `parsed` (`adapter._thread._cache`)."""
     _tool_schemas: Mapping[str, Mapping[str, Any]] = field(init=False, repr=False)
     _grantable: frozenset[str] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        journals = Journals(
-            self.store,
-            limits=self.journal_limits,
-            stop_on_leave=self.on_disconnect == "stop",
-            keep=self.background.keep,
-        )
-        object.__setattr__(self, "journals", journals)
-        object.__setattr__(self, "feeds", Feeds(self.store, claim_lease=self.claim_lease, clock=self.now))
         object.__setattr__(self, "threads", ParsedStore(self.store, self.parsed))
         schemas = MappingProxyType({tool.name: tool.parameters for tool in self.tools})
         object.__setattr__(self, "_tool_schemas", schemas)

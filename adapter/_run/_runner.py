@@ -75,6 +75,7 @@ from adapter._thread._record import Grant, OpenTurn, ThreadRecord, default_title
 from adapter._types import wire_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
+from adapter.stores._protocol import keeps_journals
 
 log = logging.getLogger("adapter.runner")
 
@@ -217,7 +218,7 @@ class Run:
             # shows it while its first answer streams: with the journal's RUN_STARTED, in one store call
             # (`open_journal`), unless the store keeps no journals.
             self.creating = default_title(self.input.messages)
-            if self.config.journals.store is None:
+            if not keeps_journals(self.config.store):
                 await self.handle.create(self.creating)
                 self.creating = None
         return self._events(record, toolset)

@@ -45,20 +45,14 @@ from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
 from adapter._errors import InputRejected, LimitExceeded
+from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAULT_MAX_EVENTS, DEFAULT_MAX_RUN_TIME
 from adapter._run._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
+from adapter.stores._protocol import keeps_journals
 
 log = logging.getLogger("adapter.journal")
 
-DEFAULT_MAX_EVENTS: Final = 100_000
-"""Events one run's journal keeps at most (its terminal event aside)."""
-DEFAULT_MAX_CHARS: Final = 32 * 1024 * 1024
-"""Characters of wire JSON one run's journal keeps at most (its terminal event aside)."""
-DEFAULT_MAX_RUN_TIME: Final = 3600.0
-"""Seconds a run may go on before it is stopped (`RUN_DEADLINE`): runs outlive their client, not forever."""
-DEFAULT_MAX_DETACHED: Final = 16
-"""Runs one principal may leave going without a reader on one replica (`TOO_MANY_DETACHED_RUNS` past it)."""
 FLUSH_INTERVAL: Final = 0.05
 """Seconds the writer lets events gather before it appends them, unless the run ended or a batch is full."""
 MAX_BATCH: Final = 1000
@@ -636,7 +630,7 @@ class Journals:
         stop_on_leave: bool = False,
         keep: Callable[[asyncio.Future[Any]], None] | None = None,
     ) -> None:
-        self.store: TurnStore | None = store if callable(getattr(store, "append_events", None)) else None
+        self.store: TurnStore | None = store if keeps_journals(store) else None
         self.limits = limits
         self.stop_on_leave = stop_on_leave
         self._keep = keep

@@ -26,32 +26,38 @@ from adapter import _errors as codes
 from adapter._errors import Forbidden
 from adapter._limits import id_problem
 from adapter._run._config import EngineConfig
-from adapter._sessions._feed import StoreTail
-from adapter._sessions._journal import Listener
+from adapter._sessions._feed import Feeds, StoreTail
+from adapter._sessions._journal import Journals, Listener
 from adapter.stores import JournalEvent, ThreadHead
 
 
 async def open_events(
-    config: EngineConfig, thread_id: str, run_id: str, principal: str | None, after: int
+    config: EngineConfig,
+    journals: Journals,
+    feeds: Feeds,
+    thread_id: str,
+    run_id: str,
+    principal: str | None,
+    after: int,
 ) -> Listener | None:
     """A listener for the run's events after seq `after`; None for an unknown thread or run, or a refused caller.
 
     Raises:
         StoreUnavailable: The store could not be read.
     """
-    found = await _latest_attempt(config, thread_id, run_id, principal)
+    found = await _latest_attempt(config, journals, thread_id, run_id, principal)
     if found is None:
         return None
     head, name = found
-    live = config.journals.live(thread_id, name)
+    live = journals.live(thread_id, name)
     if live is not None:
         return live.listen(after)
-    store = config.journals.store
+    store = journals.store
     journal = await store.read_events(thread_id, name, after=after, limit=0) if store is not None else None
     if store is None or journal is None:
         return None
     over = journal.ended and after >= journal.last_seq
-    return StoreTail(config.feeds, (thread_id, run_id, name), head.incarnation, after, over=over)
+    return StoreTail(feeds, (thread_id, run_id, name), head.incarnation, after, over=over)
 
 
 async def journal_events(listener: Listener) -> AsyncIterator[JournalEvent]:
@@ -74,7 +80,9 @@ async def journal_events(listener: Listener) -> AsyncIterator[JournalEvent]:
         await listener.close(left=left)
 
 
-async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal: str | None) -> bool | None:
+async def stop_run(
+    config: EngineConfig, journals: Journals, thread_id: str, run_id: str, principal: str | None
+) -> bool | None:
     """Ask the run to stop, wherever it runs: True once asked, False when it had ended, None as `open_events`.
 
     A run that reaches its end before it comes to a safe point ends as it would have (its answer was complete).
@@ -83,17 +91,17 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
         Forbidden: `THREAD_FORBIDDEN` for a caller who may read the thread but not "run" on it.
         StoreUnavailable: The store could not be used.
     """
-    found = await _latest_attempt(config, thread_id, run_id, principal, action="run")
+    found = await _latest_attempt(config, journals, thread_id, run_id, principal, action="run")
     if found is None:
         return None
     _, name = found
-    live = config.journals.live(thread_id, name)
+    live = journals.live(thread_id, name)
     if live is not None:  # this replica runs it: at once, not at the writer's next look
         if live.complete:
             return False
         live.halt()
         return True
-    store = config.journals.store
+    store = journals.store
     if store is not None and await store.request_stop(thread_id, name):
         return True
     journal = await store.read_events(thread_id, name, limit=0) if store is not None else None
@@ -101,7 +109,7 @@ async def stop_run(config: EngineConfig, thread_id: str, run_id: str, principal:
 
 
 async def _latest_attempt(
-    config: EngineConfig, thread_id: str, run_id: str, principal: str | None, action: str = "read"
+    config: EngineConfig, journals: Journals, thread_id: str, run_id: str, principal: str | None, action: str = "read"
 ) -> tuple[ThreadHead, str] | None:
     """The thread's head and the journal of the run id's latest attempt in its life, if `principal` may read it.
 
@@ -115,5 +123,5 @@ async def _latest_attempt(
         return None
     if action == "run" and not await config.access.allows(principal, stored.head.owner, "run"):
         raise Forbidden("this caller may not stop runs of this thread", code=codes.THREAD_FORBIDDEN)
-    name = await config.journals.latest(thread_id, run_id, stored.head.incarnation)
+    name = await journals.latest(thread_id, run_id, stored.head.incarnation)
     return None if name is None else (stored.head, name)

@@ -20,6 +20,7 @@ from adapter import _errors as codes
 from adapter._errors import Forbidden, InvalidPage, ThreadConflict
 from adapter._limits import check_id
 from adapter._run._config import EngineConfig
+from adapter._sessions._journal import Journals
 from adapter._thread._record import OpenTurn, check_title
 from adapter._types import wire_json
 from adapter.stores import StoreConflict, ThreadChange, ThreadSummary
@@ -97,7 +98,7 @@ async def rename_thread(config: EngineConfig, thread_id: str, title: object, pri
     raise ThreadConflict("the thread kept changing; try the rename again")
 
 
-async def delete_thread(config: EngineConfig, thread_id: str, principal: str | None) -> bool:
+async def delete_thread(config: EngineConfig, journals: Journals, thread_id: str, principal: str | None) -> bool:
     """Delete the thread, its messages, its open turn and its runs' journals; False as `rename_thread`.
 
     An interrupt open on it can never be answered afterwards (a resume finds no turn), and a run of it in
@@ -113,7 +114,7 @@ async def delete_thread(config: EngineConfig, thread_id: str, principal: str | N
     if stored is None or not await _may(config, principal, stored.head.owner):
         return False
     deleted = await config.store.delete_thread(thread_id, incarnation=stored.head.incarnation)
-    for live in config.journals.of_thread(thread_id, stored.head.incarnation):
+    for live in journals.of_thread(thread_id, stored.head.incarnation):
         live.halt()
     config.parsed.forget(thread_id)
     return deleted

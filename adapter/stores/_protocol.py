@@ -541,3 +541,8 @@ async def save_and_append(
     )
     stop = await store.append_events(thread_id, journal.run_id, journal.events, ended=journal.ended)
     return version, stop
+
+
+def keeps_journals(store: object) -> bool:
+    """Whether `store` keeps runs' journals (`append_events`): a store written before journals journals nothing."""
+    return callable(getattr(store, "append_events", None))

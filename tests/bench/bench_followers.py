@@ -168,7 +168,7 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         journal = journal_name(run_id, thread.head.incarnation if thread is not None else None)
         texts: dict[int, str] = {}
         reading = [asyncio.ensure_future(follow(b, thread_id, run_id, texts)) for _ in range(followers)]
-        while (feed := b.config.feeds.feed(thread_id, journal)) is None or feed.followers < followers:
+        while (feed := b.feeds.feed(thread_id, journal)) is None or feed.followers < followers:
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)  # the LISTEN in effect, the feed settled: the window starts quiet
         started, before = time.monotonic(), (reads.reads, reads.loads, writes.appends)

@@ -127,7 +127,7 @@ def check_once_in_order(got: list[JournalEvent], after: int) -> None:
 
 async def followed_by(b: Adapter, thread_id: str, journal: str, count: int) -> None:
     async def joined() -> bool:
-        feed = b.config.feeds.feed(thread_id, journal)
+        feed = b.feeds.feed(thread_id, journal)
         return feed is not None and feed.followers == count
 
     await until(joined, f"{count} followers to join")
@@ -189,7 +189,7 @@ async def test_with_notifications_followers_get_each_append_with_no_poll_and_one
     first, second = postgres_pair(tmp_path)
     held, appends, reads = Held(), Counted(first), Counted(second)
     a, b = Adapter(held, store=appends), Adapter(held, store=reads)
-    b.config.feeds.poll_interval = 3600.0  # a follower that polled would wait an hour
+    b.feeds.poll_interval = 3600.0  # a follower that polled would wait an hour
     try:
         thread_id, run_id = new_id("thread"), new_id("run")
         journal = await held_run(a, thread_id, run_id)
@@ -301,6 +301,6 @@ async def test_a_feed_ends_when_its_last_follower_leaves_and_the_run_goes_on(
     for events in leaving:
         await events.aclose()
 
-    assert b.config.feeds.feed(thread_id, journal) is None
+    assert b.feeds.feed(thread_id, journal) is None
     held.release(thread_id)
     check_once_in_order(await follow(b, thread_id, run_id, 0), 0)

@@ -44,7 +44,7 @@ class Tools:
 
     def note(self, name: str, ctx: ToolContext) -> None:
         assert self.adapter is not None
-        live = self.adapter.config.journals.live(ctx.thread_id, ctx.run_id)
+        live = self.adapter.journals.live(ctx.thread_id, ctx.run_id)
         if live is not None and live.stop is not None and live.stop.requested:
             self.after_stop.append(name)
         self.started.append(name)
