@@ -71,7 +71,8 @@ _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 
 
 def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
-    from adapter import Adapter, Limits, create_app
+    import adapter as package
+    from adapter import Adapter, create_app
     from adapter.backends import Call, Rule, ScriptedBackend
     from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
 
@@ -91,8 +92,14 @@ def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
     if not journal:
         store = _without_journals(store)
     # The workloads answer with a resume; bodies of the 10,000-turn growth workload are several MB.
-    adapter = Adapter(backend, store=store, frontend_outcome="interrupt", limits=Limits(max_body_bytes=MAX_BODY))
-    app = create_app(adapter)
+    if hasattr(package, "Limits"):
+        adapter = Adapter(
+            backend, store=store, frontend_outcome="interrupt", limits=package.Limits(max_body_bytes=MAX_BODY)
+        )
+        app = create_app(adapter)
+    else:  # a checkout from before `Limits` (`--before`): the body's bound was create_app's own option
+        adapter = Adapter(backend, store=store, frontend_outcome="interrupt")
+        app = create_app(adapter, max_body_bytes=MAX_BODY)  # type: ignore[call-arg]
     return _with_bench_routes(Mount(MOUNT, app=app), on_shutdown=adapter.aclose)
 
 
