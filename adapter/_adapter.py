@@ -27,7 +27,6 @@ from ag_ui.core.capabilities import (
 
 from adapter import _reattach, _thread_api, _threads
 from adapter._access import Access, Authorize, owner_only
-from adapter._compat import for_unversioned_peer
 from adapter._config import (
     EngineConfig,
     HistoryMode,
@@ -245,12 +244,16 @@ class Adapter:
         journals.check_detached(principal)
         run = Run(self.config, run_input, principal)
         events = await run.start()
-        if run_input.protocol_version is None:
-            events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
         return await journals.begin(
-            *ids, events, run.stop, incarnation=life, principal=principal, opens=run.open_journal
+            *ids,
+            events,
+            run.stop,
+            incarnation=life,
+            principal=principal,
+            opens=run.open_journal,
+            binds=run.bind_journal,
         )
 
     def capabilities(self) -> AgentCapabilities:

@@ -496,9 +496,16 @@ class RecordHandle:
         self.record = self.record.model_copy(update={"open_turn": waiting, "applied": previous})
 
     async def open_turn(
-        self, turn: OpenTurn, history: Sequence[Message], resumed_outcome: dict[str, Any] | None
+        self,
+        turn: OpenTurn,
+        history: Sequence[Message],
+        resumed_outcome: dict[str, Any] | None,
+        journal: JournalAppend | None = None,
     ) -> None:
-        """Store a suspended turn. Nothing is reported to the client before this succeeds."""
+        """Store a suspended turn (with `journal`, the run's last events in the same call).
+
+        Nothing is reported to the client before this succeeds.
+        """
         applied = self.record.applied
         if resumed_outcome is None:
             applied = None  # a newer interrupted run supersedes earlier answers: replaying them is unknown (RES-9)
@@ -506,16 +513,23 @@ class RecordHandle:
             applied = applied.model_copy(update={"outcome": resumed_outcome})
         change = self._change(history, open_turn=_json(turn), applied=_json(applied) if applied else None)
         try:
-            await self._save(change, history)
+            await self._save(change, history, journal)
         except StoreConflict:
             message = "the thread changed while this run was in progress"
             raise AdapterError(message, code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
-    async def finish(self, history: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
-        """Store the conversation of a finished run, and how a resumed run ended (for replays).
+    async def finish(
+        self,
+        history: Sequence[Message],
+        run_id: str,
+        resumed_outcome: dict[str, Any] | None,
+        journal: JournalAppend | None = None,
+    ) -> bool:
+        """Store the conversation of a finished run, and how a resumed run ended (for replays); whether it was stored.
 
-        An outcome already recorded stands (`record_outcome`): the messages are stored after it all the same.
+        With `journal`, the run's last events go in the same call (and only with it). An outcome already recorded
+        stands (`record_outcome`): the messages are stored after it all the same.
         """
 
         def finished(history: Sequence[Message]) -> ThreadChange:
@@ -524,7 +538,7 @@ class RecordHandle:
                 return self._change(history, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
             return self._change(history)
 
-        await self._update(finished, history)
+        return await self._update(finished, history, journal=journal)
 
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
         """Remember how a resumed run ended, so that a replay of its resume ends the same way.
@@ -551,11 +565,12 @@ class RecordHandle:
         change: Callable[[Sequence[Message]], ThreadChange | None],
         history: Sequence[Message] | None = None,
         attempts: int = 3,
-    ) -> None:
+        journal: JournalAppend | None = None,
+    ) -> bool:
         """Save `change(history)` against the latest records, re-reading them when another request wrote in between.
 
         After a conflict the run's new messages go after whatever the other request stored: no conflict
-        rewrites history this run did not read (`_rebase`).
+        rewrites history this run did not read (`_rebase`). Whether it was saved (with `journal`, in the same call).
 
         Raises:
             AdapterError: THREAD_CONFLICT when that cannot be done; nothing of this save is stored.
@@ -563,16 +578,17 @@ class RecordHandle:
         for _ in range(attempts):
             wanted = change(history or ())
             if wanted is None:
-                return
+                return False
             try:
-                await self._save(wanted, history)
-                return
+                await self._save(wanted, history, journal)
+                return True
             except StaleClaim:
                 log.warning("thread %s was claimed by another run; this run's update was refused", self.thread_id)
-                return
+                return False
             except StoreConflict:
                 history = await self._rebase(history)
         log.warning("thread %s kept changing; an update was dropped", self.thread_id)
+        return False
 
     async def _rebase(self, history: Sequence[Message] | None) -> Sequence[Message] | None:
         """Re-read the thread after a conflict; the history to save now, this run's new messages last.
