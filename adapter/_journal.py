@@ -15,7 +15,8 @@ stop request does (`halt`): it ends at its next safe point with what it did stor
 The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
 events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
 whether someone asked the run to stop; while no event flows (a long tool) it asks the store every
-`POLL_INTERVAL`.
+`POLL_INTERVAL`. The last batch goes with the run's last save, in one store call (`LiveRun.seal`): the run makes
+its ending's events first, and the journal holds them back from every reader until that save commits.
 
 A journal belongs to one run in one life of its thread (`journal_name`): a run of a thread deleted and created
 again under its id never shares a journal with a run of the new life, and a reader finds only the journals of
