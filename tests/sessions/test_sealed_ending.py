@@ -13,11 +13,17 @@ from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import pytest
-from ag_ui.core import BaseEvent, RunAgentInput, UserMessage
+from ag_ui.core import BaseEvent, RunAgentInput, Tool, UserMessage
 
 from adapter import Adapter
-from adapter.backends import Rule, ScriptedBackend
+from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import ANY_INCARNATION, JournalAppend, MemoryStore, StoredThread, StoreUnavailable, ThreadChange
+
+NAVIGATE = Tool(
+    name="navigate",
+    description="Open a page.",
+    parameters={"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]},
+)
 
 
 class EndingStore(MemoryStore):
@@ -86,6 +92,29 @@ async def test_no_reader_hears_of_the_ending_before_the_store_holds_the_turn() -
     assert types[-1] == "RUN_FINISHED"
     assert await stored_types(store) == types
     assert [m.role for m in (await loaded(store)).messages] == ["user", "assistant"]
+
+
+async def test_no_reader_hears_of_a_waiting_turn_before_the_store_holds_it() -> None:
+    store = EndingStore()
+    rules = [Rule("go", steps=[[Call("navigate", {"path": "/x"})]], reply="Opened it.")]
+    adapter = Adapter(ScriptedBackend(rules), store=store, frontend_outcome="interrupt")
+    run_input = opening().model_copy(update={"messages": [UserMessage(id="u", content="go")], "tools": [NAVIGATE]})
+    events = await adapter.start(run_input)
+    reading = asyncio.ensure_future(types_of(events))
+
+    await asyncio.wait_for(store.entered.wait(), 30)
+    held = [json.loads(entry.json)["type"] for entry in events.live.entries]
+    waiting = (await loaded(store)).head.open_turn
+    store.release.set()
+    types = await asyncio.wait_for(reading, 30)
+
+    assert "TOOL_CALL_END" in held
+    assert "MESSAGES_SNAPSHOT" not in held
+    assert "RUN_FINISHED" not in held
+    assert waiting is None
+    assert types[-2:] == ["MESSAGES_SNAPSHOT", "RUN_FINISHED"]
+    assert await stored_types(store) == types
+    assert (await loaded(store)).head.open_turn is not None
 
 
 @pytest.mark.parametrize("fail", ["before", "after"])
