@@ -367,11 +367,14 @@ class LiveRun:
         not appended yet, then `ending`, numbered next. The writer appends nothing until `unseal`, and the
         ending reaches no reader before it (as when the save came first, then the events): no one hears of a turn,
         finished or waiting, that the store does not hold. None when the ending cannot go with the save: the run is
-        not journaled, an append's outcome is unknown, the writer gave the journal up, or the ending would pass the
-        journal's limits (the run then saves first and sends its ending after, as any event).
+        not journaled, its store cannot write both in one call (no `save_and_append`), an append's outcome is
+        unknown, the writer gave the journal up, or the ending would pass the journal's limits (the run then saves
+        first and sends its ending after, as any event).
         """
         if self.store is None or self.complete or not self._writing or self._unsure is not None:
             return None
+        if not callable(getattr(self.store, "save_and_append", None)):
+            return None  # two calls either way: the save first, and the writer appends (and retries) the rest
         texts = [event_json(event) for event in ending]
         if self._past_limits(ending, texts):
             return None
