@@ -25,7 +25,6 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
-from adapter._compat import for_unversioned_peer
 from adapter._errors import ConfigurationError, Draining
 from adapter._limits import CheckedInput, check_id, check_run_input
 from adapter._run._access import Access, Authorize, owner_only
@@ -259,12 +258,16 @@ class Adapter:
         journals.check_detached(principal)
         run = Run(self.config, run_input, principal)
         events = await run.start()
-        if run_input.protocol_version is None:
-            events = for_unversioned_peer(events)
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
         return await journals.begin(
-            *ids, events, run.stop, incarnation=life, principal=principal, opens=run.open_journal
+            *ids,
+            events,
+            run.stop,
+            incarnation=life,
+            principal=principal,
+            opens=run.open_journal,
+            binds=run.bind_journal,
         )
 
     def capabilities(self) -> AgentCapabilities:

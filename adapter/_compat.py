@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import AsyncGenerator, Mapping, Sequence
-from contextlib import aclosing
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 from ag_ui.core import (
@@ -163,15 +162,8 @@ def _label(value: Any) -> str:
     return value[:_LOGGED_CHARS] if isinstance(value, str) else "?"
 
 
-async def for_unversioned_peer(events: AsyncGenerator[BaseEvent, None]) -> AsyncGenerator[BaseEvent, None]:
-    """The run's events, with `pendingToolCallIds` left out of a success outcome and tool results as text."""
-    async with aclosing(events) as stream:
-        async for event in stream:
-            yield downgraded(event)
-
-
 def downgraded(event: BaseEvent) -> BaseEvent:
-    """One event as a peer older than 1.0 parses it."""
+    """One event as a peer older than 1.0 parses it (the run applies it to each event it sends such a peer)."""
     if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedSuccessOutcome):
         if event.outcome.pending_tool_call_ids is not None:
             if event.outcome.pending_tool_call_ids:  # said where a newcomer whose curl body has no version looks

@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
@@ -45,7 +45,7 @@ from pydantic import TypeAdapter
 
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
-from adapter._compat import CARRY_1_1, speaks_1_1, without_1_1
+from adapter._compat import CARRY_1_1, downgraded, speaks_1_1, without_1_1
 from adapter._errors import AdapterError, BackendError, ResumeError
 from adapter._ids import new_id
 from adapter._jsonpatch import WORK_FACTOR, StateWork
@@ -155,6 +155,22 @@ class Turn:
         return replace(self, deferred=frozenset(step.deferred), provisional=_frozen(step.provisional), held=None)
 
 
+class EndingJournal(Protocol):
+    """What a run asks of the journal that drives it (`adapter._sessions._journal.LiveRun`), at its end only.
+
+    The journal holds the ending back from every reader until the run's last save is done, and hands that save
+    its last batch: one store call. A protocol, because the journal drives the run, not the other way round.
+    """
+
+    async def seal(self, ending: Sequence[BaseEvent]) -> JournalAppend | None:
+        """The journal's last batch for the last save; None when the journal cannot seal (two calls then)."""
+        ...
+
+    def unseal(self, stored: bool | None) -> None:
+        """The last save is done: its batch stored (True), not (False), or unknown (None)."""
+        ...
+
+
 class Run:
     """One run of the agent for one `RunAgentInput`."""
 
@@ -180,6 +196,10 @@ class Run:
         """With a server-kept history and a view that needs only a tail: how many stored messages a new run reads."""
         self.speaks_1_1 = speaks_1_1(run_input.protocol_version)
         """Whether the peer reads what AG-UI 1.1 adds; else its events go without it (`adapter._compat`)."""
+        self.unversioned = run_input.protocol_version is None
+        """The peer is older than AG-UI 1.0 (its input names no version): its events are downgraded (`_compat`)."""
+        self.journal: EndingJournal | None = None
+        """The run's journal, as this replica drives it (`bind_journal`): the run's last save carries its last batch."""
         self.stop = StopSignal()
         """Raised by a stop request (`adapter._run._stop`): the run ends, cancelled, at its next safe point."""
         self.creating: str | None = None
@@ -238,6 +258,10 @@ class Run:
                 return
         await self.config.store.append_events(self.input.thread_id, journal, [first])
 
+    def bind_journal(self, live: EndingJournal) -> None:
+        """Take the journal `Journals.begin` opened for this run: its ending is stored with its last save."""
+        self.journal = live
+
     async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         yield RunStartedEvent(
             thread_id=self.input.thread_id,
@@ -249,9 +273,8 @@ class Run:
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # cut before the end, unless said otherwise below
         try:
-            async for event in await self._run(record, toolset):
-                if event.type in CARRY_1_1 and not self.speaks_1_1:
-                    event = without_1_1(event)
+            async for raw in await self._run(record, toolset):
+                event = self._sent(raw)
                 if isinstance(event, RunFinishedEvent):
                     outcome = event.outcome.type if event.outcome is not None else "success"
                 if self.view.reads:  # the usual case: every event as it is, without a call per event
@@ -267,9 +290,18 @@ class Run:
             error = self._reported(exc)
             outcome, code = "error", error.code
             async for event in self._error_events(error):
-                yield event
+                yield self._sent(event)
         finally:
             telemetry.finish(span, outcome, code)
+
+    def _sent(self, event: BaseEvent) -> BaseEvent:
+        """`event` as this run's peer reads it: without what AG-UI 1.1 adds for a 1.0 peer, downgraded for an older one.
+
+        Applied to an event twice, it gives the same event (a sealed ending passes here again: `_store_ending`).
+        """
+        if event.type in CARRY_1_1 and not self.speaks_1_1:
+            event = without_1_1(event)
+        return downgraded(event) if self.unversioned else event
 
     def _reported(self, exc: Exception) -> AdapterError:
         """What the client is told of a failure: an `AdapterError` as is, anything else without its internals."""
@@ -479,7 +511,8 @@ class Run:
                     yield event
                 return
             if not step.calls and not step.interrupts and not step.left_open:
-                yield await self._complete(RunFinishedSuccessOutcome(), history)
+                async for event in self._complete(RunFinishedSuccessOutcome(), history):
+                    yield event
                 return
             done, suspensions = await self._dispatch(step, toolset, state, history)
             for message in done.results:
@@ -501,7 +534,8 @@ class Run:
                     yield event
                 return
         log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
-        yield await self._complete(RunFinishedCancelledOutcome(), history)
+        async for event in self._complete(RunFinishedCancelledOutcome(), history):
+            yield event
 
     def _open_step(self, history: list[Message], state: Any) -> Step:
         """A new model step, with its own copies of what the turn's earlier steps left.
@@ -644,7 +678,8 @@ class Run:
             waiting = [s.pending.call_id for s in suspensions]
             made = [c.id for c in calls if c.id in waiting]
             success = RunFinishedSuccessOutcome(pending_tool_call_ids=[*made, *(c for c in waiting if c not in made)])
-            yield await self._complete(success, history)
+            async for event in self._complete(success, history):
+                yield event
             return
         pending = [s.pending for s in suspensions]
         turn_id = self.turn.turn_id
@@ -660,21 +695,30 @@ class Run:
         forms = [pending_form(turn_id, p.call_id, p.form_key, p.response_schema) for p in pending if p.form_key]
         history.extend(forms)
         outcome = RunFinishedInterruptOutcome(interrupts=[p.interrupt() for p in pending])
-        await self.handle.open_turn(turn, self._unstored(history), wire_json(outcome) if self.turn.resumed else None)
-        telemetry.opened.add(len(pending))
-        self.phase = Phase.SUSPENDED
-        await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
-        for form in forms:
-            yield activity_event(form)
+        ending: list[BaseEvent] = [activity_event(form) for form in forms]
         # SNAP-1a: the whole history before an interrupt's RUN_FINISHED (SNAP-2: a snapshot is complete, so a
         # run that read only the tail reads the older messages for it).
         older = await self.handle.older_conversation()
-        yield MessagesSnapshotEvent(messages=[*older, *history])
+        ending.append(MessagesSnapshotEvent(messages=[*older, *history]))
         # What the client shows, predictions of waiting calls included.
         shown = shown_state(state, pending, self.config.max_state_bytes)
         if shown is not None:
-            yield StateSnapshotEvent(snapshot=shown)
-        yield self._finished_event(outcome)
+            ending.append(StateSnapshotEvent(snapshot=shown))
+        ending.append(self._finished_event(outcome))
+        resumed = wire_json(outcome) if self.turn.resumed else None
+
+        new = self._unstored(history)
+
+        async def save(journal: JournalAppend | None) -> bool:
+            await self.handle.open_turn(turn, new, resumed, journal)
+            return True
+
+        sent = await self._store_ending(ending, save)
+        telemetry.opened.add(len(pending))
+        self.phase = Phase.SUSPENDED
+        await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
+        for event in sent:
+            yield event
 
     async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncIterator[BaseEvent]:
         """End a stopped run, cancelled: each call it leaves without an answer is answered, once; nothing more runs.
@@ -693,7 +737,8 @@ class Run:
             yield result_event(message)
         self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
         recorded = _CLIENT_LEFT if self.stop.reason == codes.RUN_INTERRUPTED else None
-        yield self._stop_event(await self._complete(RunFinishedCancelledOutcome(), history, recorded))
+        async for event in self._complete(RunFinishedCancelledOutcome(), history, recorded, stopped=True):
+            yield event
 
     def _stop_event(self, finished: RunFinishedEvent) -> BaseEvent:
         """How a stopped run ends: cancelled for a person's stop; a stop no person asked for says its code."""
@@ -711,18 +756,59 @@ class Run:
         yield self._finished_event(_outcome.validate_python(stored))
 
     async def _complete(
-        self, outcome: Outcome, history: list[Message], recorded: dict[str, Any] | None = None
-    ) -> RunFinishedEvent:
-        """Store the finished conversation, tell the listeners, and return the RUN_FINISHED that ends the run.
+        self,
+        outcome: Outcome,
+        history: list[Message],
+        recorded: dict[str, Any] | None = None,
+        *,
+        stopped: bool = False,
+    ) -> AsyncIterator[BaseEvent]:
+        """Store the finished conversation, tell the listeners, and end the run with its RUN_FINISHED.
 
         A resumed run records `outcome` for replays of its resume, or `recorded` when given (a stop's own).
+        A `stopped` run ends as its stop says (`_stop_event`).
         """
         resumed = (recorded or wire_json(outcome)) if self.turn.resumed else None
-        await self.handle.finish(self._unstored(history), self.input.run_id, resumed)
+        finished = self._finished_event(outcome)
+
+        new = self._unstored(history)
+
+        async def save(journal: JournalAppend | None) -> bool:
+            return await self.handle.finish(new, self.input.run_id, resumed, journal)
+
+        (terminal,) = await self._store_ending([self._stop_event(finished) if stopped else finished], save)
         self.phase = Phase.FINISHED
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)
-        return self._finished_event(outcome)
+        yield terminal
+
+    async def _store_ending(
+        self, ending: list[BaseEvent], save: Callable[[JournalAppend | None], Awaitable[bool]]
+    ) -> list[BaseEvent]:
+        """Store the run's ending and its last events in one store call; the events, as the peer reads them.
+
+        `save` stores the ending, with the journal's last batch when given, and says whether it did. The journal
+        holds the events back from every reader until the save is done (`LiveRun.seal`), as sending them after it
+        did: no one hears of a turn, finished or waiting, that the store does not hold. A principal whose view
+        filters the events one by one (`adapter._run._access.View`), or a journal that cannot seal, gets the save first
+        and the events after, as two store calls.
+        """
+        sent = [self._sent(event) for event in ending]
+        journal = self.journal if self.view.reads else None
+        batch = await journal.seal(sent) if journal is not None else None
+        if journal is None or batch is None:
+            await save(None)
+            return sent
+        try:
+            stored = await save(batch)
+        except (StoreUnavailable, asyncio.CancelledError):
+            journal.unseal(None)  # it may have landed: the writer's next append finds out
+            raise
+        except BaseException:
+            journal.unseal(False)
+            raise
+        journal.unseal(stored)
+        return sent
 
     async def _failed(self, exc: AdapterError) -> None:
         if isinstance(exc, ResumeError) or self.phase is Phase.GIVEN_BACK:

@@ -15,7 +15,8 @@ stop request does (`halt`): it ends at its next safe point with what it did stor
 The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
 events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
 whether someone asked the run to stop; while no event flows (a long tool) it asks the store every
-`POLL_INTERVAL`.
+`POLL_INTERVAL`. The last batch goes with the run's last save, in one store call (`LiveRun.seal`): the run makes
+its ending's events first, and the journal holds them back from every reader until that save commits.
 
 A journal belongs to one run in one life of its thread (`journal_name`): a run of a thread deleted and created
 again under its id never shares a journal with a run of the new life, and a reader finds only the journals of
@@ -48,7 +49,7 @@ from adapter._errors import InputRejected, LimitExceeded
 from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAULT_MAX_EVENTS, DEFAULT_MAX_RUN_TIME
 from adapter._run._stop import StopSignal
 from adapter._wire import event_json
-from adapter.stores import JournalEvent, StoreUnavailable, TurnStore
+from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable, TurnStore
 from adapter.stores._protocol import keeps_journals
 
 log = logging.getLogger("adapter.journal")
@@ -229,6 +230,12 @@ class LiveRun:
         self._ended = asyncio.Event()
         self._batch: tuple[int, Batch] | None = None
         """The last batch handed out, and the seq it follows (`batch_after`)."""
+        self._appending = asyncio.Lock()
+        """Held by each append, and by a sealed ending until its save is done (`seal`): one at a time, in order."""
+        self._sealed: tuple[Sequence[BaseEvent], list[str]] | None = None
+        """The ending `seal` handed to the run's last save, encoded, until `unseal`."""
+        self._writing = True
+        """The writer goes on (False once it wrote the end, or gave the journal up)."""
         self.first = first
         """The run's first event, pulled (and journaled) before the run was handed over."""
         if first is not None:
@@ -327,6 +334,10 @@ class LiveRun:
         """Number and keep each event up to the terminal one; False if the events ran out first."""
         limits = self.limits
         async for event in events:
+            if self.complete:  # the ending went to the store with the run's last save, and to its readers (`seal`)
+                if event.type in TERMINAL:
+                    return True
+                continue
             # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
             text = event_json(event)
             last = event.type in TERMINAL
@@ -359,6 +370,63 @@ class LiveRun:
                 if not waiter.done():
                     waiter.set_result(True)
         self._wake.set()
+
+    async def seal(self, ending: Sequence[BaseEvent]) -> JournalAppend | None:
+        """The journal's last batch, for the run's last save to store in the same call (`save_and_append`).
+
+        `ending` is what the run sends once that save is done, up to its terminal event: the batch holds the events
+        not appended yet, then `ending`, numbered next. The writer appends nothing until `unseal`, and the
+        ending reaches no reader before it (as when the save came first, then the events): no one hears of a turn,
+        finished or waiting, that the store does not hold. None when the ending cannot go with the save: the run is
+        not journaled, its store cannot write both in one call (no `save_and_append`), an append's outcome is
+        unknown, the writer gave the journal up, or the ending would pass the journal's limits (the run then saves
+        first and sends its ending after, as any event).
+        """
+        if self.store is None or self.complete or not self._writing or self._unsure is not None:
+            return None
+        if not callable(getattr(self.store, "save_and_append", None)):
+            return None  # two calls either way: the save first, and the writer appends (and retries) the rest
+        texts = [event_json(event) for event in ending]
+        if self._past_limits(ending, texts):
+            return None
+        await self._appending.acquire()  # an append under way ends first: the batch goes on from it
+        start = self.flushed
+        if self._unsure is not None or not self._writing or len(self.entries) - start + len(texts) > MAX_BATCH:
+            self._appending.release()
+            return None
+        self._sealed = (ending, texts)
+        numbered = [JournalEvent(len(self.entries) + i, text) for i, text in enumerate(texts, 1)]
+        return JournalAppend(self.journal, [*self.entries[start:], *numbered], ended=True)
+
+    def unseal(self, stored: bool | None) -> None:
+        """The run's last save is done: its batch `stored` (True: the ending goes to the readers now), or not.
+
+        False: the store took nothing, and the writer appends the events as they come. None: its outcome is unknown
+        (the store could not be reached); the writer's next append finds out (`_recover`).
+        """
+        sealed, self._sealed = self._sealed, None
+        if sealed is None:
+            return
+        ending, texts = sealed
+        if stored:
+            for event, text in zip(ending, texts, strict=True):
+                self._append(event, text)
+            self.flushed = len(self.entries)
+        elif stored is None:
+            self._unsure = len(self.entries) + len(texts)
+        self._appending.release()
+
+    def _past_limits(self, ending: Sequence[BaseEvent], texts: Sequence[str]) -> bool:
+        """Whether `_pull` would stop the run at one of these events (the journal's limits, as it counts them)."""
+        count, chars = len(self.entries), self.chars
+        for event, text in zip(ending, texts, strict=True):
+            restated = event.type in RESTATED
+            if not restated and event.type not in TERMINAL:
+                if count >= self.limits.max_events or chars + len(text) > self.limits.max_chars:
+                    return True
+            count += 1
+            chars += 0 if restated else len(text)
+        return False
 
     async def grew(self, timeout: float) -> None:
         """Wait until an event is added, or `timeout` seconds."""
@@ -418,6 +486,7 @@ class LiveRun:
         except Exception:
             log.exception("run %s: its journal could not be written", self.run_id)
         finally:
+            self._writing = False
             if self.driver is not None:
                 await asyncio.wait({self.driver})  # reattachers here read memory until the run is over
             if self._forget is not None:
@@ -450,7 +519,13 @@ class LiveRun:
 
     async def _flush(self, store: TurnStore) -> bool | None:
         """Append what is ready: True once written, False to try again, None when the journal is lost."""
+        async with self._appending:
+            return await self._append_ready(store)
+
+    async def _append_ready(self, store: TurnStore) -> bool | None:
         start = self.flushed
+        if start == len(self.entries):
+            return True  # a sealed ending took them, with the run's last save
         batch = self.entries[start : start + MAX_BATCH]
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
@@ -649,12 +724,14 @@ class Journals:
         incarnation: str | None = None,
         principal: str | None = None,
         opens: Opener | None = None,
+        binds: Callable[[LiveRun], None] | None = None,
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
         Its first event (RUN_STARTED, which comes before any of its work) is written to the store before the
         run is read (by `opens` when given: the save that creates the thread carries it), so the journal exists
-        on every replica before any client could ask for it. A run id used
+        on every replica before any client could ask for it. `binds` is given the `LiveRun` before it is driven:
+        the run's last save then carries the journal's last batch (`LiveRun.seal`). A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
         first reading, and it is stopped once its last reader left.
@@ -689,6 +766,8 @@ class Journals:
         )
         if journal is not None:
             self._live[(thread_id, journal)] = live
+            if binds is not None:
+                binds(live)
         self._runs.add(live)
         run = RunEvents(live)
         if not self.stop_on_leave:

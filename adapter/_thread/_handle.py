@@ -434,8 +434,17 @@ class RecordHandle:
         previous = AppliedResume.model_validate(applied) if applied else None
         self.record = self.record.model_copy(update={"open_turn": waiting, "applied": previous})
 
-    async def open_turn(self, turn: OpenTurn, new: Sequence[Message], resumed_outcome: dict[str, Any] | None) -> None:
-        """Store a suspended turn. Nothing is reported to the client before this succeeds."""
+    async def open_turn(
+        self,
+        turn: OpenTurn,
+        new: Sequence[Message],
+        resumed_outcome: dict[str, Any] | None,
+        journal: JournalAppend | None = None,
+    ) -> None:
+        """Store a suspended turn (with `journal`, the run's last events in the same call).
+
+        Nothing is reported to the client before this succeeds.
+        """
         applied = self.record.applied
         if resumed_outcome is None:
             applied = None  # a newer interrupted run supersedes earlier answers: replaying them is unknown (RES-9)
@@ -443,16 +452,23 @@ class RecordHandle:
             applied = applied.model_copy(update={"outcome": resumed_outcome})
         change = self._change(new, open_turn=_json(turn), applied=_json(applied) if applied else None)
         try:
-            await self._save(change)
+            await self._save(change, journal)
         except StoreConflict:
             message = "the thread changed while this run was in progress"
             raise AdapterError(message, code=codes.THREAD_CONFLICT) from None
         self.record = self.record.model_copy(update={"open_turn": turn, "applied": applied})
 
-    async def finish(self, new: Sequence[Message], run_id: str, resumed_outcome: dict[str, Any] | None) -> None:
-        """Store the new messages of a finished run, and how a resumed run ended (for replays).
+    async def finish(
+        self,
+        new: Sequence[Message],
+        run_id: str,
+        resumed_outcome: dict[str, Any] | None,
+        journal: JournalAppend | None = None,
+    ) -> bool:
+        """Store the new messages of a finished run, and how a resumed run ended (for replays); whether it was stored.
 
-        An outcome already recorded stands (`record_outcome`): the messages are stored after it all the same.
+        With `journal`, the run's last events go in the same call (and only with it). An outcome already recorded
+        stands (`record_outcome`): the messages are stored after it all the same.
         """
 
         def finished() -> _Change:
@@ -461,7 +477,7 @@ class RecordHandle:
                 return self._change(new, applied=_json(applied.model_copy(update={"outcome": resumed_outcome})))
             return self._change(new)
 
-        await self._update(finished, messages=True)
+        return await self._update(finished, messages=True, journal=journal)
 
     async def record_outcome(self, run_id: str, outcome: dict[str, Any]) -> None:
         """Remember how a resumed run ended, so that a replay of its resume ends the same way.
@@ -483,12 +499,19 @@ class RecordHandle:
         applied = self.record.applied
         return applied if applied is not None and applied.run_id == run_id and applied.outcome is None else None
 
-    async def _update(self, change: Callable[[], _Change | None], *, messages: bool, attempts: int = 3) -> None:
+    async def _update(
+        self,
+        change: Callable[[], _Change | None],
+        *,
+        messages: bool,
+        attempts: int = 3,
+        journal: JournalAppend | None = None,
+    ) -> bool:
         """Save `change()` against the latest records, re-reading them when another request wrote in between.
 
         After a conflict the run's new messages go after whatever the other request stored (`change` is asked again,
         on the thread read again, with its `messages` when the save stores some): no conflict rewrites history this
-        run did not read (`_rebase`).
+        run did not read (`_rebase`). Whether it was saved (with `journal`, in the same call).
 
         Raises:
             AdapterError: THREAD_CONFLICT when that cannot be done; nothing of this save is stored.
@@ -496,16 +519,17 @@ class RecordHandle:
         for _ in range(attempts):
             wanted = change()
             if wanted is None:
-                return
+                return False
             try:
-                await self._save(wanted)
-                return
+                await self._save(wanted, journal)
+                return True
             except StaleClaim:
                 log.warning("thread %s was claimed by another run; this run's update was refused", self.thread_id)
-                return
+                return False
             except StoreConflict:
                 await self._rebase(messages)
         log.warning("thread %s kept changing; an update was dropped", self.thread_id)
+        return False
 
     async def _rebase(self, messages: bool) -> None:
         """Re-read the thread after a conflict (its messages too, for a save that stores some).

@@ -13,14 +13,14 @@ from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import ScriptedBackend
-from adapter.stores import ANY_INCARNATION, MemoryStore, ThreadChange
+from adapter.stores import ANY_INCARNATION, JournalAppend, MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve
 
 
 class RecordingStore(MemoryStore):
-    """A MemoryStore that keeps every change it was asked to write."""
+    """A MemoryStore that keeps every change it was asked to write, alone or with journal events."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -38,6 +38,21 @@ class RecordingStore(MemoryStore):
         self.changes.append(change)
         return await super().save(
             thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        self.changes.append(change)
+        return await super().save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
         )
 
 

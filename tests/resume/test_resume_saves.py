@@ -15,7 +15,7 @@ from agui import interrupts_of
 
 from adapter import Adapter, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import ANY_INCARNATION, KEEP, SQLiteStore, ThreadChange
+from adapter.stores import ANY_INCARNATION, KEEP, JournalAppend, SQLiteStore, ThreadChange
 
 NAVIGATE = Tool(
     name="navigate",
@@ -25,7 +25,8 @@ NAVIGATE = Tool(
 
 
 class Recording(SQLiteStore):
-    """A SQLiteStore that remembers each save it stored: (claim, the open turn's claimant, appended roles).
+    """A SQLiteStore that remembers each save it stored, alone or with journal events: (claim, the open turn's
+    claimant, appended roles).
 
     The claimant is None for a turn closed by the save, "kept" for a save that leaves the turn as it was.
     """
@@ -46,10 +47,29 @@ class Recording(SQLiteStore):
         version = await super().save(
             thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
         )
+        self._remember(change)
+        return version
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        saved = await super().save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+        self._remember(change)
+        return saved
+
+    def _remember(self, change: ThreadChange) -> None:
         turn = change.open_turn
         claimant = "kept" if turn is KEEP else turn.get("claimed_by") if isinstance(turn, dict) else turn
         self.saves.append((change.claim, claimant, [m.role for m in change.append]))
-        return version
 
 
 def opening(text: str, tools: list[Tool]) -> RunAgentInput:

@@ -1,11 +1,11 @@
 """How many store calls (hops) a run makes: each costs a round trip, and on SQLite 120-210 us of its thread's CPU.
 
-The counts are held here (issue 43): a new short run makes 4 (the load, the save that creates the thread with
-its journal's RUN_STARTED in one call, the finishing save, the journal's last batch); a frontend tool's round trip
-through `POST /` 9 (that run, then the resume's load, RUN_STARTED, the claim that stores the answer, the finishing
-save and the last batch). The journal's writer appends in batches per interval: the interval is set past the run
-here, so a run's events land in the one batch its ending makes, whatever the machine's speed.
-"""
+The counts are held here (issue 43): a new short run makes 3 (the load, the save that creates the thread with
+its journal's RUN_STARTED in one call, the finishing save with the journal's last batch in one call); a frontend
+tool's round trip through `POST /` 7 (that run, then the resume's load, RUN_STARTED, the claim that stores the
+answer, the finishing save with the last batch). The journal's writer appends in batches per interval: the
+interval is set past the run here, so a run's events land in the one batch its ending makes, whatever the
+machine's speed."""
 
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ async def journaled(store: CountingStore) -> None:
     store.ended.clear()
 
 
-async def test_a_new_short_run_makes_four_hops() -> None:
+async def test_a_new_short_run_makes_three_hops() -> None:
     store = CountingStore()
     adapter = Adapter(ScriptedBackend([Rule("hi", reply="Hello.")]), store=store)
 
@@ -157,7 +157,7 @@ async def test_a_new_short_run_makes_four_hops() -> None:
     await journaled(store)
 
     assert events[-1].type == "RUN_FINISHED"
-    assert store.hops == Counter(load=1, save_and_append=1, save=1, append_events=1)
+    assert store.hops == Counter(load=1, save_and_append=2)
 
 
 async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
@@ -175,7 +175,7 @@ async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
     await journaled(store)
 
     assert resumed[-1].type == "RUN_FINISHED"
-    assert (suspended, store.total) == (4, 9), store.hops
+    assert (suspended, store.total) == (3, 7), store.hops
 
 
 class RacedCreation(CountingStore):
@@ -207,8 +207,9 @@ async def test_a_run_whose_thread_another_request_created_first_opens_its_journa
     await journaled(store)
 
     assert events[-1].type == "RUN_FINISHED"
-    # The finishing save finds the other's thread (a conflict), reads it again, and stores after what it holds.
-    assert store.hops == Counter(load=2, save_and_append=1, append_events=2, save=2)
+    # The finishing save finds the other's thread (a conflict, its batch refused with it), reads it again, and
+    # stores after what it holds, with the journal's last batch.
+    assert store.hops == Counter(load=2, save_and_append=3, append_events=1)
     (name,) = [key[1] for key in store.inner._journals]  # private on purpose: the one journal the run wrote
     journal = await store.inner.read_events("t", name)
     assert journal is not None
