@@ -12,9 +12,12 @@ goes, the run goes on; with `on_disconnect="stop"`, once its last listener left,
 stop request does (`halt`): it ends at its next safe point with what it did stored, and `RUN_ERROR`
 `RUN_INTERRUPTED`.
 
-The writer appends what is ready to the store in batches (at most one append per `FLUSH_INTERVAL` while
-events flow: an append costs a store round trip, an event a few microseconds), and learns from each append
-whether someone asked the run to stop; while no event flows (a long tool) it asks the store every
+The writer appends what is ready to the store in batches, a group commit: the first event after a quiet spell
+waits `GATHER` (a burst of deltas goes in one append), what comes during an append goes in the next, and appends
+start at least `FLUSH_INTERVAL` apart while events flow (an append costs a store round trip, an event a few
+microseconds). Readers on this replica read memory and never wait for it; a follower on another replica reads the
+store, so these two bound its lag (docs/replicas.md). The writer learns from each append whether someone asked the
+run to stop; while no event flows (a long tool) it asks the store every
 `POLL_INTERVAL`. The last batch goes with the run's last save, in one store call (`LiveRun.seal`): the run makes
 its ending's events first, and the journal holds them back from every reader until that save commits.
 
@@ -54,8 +57,11 @@ from adapter.stores._protocol import keeps_journals
 
 log = logging.getLogger("adapter.journal")
 
-FLUSH_INTERVAL: Final = 0.05
-"""Seconds the writer lets events gather before it appends them, unless the run ended or a batch is full."""
+GATHER: Final = 0.005
+"""Seconds the writer lets events gather once it saw one, so that a burst goes in one append."""
+FLUSH_INTERVAL: Final = 0.02
+"""Seconds at least from the start of one append to the next, unless the run ended or a batch is full: a run
+streaming faster than one event per interval makes one append per interval, not one per event."""
 MAX_BATCH: Final = 1000
 """Events one append takes at most."""
 POLL_INTERVAL: Final = 0.25
@@ -468,12 +474,16 @@ class LiveRun:
         """Append the entries as they come, in batches, until the terminal one is written (or the journal is lost)."""
         assert self.store is not None
         failures = 0
+        clock = asyncio.get_running_loop().time
+        began = float("-inf")
         try:
             while not (self.complete and self.flushed == len(self.entries)):
                 await self._ready()
                 if not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
-                    with contextlib.suppress(TimeoutError):  # let more gather: one append per interval at most
-                        await asyncio.wait_for(self._ended.wait(), FLUSH_INTERVAL)
+                    with contextlib.suppress(TimeoutError):  # a burst gathers; appends start FLUSH_INTERVAL apart
+                        wait = max(GATHER, began + FLUSH_INTERVAL - clock())
+                        await asyncio.wait_for(self._ended.wait(), wait)
+                began = clock()
                 flushed = await self._flush(self.store)
                 if flushed is None:
                     return

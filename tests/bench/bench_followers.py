@@ -1,18 +1,22 @@
 """Followers of a run on another replica, on PostgreSQL: their lag and the store reads they cost, for N followers.
 
-    python tests/bench/bench_followers.py [--followers 1,10,100,500] [--deltas 200] [--every 0.02] [--mode notify,poll]
-        [--freeze]
+    python tests/bench/bench_followers.py [--followers 0,1,10,100,500] [--deltas 200] [--every 0.02]
+        [--mode notify,poll] [--freeze]
 
 Replica A drives a run that streams `--deltas` text deltas, one every `--every` seconds, each carrying the time it
 was made; N followers read it on replica B from the start (`Adapter.run_events`, as the events route does, without
 the HTTP and SSE framing), B reading the journal from the store A writes. Both replicas are `PostgresStore`s on one
 fresh schema in this process (one event loop: the followers' CPU is A's too). Per N and mode (`notify`: B's
-store listens, as by default; `poll`: `PostgresStore(notify=False)`, the fallback), it prints:
+store listens, as by default; `poll`: `PostgresStore(notify=False)`, the fallback), it prints (N = 0: no follower,
+the run and its writer alone):
 
-- lag p50 / p99 from a delta's making to a follower receiving it (A's batching included: up to 50 ms), and from
-  the end of the append that stored it (A's store call returning) to a follower receiving it;
+- lag p50 / p99 from a delta's making to a follower receiving it (A's batching included: `GATHER`, or up to
+  `FLUSH_INTERVAL` while deltas come faster), and from the end of the store call that stored it (an append, or the
+  run's last save, which carries the last batch) to a follower receiving it;
 - B's store calls per second while the run streams (journal reads that ask for events, and thread loads, the
   dead-run check's), and A's appends per second beside them;
+- the process's CPU per second meanwhile (both replicas, their followers and the run: this process's side of the
+  load, PostgreSQL's own aside);
 - the garbage collector's full collections meanwhile, and the longest: each stops the one event loop, and at N = 500
   one that lands in a fan-out is the lag's p99. The followers note what they receive in arrays, so the bench's own
   records add no object for a collection to walk. `--freeze` first warms up (a short run, every module loaded),
@@ -42,7 +46,7 @@ from ag_ui.core import RunAgentInput
 from adapter import Adapter
 from adapter._sessions._journal import journal_name  # private on purpose: the feed is keyed by the journal's name
 from adapter.backends import BackendItem, ModelRequest, TextDelta
-from adapter.stores import JournalEvent, PostgresStore, RunJournal, StoredThread, TurnStore
+from adapter.stores import JournalAppend, JournalEvent, PostgresStore, RunJournal, StoredThread, TurnStore
 
 
 class Paced:
@@ -67,6 +71,7 @@ class Counted:
         self.store = store
         self.reads = self.loads = self.appends = 0
         self.stored_at: dict[int, float] = {}
+        self.ended = asyncio.Event()
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
         self.reads += limit > 0
@@ -81,10 +86,22 @@ class Counted:
     ) -> bool:
         stop = await self.store.append_events(thread_id, run_id, events, ended=ended)
         self.appends += 1
+        self.note(events)
+        if ended:
+            self.ended.set()
+        return stop
+
+    def note(self, events: Sequence[JournalEvent]) -> None:
         now = time.monotonic()
         for event in events:
             self.stored_at[event.seq] = now
-        return stop
+
+    async def save_and_append(self, thread_id: str, change: Any, journal: JournalAppend, **options: Any) -> Any:
+        saved = await self.store.save_and_append(thread_id, change, journal, **options)  # type: ignore[attr-defined]
+        self.note(journal.events)
+        if journal.ended:
+            self.ended.set()
+        return saved
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -142,6 +159,8 @@ class Collections:
 
 
 def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
@@ -168,14 +187,17 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         journal = journal_name(run_id, thread.head.incarnation if thread is not None else None)
         texts: dict[int, str] = {}
         reading = [asyncio.ensure_future(follow(b, thread_id, run_id, texts)) for _ in range(followers)]
-        while (feed := b.feeds.feed(thread_id, journal)) is None or feed.followers < followers:
+        while followers and ((feed := b.feeds.feed(thread_id, journal)) is None or feed.followers < followers):
             await asyncio.sleep(0.01)
         await asyncio.sleep(1.0)  # the LISTEN in effect, the feed settled: the window starts quiet
         started, before = time.monotonic(), (reads.reads, reads.loads, writes.appends)
+        cpu = time.process_time()
         with Collections() as collections:
             backend.go.set()
             got = await asyncio.gather(*reading)
+            await writes.ended.wait()  # with no follower: the run's own cost, its writer's appends
         elapsed = time.monotonic() - started
+        cpu = time.process_time() - cpu
     finally:
         await a.aclose()
         await b.aclose()
@@ -198,6 +220,7 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
         "reads": (reads.reads - before[0]) / elapsed,
         "loads": (reads.loads - before[1]) / elapsed,
         "appends": (writes.appends - before[2]) / elapsed,
+        "cpu": cpu / elapsed * 1000,
         "seconds": elapsed,
         "full_gcs": len(collections.pauses),
         "longest_gc": max(collections.pauses, default=0.0) * 1000,
@@ -206,7 +229,7 @@ async def measure(dsn: str, followers: int, mode: str, deltas: int, every: float
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--followers", default="1,10,100,500")
+    parser.add_argument("--followers", default="0,1,10,100,500")
     parser.add_argument("--deltas", type=int, default=200)
     parser.add_argument("--every", type=float, default=0.02)
     parser.add_argument("--mode", default="notify,poll")
@@ -222,16 +245,16 @@ async def main() -> None:
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {os.cpu_count()} CPUs")
     print(
         "| mode | N | lag from made p50 / p99 ms | lag from append p50 / p99 ms | B reads/s | B loads/s | A appends/s"
-        " | full GCs (longest ms) |"
+        " | CPU ms/s | full GCs (longest ms) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for mode in options.mode.split(","):
         for followers in (int(n) for n in options.followers.split(",")):
             row = await measure(dsn, followers, mode, options.deltas, options.every)
             print(
                 f"| {mode} | {followers} | {row['made_p50']:.0f} / {row['made_p99']:.0f} |"
                 f" {row['stored_p50']:.0f} / {row['stored_p99']:.0f} | {row['reads']:.1f} | {row['loads']:.1f} |"
-                f" {row['appends']:.1f} | {row['full_gcs']:.0f} ({row['longest_gc']:.0f}) |",
+                f" {row['appends']:.1f} | {row['cpu']:.0f} | {row['full_gcs']:.0f} ({row['longest_gc']:.0f}) |",
                 flush=True,
             )
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +19,8 @@ from hypothesis import strategies as st
 from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
 from adapter import Adapter, ConfigurationError, Limits
-from adapter.backends import Rule, ScriptedBackend
-from adapter.stores import RunJournal, SQLiteStore
+from adapter.backends import BackendItem, ModelRequest, Rule, ScriptedBackend, TextDelta
+from adapter.stores import JournalEvent, MemoryStore, RunJournal, SQLiteStore
 
 if TYPE_CHECKING:
     from conftest import Serve, Served
@@ -174,3 +175,58 @@ async def written(adapter: Adapter, thread_id: str, run_id: str) -> RunJournal:
             return journal
         await asyncio.sleep(0.01)
     raise AssertionError("the journal was never ended")
+
+
+class Fed:
+    """A backend that streams the words put in `words`, one delta each, and ends at None."""
+
+    def __init__(self) -> None:
+        self.words: asyncio.Queue[str | None] = asyncio.Queue()
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        while (word := await self.words.get()) is not None:
+            yield TextDelta(word)
+
+
+class HeldAppend(MemoryStore):
+    """A memory store whose first append waits for `release`; the seqs of every append, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.batches: list[list[int]] = []
+        self.appended = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def append_events(
+        self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
+    ) -> bool:
+        self.batches.append([event.seq for event in events])
+        self.appended.set()
+        if len(self.batches) == 1:
+            await self.release.wait()
+        return await super().append_events(thread_id, run_id, events, ended=ended)
+
+
+async def test_the_events_made_while_an_append_is_under_way_go_together_in_the_next() -> None:
+    backend, store = Fed(), HeldAppend()
+    adapter = Adapter(backend, store=store)
+    events = await adapter.start(RunAgentInput.model_validate(body_of("t1", "r1", "go")))
+    backend.words.put_nowait("one ")
+    await store.appended.wait()
+    store.appended.clear()
+    for word in ("two ", "three ", "four "):
+        backend.words.put_nowait(word)
+    said = ""
+    while said != "one two three four ":
+        event = await anext(events)
+        said += getattr(event, "delta", "") if event.type == "TEXT_MESSAGE_CONTENT" else ""
+
+    store.release.set()
+    await store.appended.wait()
+    backend.words.put_nowait(None)
+    types = [event.type async for event in events]
+
+    first, second = store.batches[:2]
+    assert second == list(range(first[-1] + 1, first[-1] + 4))  # the three deltas made meanwhile, in one append
+    assert types[-1] == "RUN_FINISHED"
+    await adapter.aclose()

@@ -134,7 +134,7 @@ class CountingStore:
 
 @pytest.fixture(autouse=True)
 def one_batch_per_ending(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(journal_module, "FLUSH_INTERVAL", 3600.0)
+    monkeypatch.setattr(journal_module, "GATHER", 3600.0)
 
 
 def opening(text: str, tools: Sequence[Tool] = ()) -> RunAgentInput:
