@@ -37,7 +37,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 BATCH_SECONDS = 0.05
-"""A journal batch is written at most this often while a run streams (the adapter's default)."""
+"""A journal batch is written at most this often while a run streams: the adapter's cadence before its group commit,
+kept because the floor has no follower on another replica, the one reader a sooner batch serves (docs/benchmarks.md,
+"Followers, round two")."""
 
 _EVENT: TypeAdapter[Any] = TypeAdapter(Event)
 _SCHEMA = """
