@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair
 
 from adapter import Adapter
 from adapter._edge._sse import body  # private on purpose: the SSE bytes a batch is framed to, once for its readers
+from adapter._sessions._feed import Feeds  # private on purpose: a feed's waiters and their one timer, without a run
 from adapter.stores import JournalAppend, JournalEvent, MemoryStore, PostgresStore, RunJournal, ThreadChange, TurnStore
 from adapter.stores._postgres_notify import Notifier  # private on purpose: a notifier whose probe never returns
 from adapter.stores._protocol import save_and_append  # private on purpose: the wrapped store's one merged call
@@ -305,3 +307,29 @@ async def test_a_feed_ends_when_its_last_follower_leaves_and_the_run_goes_on(
     assert b.feeds.feed(thread_id, journal) is None
     held.release(thread_id)
     check_once_in_order(await follow(b, thread_id, run_id, 0), 0)
+
+
+async def test_a_waiting_follower_wakes_at_its_own_timeout_or_when_the_feed_grows_and_no_timer_outlives_it() -> None:
+    feeds = Feeds(MemoryStore(), claim_lease=timedelta(minutes=5), clock=lambda: datetime.now(UTC))
+    feed = feeds.join(("t", "r", "j"), None)
+    woken: list[str] = []
+
+    async def wait(timeout: float, who: str) -> None:
+        await feed.grew(timeout)
+        woken.append(who)
+
+    await asyncio.wait_for(asyncio.gather(wait(0.2, "later"), wait(0.01, "sooner")), BOUND)
+    grown = asyncio.ensure_future(wait(3600.0, "grown"))
+    left = asyncio.ensure_future(wait(3600.0, "left"))
+    await asyncio.sleep(0)
+    left.cancel()
+    await asyncio.wait_for(asyncio.wait({left}), BOUND)
+    feed._grown()
+    await asyncio.wait_for(grown, BOUND)
+    alone = asyncio.ensure_future(wait(3600.0, "alone"))
+    await asyncio.sleep(0)
+    alone.cancel()
+    await asyncio.wait_for(asyncio.wait({alone}), BOUND)
+
+    assert woken == ["sooner", "later", "grown"]
+    assert feed._alarm is None  # nothing holds the feed for an hour once no one waits on it
