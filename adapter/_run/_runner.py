@@ -588,12 +588,13 @@ class Run:
         cut = False
         try:
             stream = stream_step(self.config.backend, request, step)
-            async with aclosing(self.stop.until_stopped(stream, _CUT)) as events:
-                async for event in events:
-                    if event is _CUT:
-                        cut = True
-                        break
-                    yield event
+            async with aclosing(self.stop.until_stopped(stream, _CUT)) as runs:
+                async for run in runs:
+                    for event in run:
+                        if event is _CUT:  # the last item of the last run
+                            cut = True
+                        else:
+                            yield event
             if cut:
                 for event in step.close_all():
                     yield event
