@@ -82,12 +82,12 @@ class StopSignal:
     async def until_stopped(self, stream: AsyncIterator[T], cut: T) -> AsyncGenerator[list[T], None]:
         """`stream`'s items in runs until a stop is requested: the stream is then cancelled, `cut` ends the last run.
 
-        The stream is read by a task of its own (`_Reader`), a few items ahead, and each run is what it read
-        meanwhile: the consumer takes a run of items per task switch, not one item per generator step. What it
-        read before the stop is still given, so the consumer gets every item the stream made (and its collector
-        took in). A stream that ended before the stop ends without `cut`; its failure is raised after the items it
-        made before it. However the iteration ends, the stream is closed (cancelled first, if it still waits)
-        before this returns.
+        The stream is read by a task of its own (`_Reader`), up to `READ_AHEAD` items ahead, and each run is what
+        it read meanwhile: the consumer takes a run of items per task switch, not one item per generator step.
+        What it read before the stop is still given, so the consumer gets every item the stream made (and its
+        collector took in). A stream that ended before the stop ends without `cut`; its failure is raised after the
+        items it made before it. However the iteration ends, the stream is closed (cancelled first, if it still
+        waits) before this returns.
         """
         reader = _Reader(stream)
         try:
