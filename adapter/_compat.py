@@ -162,8 +162,14 @@ def _label(value: Any) -> str:
     return value[:_LOGGED_CHARS] if isinstance(value, str) else "?"
 
 
+DOWNGRADED: Final = frozenset({EventType.RUN_FINISHED, EventType.TOOL_CALL_RESULT, EventType.MESSAGES_SNAPSHOT})
+"""The events a peer older than 1.0 may be sent otherwise (`downgraded`)."""
+
+
 def downgraded(event: BaseEvent) -> BaseEvent:
     """One event as a peer older than 1.0 parses it (the run applies it to each event it sends such a peer)."""
+    if event.type not in DOWNGRADED:  # most of a stream: one lookup, not three class checks an event
+        return event
     if isinstance(event, RunFinishedEvent) and isinstance(event.outcome, RunFinishedSuccessOutcome):
         if event.outcome.pending_tool_call_ids is not None:
             if event.outcome.pending_tool_call_ids:  # said where a newcomer whose curl body has no version looks

@@ -44,7 +44,9 @@ def model_json(model: BaseModel) -> str:
     messages), a list of those, or plain JSON data: an event, and also a client's tool declaration.
     """
     text = _model_json(model)
-    return model.model_dump_json(by_alias=True) if text is None or _SURROGATE.search(text) else text
+    if text is None or (not text.isascii() and _SURROGATE.search(text)):  # isascii: O(1), and most text is ASCII
+        return model.model_dump_json(by_alias=True)
+    return text
 
 
 event_json: Final[Callable[[BaseEvent], str]] = model_json

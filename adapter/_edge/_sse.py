@@ -8,7 +8,6 @@ listener, which lets the run go on, or stops it (`on_disconnect="stop"`: at its 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Final
 
 import anyio
@@ -18,7 +17,6 @@ from starlette.types import Receive, Scope, Send
 
 from adapter._sessions._journal import Batch, Listener
 from adapter._wire import event_json
-from adapter.stores import JournalEvent
 
 KEEPALIVE: Final = ": keep-alive\n\n"
 """An SSE comment: consumers ignore it, proxies see traffic (TRANS-5)."""
@@ -36,24 +34,22 @@ def encode_event(event: BaseEvent) -> str:
     return f"data: {event_json(event)}\n\n"
 
 
-def frames(events: Sequence[JournalEvent], *, ids: bool) -> str:
-    """Frame journaled events as SSE: each its `id:` (unless `ids` is off, or it is not in the journal), then its data.
+def frames(batch: Batch, *, ids: bool) -> str:
+    """Frame a batch of journaled events as SSE: each its `id:` (unless `ids` is off, or it is not in the journal).
 
-    The events are wire JSON already (encoded once, by the run's driver); an event outside the journal (seq 0)
-    goes without an `id:`, so a client's `Last-Event-ID` always names an event of the journal.
+    The events are wire JSON already (encoded once, by the run's driver); events outside the journal (seq 0) go
+    without an `id:`, so a client's `Last-Event-ID` always names an event of the journal.
     """
-    if not ids:
-        return "".join(f"data: {event.json}\n\n" for event in events)
-    return "".join(
-        f"id: {event.seq}\ndata: {event.json}\n\n" if event.seq else f"data: {event.json}\n\n" for event in events
-    )
+    if not ids or not batch.first:
+        return "".join(f"data: {text}\n\n" for text in batch.texts)
+    return "".join(f"id: {seq}\ndata: {text}\n\n" for seq, text in enumerate(batch.texts, batch.first))
 
 
 def body(batch: Batch, *, ids: bool) -> bytes:
     """A batch's SSE bytes (`frames`), made once for every reader that gets the same batch."""
     framed = batch.framed.get(ids)
     if framed is None:
-        framed = batch.framed[ids] = frames(batch.events, ids=ids).encode()
+        framed = batch.framed[ids] = frames(batch, ids=ids).encode()
     return framed
 
 

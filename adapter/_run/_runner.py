@@ -495,11 +495,12 @@ class Run:
                 return
             step = self._open_step(history, state)
             cut = False
-            async for event in self._stream(step, self._request(history, state, toolset, resume)):
-                if event is _CUT:
-                    cut = True
-                    continue
-                yield event
+            async for run in self._stream(step, self._request(history, state, toolset, resume)):
+                for event in run:
+                    if event is _CUT:  # the last item of the last run
+                        cut = True
+                    else:
+                        yield event
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = step.state
             if cut:  # cut before the backend finished with the answers forwarded to it: they wait as before
@@ -577,27 +578,26 @@ class Run:
             view=self.config.history_view,
         )
 
-    async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[BaseEvent]:
-        """The step's events; a held turn is given back if the backend fails.
+    async def _stream(self, step: Step, request: ModelRequest) -> AsyncIterator[list[BaseEvent]]:
+        """The step's events, in the runs the stop race hands over; a held turn is given back if the backend fails.
 
         A stop cuts the step short between two events, or while the backend is silent (the stream raced against
         the stop: `StopSignal.until_stopped`): what it said so far is sent and stays, what it left open is ended,
-        and `_CUT` tells the loop.
+        and `_CUT` ends the last run. Runs, not events: the loop walks each in a plain loop, one generator step
+        fewer per event.
         """
         span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
         cut = False
         try:
             stream = stream_step(self.config.backend, request, step)
-            async with aclosing(self.stop.until_stopped(stream, _CUT)) as events:
-                async for event in events:
-                    if event is _CUT:
+            async with aclosing(self.stop.until_stopped(stream, _CUT)) as runs:
+                async for run in runs:
+                    if run and run[-1] is _CUT:  # the last run, after a stop: the step's open messages end first
                         cut = True
-                        break
-                    yield event
+                        run.pop()
+                    yield run
             if cut:
-                for event in step.close_all():
-                    yield event
-                yield _CUT  # the loop's, never sent
+                yield [*step.close_all(), _CUT]  # `_CUT`: the loop's, never sent
         except Exception:
             await self._give_back()
             raise

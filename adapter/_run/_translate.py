@@ -151,7 +151,7 @@ async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> As
 def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
     if type(item) is TextDelta and item.message_id is None:  # most items: a piece of text, with no id to check
-        return step.close_reasoning() + _text(item, step)
+        return _text(item, step) if step.thinking is None else step.close_reasoning() + _text(item, step)
     _check_kind(item)
     _check_ids(item)
     _check_new_call(item, step)
@@ -283,14 +283,15 @@ def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:
 def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
     if not delta.text:
         return []  # an empty delta is legal but noisy (TXT-4)
-    events = _enter(step, delta.message_id)
+    events = [] if delta.message_id is None else _enter(step, delta.message_id)
     if not step.text_open:
         if step.current.calls:
             step.segments.append(Segment(new_id("msg")))
         step.text_open = True
         events.append(TextMessageStartEvent(message_id=step.current.message_id, role="assistant"))
-    step.current.text.append(delta.text)
-    events.append(TextMessageContentEvent(message_id=step.current.message_id, delta=delta.text))
+    segment = step.current
+    segment.text.append(delta.text)
+    events.append(TextMessageContentEvent(message_id=segment.message_id, delta=delta.text))
     return events
 
 

@@ -167,7 +167,7 @@ class Feed:
         events = self.events[after - (self.base or 0) :]
         if not events:
             return None
-        batch = Batch(events, self.ended)
+        batch = Batch.of(events, self.ended)
         self._batch = ((after, self.cursor, self.ended), batch)
         return batch
 
@@ -380,7 +380,7 @@ class StoreTail:
                     return batch
             if feed.interrupted:
                 self.over = True
-                return Batch((INTERRUPTED,), True)
+                return Batch.of((INTERRUPTED,), True)
             if feed.ended and self.cursor >= feed.cursor:
                 self.over = True
                 return Batch((), True)

@@ -1,6 +1,6 @@
 """The run's journal: a run driven by a task the adapter owns, its events numbered, kept and fanned out live.
 
-    Run events ──> LiveRun._drive (the driver task) ──> entries in memory: JournalEvent(seq, json)
+    Run events ──> LiveRun._drive (the driver task) ──> entries in memory: each event's wire JSON (seq: its place)
                                                       ├──> Tail listeners (the POST response, reattachers)
                                                       └──> LiveRun._write (the writer task) ──> store.append_events
 
@@ -116,13 +116,35 @@ class Batch:
     """What a listener gets at once: every event ready for it, and whether the last of them ends the run.
 
     A run's readers at the same place get the same batch (`LiveRun.batch_after`, `_feed.Feed.batch_after`),
-    so what the SSE response makes of it, it makes once for all of them (`_edge._sse.body`).
+    so what the SSE response makes of it, it makes once for all of them (`_edge._sse.body`). The events are held
+    as their wire JSON, numbered from `first` with no gap, as a journal numbers them: a live run's batches are
+    slices of its entries, with no object per event.
     """
 
-    events: Sequence[JournalEvent]
+    texts: Sequence[str]
+    """The events' wire JSON, in order."""
     last: bool
+    first: int = 0
+    """The seq of the first event, the others following it; 0 for events outside the journal (sent without ids)."""
     framed: dict[bool, bytes] = field(default_factory=dict, compare=False, repr=False)
     """The batch's SSE bytes, with ids and without, once made."""
+
+    @classmethod
+    def of(cls, events: Sequence[JournalEvent], last: bool) -> Batch:
+        """A batch of events read from a journal (numbered with no gap), or of one event outside it (seq 0)."""
+        return cls([event.json for event in events], last, events[0].seq if events else 0)
+
+    @property
+    def events(self) -> list[JournalEvent]:
+        """The events, each with its seq (a Python reader's: `Adapter.run_events`)."""
+        return numbered(self.texts, self.first)
+
+
+def numbered(texts: Sequence[str], first: int) -> list[JournalEvent]:
+    """`texts` as journal events, the first numbered `first` (0: every one 0, outside the journal)."""
+    if not first:
+        return [JournalEvent(0, text) for text in texts]
+    return [JournalEvent(seq, text) for seq, text in enumerate(texts, first)]
 
 
 class Listener(Protocol):
@@ -209,7 +231,8 @@ class LiveRun:
         self.store = store
         self.limits = limits
         self.stop_on_leave = stop_on_leave
-        self.entries: list[JournalEvent] = []
+        self.entries: list[str] = []
+        """The events' wire JSON, each held once: an entry's seq is its place (the first is 1)."""
         self.chars = 0
         self.complete = False
         """The terminal event is in `entries`: nothing follows it."""
@@ -298,9 +321,9 @@ class LiveRun:
     def batch_after(self, after: int) -> Batch:
         """The events after seq `after` as one batch: the same object for every reader there, until more come."""
         shared = self._batch
-        if shared is not None and shared[0] == after and len(shared[1].events) == len(self.entries) - after:
+        if shared is not None and shared[0] == after and len(shared[1].texts) == len(self.entries) - after:
             return shared[1]
-        batch = Batch(self.entries[after:], self.complete)
+        batch = Batch(self.entries[after:], self.complete, after + 1)
         self._batch = (after, batch)
         return batch
 
@@ -361,7 +384,7 @@ class LiveRun:
         if self.complete:
             return
         text = event_json(event) if text is None else text
-        self.entries.append(JournalEvent(len(self.entries) + 1, text))
+        self.entries.append(text)
         if event.type not in RESTATED:
             self.chars += len(text)
         if event.type in TERMINAL:
@@ -401,8 +424,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._sealed = (ending, texts)
-        numbered = [JournalEvent(len(self.entries) + i, text) for i, text in enumerate(texts, 1)]
-        return JournalAppend(self.journal, [*self.entries[start:], *numbered], ended=True)
+        return JournalAppend(self.journal, numbered([*self.entries[start:], *texts], start + 1), ended=True)
 
     def unseal(self, stored: bool | None) -> None:
         """The run's last save is done: its batch `stored` (True: the ending goes to the readers now), or not.
@@ -536,7 +558,7 @@ class LiveRun:
         start = self.flushed
         if start == len(self.entries):
             return True  # a sealed ending took them, with the run's last save
-        batch = self.entries[start : start + MAX_BATCH]
+        batch = numbered(self.entries[start : start + MAX_BATCH], start + 1)
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
             stop = await store.append_events(self.thread_id, self.journal, batch, ended=ended)

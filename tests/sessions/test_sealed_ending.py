@@ -80,7 +80,7 @@ async def test_no_reader_hears_of_the_ending_before_the_store_holds_the_turn() -
     reading = asyncio.ensure_future(types_of(events))
 
     await asyncio.wait_for(store.entered.wait(), 30)
-    held = [json.loads(entry.json)["type"] for entry in events.live.entries]
+    held = [json.loads(entry)["type"] for entry in events.live.entries]
     stored = await store.load("t")
     store.release.set()
     types = await asyncio.wait_for(reading, 30)
@@ -103,7 +103,7 @@ async def test_no_reader_hears_of_a_waiting_turn_before_the_store_holds_it() -> 
     reading = asyncio.ensure_future(types_of(events))
 
     await asyncio.wait_for(store.entered.wait(), 30)
-    held = [json.loads(entry.json)["type"] for entry in events.live.entries]
+    held = [json.loads(entry)["type"] for entry in events.live.entries]
     waiting = (await loaded(store)).head.open_turn
     store.release.set()
     types = await asyncio.wait_for(reading, 30)

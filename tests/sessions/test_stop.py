@@ -329,11 +329,11 @@ async def test_a_stream_read_ahead_gives_every_item_in_order_and_its_failure_aft
         if then is not None:
             raise then
 
-    whole = [item async for item in StopSignal().until_stopped(items(3 * READ_AHEAD), -1)]
+    whole = [item async for run in StopSignal().until_stopped(items(3 * READ_AHEAD), -1) for item in run]
     got: list[int] = []
     with pytest.raises(ValueError, match="broke"):
-        async for item in StopSignal().until_stopped(items(5, ValueError("broke")), -1):
-            got.append(item)
+        async for run in StopSignal().until_stopped(items(5, ValueError("broke")), -1):
+            got.extend(run)
 
     assert whole == list(range(3 * READ_AHEAD))
     assert got == list(range(5))
@@ -350,9 +350,9 @@ async def test_a_stop_gives_what_was_read_then_the_cut_even_from_a_stream_that_s
         yield "after the cut"
 
     got: list[str] = []
-    async for item in signal.until_stopped(stubborn(), "cut"):
-        got.append(item)
-        if item == "said":
+    async for run in signal.until_stopped(stubborn(), "cut"):
+        got.extend(run)
+        if "said" in run:
             await waiting.wait()
             signal.request()
 
