@@ -8,7 +8,8 @@ SQLiteStore in a temp dir) serves the fixed workload (100 concurrent runs of 50 
 its ASGI interface in this process, no server nor client in between, and `tracemalloc` gives the heap's peak above
 what it held before the burst, after a warm-up run. With `--anatomy`, one more burst is traced with its allocations'
 stacks, a snapshot taken at each new high (about every 100 KB), and the peak's blocks are told by the innermost
-adapter frame that allocated them. `--before` measures another checkout too, each in a process of its own.
+adapter frame that allocated them. `--before` measures another checkout too; each burst runs in a fresh process,
+the sides alternating.
 """
 
 from __future__ import annotations
@@ -170,7 +171,7 @@ def run_child(src: Path, reps: int, anatomy: bool) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--before", help="another checkout (a directory) or a commit of this repository")
-    parser.add_argument("--reps", type=int, default=5, help="bursts per side")
+    parser.add_argument("--reps", type=int, default=5, help="bursts per side, each in a fresh process")
     parser.add_argument("--anatomy", action="store_true", help="tell the peak's blocks apart by what made them")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -180,7 +181,13 @@ def main(argv: list[str] | None = None) -> int:
     source = Path(__file__).resolve().parents[2]
     with tempfile.TemporaryDirectory(prefix="agui-memory-src-") as tmp:
         sides = {"adapter": source, **({"before": checkout(args.before, tmp)} if args.before else {})}
-        results = {name: run_child(src, args.reps, args.anatomy) for name, src in sides.items()}
+        # A fresh process per burst, the sides alternating: both meet the same load, and neither the other's leftovers.
+        results: dict[str, dict[str, Any]] = {name: {"peaks": [], "anatomy": {}} for name in sides}
+        for rep in range(args.reps):
+            for name, src in sides.items():
+                one = run_child(src, 1, args.anatomy and rep == 0)
+                results[name]["peaks"] += one["peaks"]
+                results[name]["anatomy"] = results[name]["anatomy"] or one["anatomy"]
     for name, result in results.items():
         peaks = result["peaks"]
         print(
