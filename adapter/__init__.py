@@ -5,6 +5,10 @@ types and the errors. Each name has one home door: the backend author's kit and 
 ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architecture.md lists each door).
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from adapter._adapter import Adapter
 from adapter._edge._http import create_app, mount
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, InputRejected, LimitExceeded, ResumeError
@@ -22,9 +26,11 @@ from adapter.backends import ScriptedBackend as ScriptedBackend
 from adapter.backends import TextDelta as TextDelta
 from adapter.backends import ToolCall as ToolCall
 from adapter.stores import MemoryStore as MemoryStore
-from adapter.stores import PostgresStore as PostgresStore
-from adapter.stores import SQLiteStore as SQLiteStore
 from adapter.stores import TurnStore as TurnStore
+
+if TYPE_CHECKING:
+    from adapter.stores import PostgresStore as PostgresStore
+    from adapter.stores import SQLiteStore as SQLiteStore
 
 __all__ = [
     "Action",
@@ -54,3 +60,16 @@ __all__ = [
     "mount",
     "tool",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The stores pinned here that `adapter.stores` imports on first use: `SQLiteStore`, `PostgresStore`."""
+    if name not in ("SQLiteStore", "PostgresStore"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import adapter.stores
+
+    return getattr(adapter.stores, name)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "PostgresStore", "SQLiteStore"})

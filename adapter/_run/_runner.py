@@ -512,6 +512,9 @@ class Run:
                     yield event
                 return
             if not step.calls and not step.interrupts and not step.left_open:
+                # The step's pieces (its text as streamed, its id sets) are in the history now: not held while the
+                # ending waits for the store, where a burst of runs queues (docs/benchmarks.md, "Memory, round two").
+                del step
                 async for event in self._complete(RunFinishedSuccessOutcome(), history):
                     yield event
                 return

@@ -1,7 +1,15 @@
-"""Turn stores: where threads and their suspended turns are kept (the layout is in `_protocol`)."""
+"""Turn stores: where threads and their suspended turns are kept (the layout is in `_protocol`).
+
+The stores that keep threads in a database (`SQLiteStore`, `PostgresStore`) are imported on first use: an app
+on one of them need not hold the other's code in memory, nor `sqlite3` when it keeps its threads elsewhere.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from adapter.stores._memory import MemoryStore
-from adapter.stores._postgres import PostgresStore
 from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
@@ -19,7 +27,13 @@ from adapter.stores._protocol import (
     ThreadSummary,
     TurnStore,
 )
-from adapter.stores._sqlite import SQLiteStore
+
+if TYPE_CHECKING:
+    from adapter.stores._postgres import PostgresStore
+    from adapter.stores._sqlite import SQLiteStore
+
+_LAZY = {"PostgresStore": "adapter.stores._postgres", "SQLiteStore": "adapter.stores._sqlite"}
+"""The names imported on first use, by the module that defines them."""
 
 __all__ = [
     "ANY_INCARNATION",
@@ -41,3 +55,17 @@ __all__ = [
     "ThreadSummary",
     "TurnStore",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a database's store the first time it is named, then keep it as this door's attribute."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

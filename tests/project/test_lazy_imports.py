@@ -1,9 +1,10 @@
-"""What an app that uses neither HTTP backend nor telemetry nor schemas keeps out of memory (issues 22 and 43).
+"""What an app keeps out of memory until it uses it: HTTP backends, telemetry, schemas, databases (issues 22, 43).
 
 httpx comes with `OpenAIChatBackend`, `AGUIUpstream` and `UpstreamLimits`, imported on first use
 from `adapter.backends`; the OpenTelemetry API comes once the app imports it; `jsonschema` (with `referencing`,
-`rpds`, `attrs`) and `re2` come with the first schema checked or validated. Each check runs in a
-fresh interpreter, since this test process has imported them all long before.
+`rpds`, `attrs`) and `re2` come with the first schema checked or validated; `sqlite3` with `SQLiteStore`, and each
+database store's code with its store. Each check runs in a fresh interpreter, since this test process has imported
+them all long before.
 """
 
 from __future__ import annotations
@@ -89,3 +90,34 @@ def test_telemetry_turns_on_once_the_app_imports_the_api() -> None:
         "print(type(span).__name__ != '_NullSpan', bool(t._api))"
     )
     assert run(code) == "True True"
+
+
+def test_the_database_stores_are_importable_from_their_doors_and_bring_only_their_own_code() -> None:
+    code = (
+        "import sys; import adapter, adapter.stores as door;"
+        "names = ('sqlite3', 'adapter.stores._sqlite', 'adapter.stores._postgres');"
+        "held = lambda: sorted(m for m in names if m in sys.modules);"
+        "print(held());"
+        "from adapter.stores import SQLiteStore; print(held());"
+        "from adapter import PostgresStore; print(held());"
+        "print(door.SQLiteStore is adapter.SQLiteStore, PostgresStore is door.PostgresStore,"
+        " {'SQLiteStore', 'PostgresStore'} <= set(dir(door)) & set(dir(adapter)))"
+    )
+    assert run(code).splitlines() == [
+        "[]",
+        "['adapter.stores._sqlite', 'sqlite3']",
+        "['adapter.stores._postgres', 'adapter.stores._sqlite', 'sqlite3']",
+        "True True True",
+    ]
+
+
+def test_an_unknown_name_of_the_stores_door_or_the_app_authors_is_still_an_attribute_error() -> None:
+    code = (
+        "import adapter, adapter.stores\n"
+        "for door in (adapter, adapter.stores):\n"
+        "    try:\n        door.Nope\n    except AttributeError as e:\n        print(e)"
+    )
+    assert run(code).splitlines() == [
+        "module 'adapter' has no attribute 'Nope'",
+        "module 'adapter.stores' has no attribute 'Nope'",
+    ]
