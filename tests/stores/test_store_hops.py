@@ -175,7 +175,7 @@ async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
     await journaled(store)
 
     assert resumed[-1].type == "RUN_FINISHED"
-    assert (suspended, store.total) == (3, 7), store.hops
+    assert (suspended, store.total) == (3, 6), store.hops
 
 
 class RacedCreation(CountingStore):
