@@ -272,10 +272,20 @@ class Run:
             self.creating = None  # created now, or by another request first
             if created:
                 return True
-        elif self.input.resume and self.handle.record.open_turn is not None and merges_appends(self.config.store):
+        elif self._claims_later():
             return False
         await self.config.store.append_events(self.input.thread_id, journal, [first])
         return True
+
+    def _claims_later(self) -> bool:
+        """Whether the run answers a waiting turn, and may carry its journal's opening with its claim.
+
+        Not under the waiting run's own id (CopilotKit resumes so): its first attempt is that run's journal, and
+        the merged call would be refused for it.
+        """
+        waiting = self.handle.record.open_turn
+        resumes = bool(self.input.resume) and waiting is not None and waiting.run_id != self.input.run_id
+        return resumes and merges_appends(self.config.store)
 
     def bind_journal(self, live: EndingJournal) -> None:
         """Take the journal `Journals.begin` opened for this run: its ending is stored with its last save."""
