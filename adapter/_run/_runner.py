@@ -473,14 +473,16 @@ class Run:
         if journal is None or opening is None:
             await claim(None)
             return
-        stored: bool | None = False
+        stored: bool | None = None  # cut while it waited for the store: it may have landed
         try:
             await claim(opening)
             stored = True
         except ValueError:  # the journal's attempt is an earlier run's: nothing was stored
-            pass
+            stored = False
         except StoreUnavailable:
-            stored = None
+            raise
+        except Exception:  # refused: nothing was stored
+            stored = False
             raise
         finally:
             journal.opened(stored)

@@ -462,12 +462,16 @@ class LiveRun:
 
         False or None: the journal is still to open, with an append of its own (`open_alone`).
         """
+        handed, self._opening = self._opening, 0
+        if not handed:
+            return
         if stored:
             if self._unopened is not None:
                 self._release(self._unopened)
-            self.flushed = max(self.flushed, self._opening)  # the run may have been cut meanwhile: its end follows
-        if self._appending.locked():
-            self._appending.release()
+            self.flushed = max(self.flushed, handed)  # the run may have been cut meanwhile: its end follows
+        elif stored is None:
+            self._unsure = handed  # the writer's append from seq 1, if refused, finds out whether it landed
+        self._appending.release()
 
     async def open_alone(self) -> None:
         """Open the journal with an append of its own (the run claims nothing, or its claim was refused).
@@ -481,7 +485,7 @@ class LiveRun:
         async with self._appending:
             try:
                 self.journal = await self._reopen(self, JournalEvent(1, unopened[0][1]))
-                self.flushed = 1
+                self.flushed, self._unsure = 1, None
             except Exception as exc:  # the store is down: the writer appends it all from seq 1, and tries again
                 log.warning("run %s: its journal could not be opened (%s); the writer tries again", self.run_id, exc)
             self._release(unopened)
