@@ -102,14 +102,16 @@ async def test_a_resumes_run_started_reaches_no_one_before_its_claim_commits(tmp
     first = asyncio.ensure_future(anext(aiter(events)))
     await asyncio.wait_for(store.entered.wait(), 30)  # the claim carries the opening: one save_and_append
     seen_before, elsewhere_before = first.done(), await other.run_events("t", "r1")
+    stop_before = await other.stop_run("t", "r1")
     store.release.set()
     started = await first
-    elsewhere_after = await other.run_events("t", "r1")
+    elsewhere_after, stop_after = await other.run_events("t", "r1"), await other.stop_run("t", "r1")
     rest = [event.type async for event in events]
 
-    assert (seen_before, elsewhere_before) == (False, None)
+    assert (seen_before, elsewhere_before, stop_before) == (False, None, None)  # as for a stop that overtook it
     assert started.type == "RUN_STARTED"
     assert elsewhere_after is not None
+    assert stop_after is not None  # asked (True), or the run ended first (False): found either way
     assert rest[-1] == "RUN_FINISHED"
     assert store.claims == [["RUN_STARTED", "MESSAGES_SNAPSHOT"]]  # the events made before the claim
     assert (await types_of(other, "r1"))[0] == "RUN_STARTED"
