@@ -3,9 +3,9 @@
 The counts are held here (issue 43): a new short run makes 3 (the load, the save that creates the thread with
 its journal's RUN_STARTED in one call, the finishing save with the journal's last batch in one call); a frontend
 tool's round trip through `POST /` 6 (that run, then the resume's load, the claim that stores the answer with its
-journal's RUN_STARTED in one call, the finishing save with the last batch). The journal's writer appends in batches per interval: the
-interval is set past the run here, so a run's events land in the one batch its ending makes, whatever the
-machine's speed."""
+journal's RUN_STARTED in one call, the finishing save with the last batch). The journal's writer appends in
+batches per interval: the interval is set past the run here, so a run's events land in the one batch its ending
+makes, whatever the machine's speed."""
 
 from __future__ import annotations
 
