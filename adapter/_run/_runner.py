@@ -75,7 +75,7 @@ from adapter._thread._record import Grant, OpenTurn, ThreadRecord, default_title
 from adapter._types import wire_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
-from adapter.stores._protocol import keeps_journals
+from adapter.stores._protocol import keeps_journals, merges_appends
 
 log = logging.getLogger("adapter.runner")
 
@@ -156,11 +156,24 @@ class Turn:
 
 
 class EndingJournal(Protocol):
-    """What a run asks of the journal that drives it (`adapter._sessions._journal.LiveRun`), at its end only.
+    """What a run asks of the journal that drives it (`adapter._sessions._journal.LiveRun`), at its ends only.
 
     The journal holds the ending back from every reader until the run's last save is done, and hands that save
-    its last batch: one store call. A protocol, because the journal drives the run, not the other way round.
+    its last batch: one store call. A resume's journal opens likewise with its claim (`opening`). A protocol,
+    because the journal drives the run, not the other way round.
     """
+
+    async def opening(self) -> JournalAppend | None:
+        """The journal's first batch for the resume's claim; None when the journal is open already."""
+        ...
+
+    def opened(self, stored: bool | None) -> None:
+        """The claim is done: its batch stored (True), not (False), or unknown (None)."""
+        ...
+
+    async def open_alone(self) -> None:
+        """Open the journal with an append of its own, if it is not open yet (the run claims nothing)."""
+        ...
 
     async def seal(self, ending: Sequence[BaseEvent]) -> JournalAppend | None:
         """The journal's last batch for the last save; None when the journal cannot seal (two calls then)."""
@@ -243,8 +256,11 @@ class Run:
                 self.creating = None
         return self._events(record, toolset)
 
-    async def open_journal(self, journal: str, first: JournalEvent) -> None:
+    async def open_journal(self, journal: str, first: JournalEvent) -> bool:
         """Write the journal's first event (`Journals.begin`): with the save that creates the thread, when it does.
+
+        A resume of a waiting turn writes nothing here (False): its claim carries the event (`_claim_opening`),
+        or, when it claims nothing, it opens the journal alone once its gate decided.
 
         Raises:
             ValueError: That journal exists (a run id used again); nothing was stored.
@@ -255,8 +271,21 @@ class Run:
             created = await self.handle.create(title, JournalAppend(journal, [first]))
             self.creating = None  # created now, or by another request first
             if created:
-                return
+                return True
+        elif self._claims_later():
+            return False
         await self.config.store.append_events(self.input.thread_id, journal, [first])
+        return True
+
+    def _claims_later(self) -> bool:
+        """Whether the run answers a waiting turn, and may carry its journal's opening with its claim.
+
+        Not under the waiting run's own id (CopilotKit resumes so): its first attempt is that run's journal, and
+        the merged call would be refused for it.
+        """
+        waiting = self.handle.record.open_turn
+        resumes = bool(self.input.resume) and waiting is not None and waiting.run_id != self.input.run_id
+        return resumes and merges_appends(self.config.store)
 
     def bind_journal(self, live: EndingJournal) -> None:
         """Take the journal `Journals.begin` opened for this run: its ending is stored with its last save."""
@@ -287,6 +316,7 @@ class Run:
             await self._leave()
             raise
         except Exception as exc:
+            await self._open_alone()
             error = self._reported(exc)
             outcome, code = "error", error.code
             async for event in self._error_events(error):
@@ -356,6 +386,8 @@ class Run:
             raise
         telemetry.finish(span, type(gate).__name__.lower() if gate is not None else "new")
         gate = await with_lapsed_outcome(gate, self.handle)  # a replay past the lease records its final outcome, once
+        if not isinstance(gate, Resume):
+            await self._open_alone()
         await self._messages(gate)
         if isinstance(gate, Replay):
             telemetry.duplicates.add(1)
@@ -379,6 +411,7 @@ class Run:
     async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
         self.turn = Turn.resuming(gate, self.config.max_tool_calls)
         if self.stop.requested:  # stopped before it applied anything: it applies nothing, and the turn waits
+            await self._open_alone()
             self.phase = Phase.STOPPED
             yield self._stop_event(self._finished_event(RunFinishedCancelledOutcome()))
             return
@@ -421,9 +454,46 @@ class Run:
         if runs_nothing(gate):  # nothing to order after the claim: claim and store the answers in one save
             return await self._settle_pure(gate, toolset, history, held)
         now = self.config.now()
-        await self.handle.claim(*gate.claimed(self.input.run_id, now), gate.grants(self.principal, now))
+        claimed, applied = gate.claimed(self.input.run_id, now)
+        made = gate.grants(self.principal, now)
+        await self._claim_opening(lambda journal: self.handle.claim(claimed, applied, made, journal))
         await self._resumed(gate, held)
         return await self._settle_and_store(gate, toolset, history)
+
+    async def _claim_opening(self, claim: Callable[[JournalAppend | None], Awaitable[None]]) -> None:
+        """Store the claim, with the journal's first batch when the run put its opening off: one store call.
+
+        Its RUN_STARTED reaches no reader before the claim commits, so a client that saw it finds the journal (a
+        stop, a reattach) on every replica. A refused claim wrote nothing of the batch: the journal opens alone
+        then, before the refusal's RUN_ERROR. An attempt an earlier run of this id holds (a run id used again)
+        refuses the batch too: the journal opens alone, under the next attempt, and the claim is stored alone.
+        """
+        journal = self.journal
+        opening = await journal.opening() if journal is not None else None
+        if journal is None or opening is None:
+            await claim(None)
+            return
+        stored: bool | None = None  # cut while it waited for the store: it may have landed
+        try:
+            await claim(opening)
+            stored = True
+        except ValueError:  # the journal's attempt is an earlier run's: nothing was stored
+            stored = False
+        except StoreUnavailable:
+            raise
+        except Exception:  # refused: nothing was stored
+            stored = False
+            raise
+        finally:
+            journal.opened(stored)
+        if not stored:
+            await journal.open_alone()
+            await claim(None)
+
+    async def _open_alone(self) -> None:
+        """Open the journal the run put off for its claim, with an append of its own: it claims nothing."""
+        if self.journal is not None:
+            await self.journal.open_alone()
 
     async def _resumed(self, gate: Resume, held: bool) -> None:
         """Count and announce a stored claim (`held`: it took over a lapsed one)."""
@@ -438,7 +508,8 @@ class Run:
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
         _, applied = gate.claimed(self.input.run_id, self.config.now())
-        await self.handle.claim_closed(applied, self._unstored(history), settled.moved)
+        new = self._unstored(history)
+        await self._claim_opening(lambda journal: self.handle.claim_closed(applied, new, settled.moved, journal))
         await self._resumed(gate, held)
         return settled
 

@@ -92,8 +92,10 @@ def journal_name(run_id: str, incarnation: str | None, attempt: int = 1) -> str:
     return name if attempt == 1 else f"{name}\x1f{attempt}"
 
 
-Opener = Callable[[str, JournalEvent], Awaitable[None]]
-"""Writes a journal's first event under the name given (`Journals.begin`); ValueError when that journal exists."""
+Opener = Callable[[str, JournalEvent], Awaitable[bool]]
+"""Writes a journal's first event under the name given (`Journals.begin`); ValueError when that journal exists.
+
+False when it wrote nothing: the run's claim carries the event (`LiveRun.opening`), or the run opens it alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +203,9 @@ class LiveRun:
         keep: Holds the driver and writer tasks until they are done (the adapter's background set).
         forget: Called once the run is over and its journal written.
         first: The run's first event, already pulled from `events` (and, with a `store`, already in its journal).
+        opened: Whether `first` is in the journal; False when the run's claim is to carry it (`opening`).
+        reopen: Opens the journal with an append of its own, under the run id's next free attempt: its name
+            (`Journals.begin` gives it with `opened=False`).
     """
 
     def __init__(
@@ -218,6 +223,8 @@ class LiveRun:
         keep: Callable[[asyncio.Future[Any]], None] | None = None,
         forget: Callable[[LiveRun], None] | None = None,
         first: BaseEvent | None = None,
+        opened: bool = True,
+        reopen: Callable[[LiveRun, JournalEvent], Awaitable[str]] | None = None,
     ) -> None:
         self.thread_id, self.run_id = key
         self.journal = journal if journal is not None else self.run_id
@@ -265,6 +272,13 @@ class LiveRun:
         """The ending `seal` handed to the run's last save, encoded, until `unseal`."""
         self._writing = True
         """The writer goes on (False once it wrote the end, or gave the journal up)."""
+        self._unopened: list[tuple[BaseEvent, str]] | None = None
+        """The events made before the journal exists (`opening`): in no reader's memory, and not written, until then."""
+        self._opening = 0
+        """How many events the batch `opening` handed out holds."""
+        self._reopen = reopen
+        if first is not None and not opened and store is not None:
+            self._unopened, first = [(first, event_json(first))], None
         self.first = first
         """The run's first event, pulled (and journaled) before the run was handed over."""
         if first is not None:
@@ -384,6 +398,16 @@ class LiveRun:
         if self.complete:
             return
         text = event_json(event) if text is None else text
+        unopened = self._unopened
+        if unopened is not None:
+            if event.type not in TERMINAL:
+                unopened.append((event, text))
+                return
+            # Ended before it opened its journal (cut, or failed past the run's own handling): its readers get it
+            # all now, and the writer appends it from seq 1.
+            self._unopened = None
+            for held, held_text in unopened:
+                self._append(held, held_text)
         self.entries.append(text)
         if event.type not in RESTATED:
             self.chars += len(text)
@@ -412,6 +436,8 @@ class LiveRun:
         first and sends its ending after, as any event).
         """
         if self.store is None or self.complete or not self._writing or self._unsure is not None:
+            return None
+        if self._unopened is not None:  # its claim never carried the opening: the journal opens first
             return None
         if not callable(getattr(self.store, "save_and_append", None)):
             return None  # two calls either way: the save first, and the writer appends (and retries) the rest
@@ -443,6 +469,59 @@ class LiveRun:
         elif stored is None:
             self._unsure = len(self.entries) + len(texts)
         self._appending.release()
+
+    async def opening(self) -> JournalAppend | None:
+        """The journal's first batch, for the resume's claim to store in the same call (`save_and_append`).
+
+        The events the run made before its claim (RUN_STARTED, a restatement of the thread), numbered from 1: they
+        reach no reader, and the writer appends nothing, until `opened`. None when the journal is open already.
+        """
+        if self._unopened is None:
+            return None
+        await self._appending.acquire()
+        if self._unopened is None:
+            self._appending.release()
+            return None
+        self._opening = len(self._unopened)
+        return JournalAppend(self.journal, numbered([text for _, text in self._unopened], 1))
+
+    def opened(self, stored: bool | None) -> None:
+        """The claim that carried `opening`'s batch is done: stored (True: its events go to the readers now), or not.
+
+        False or None: the journal is still to open, with an append of its own (`open_alone`).
+        """
+        handed, self._opening = self._opening, 0
+        if not handed:
+            return
+        if stored:
+            if self._unopened is not None:
+                self._release(self._unopened)
+            self.flushed = max(self.flushed, handed)  # the run may have been cut meanwhile: its end follows
+        elif stored is None:
+            self._unsure = handed  # the writer's append from seq 1, if refused, finds out whether it landed
+        self._appending.release()
+
+    async def open_alone(self) -> None:
+        """Open the journal with an append of its own (the run claims nothing, or its claim was refused).
+
+        Its first event goes under the run id's next free attempt (a run id used again: `Journals.begin`); the
+        events held since then follow it to the readers, and the writer appends them.
+        """
+        unopened = self._unopened
+        if unopened is None or self._reopen is None:
+            return
+        async with self._appending:
+            try:
+                self.journal = await self._reopen(self, JournalEvent(1, unopened[0][1]))
+                self.flushed, self._unsure = 1, None
+            except Exception as exc:  # the store is down: the writer appends it all from seq 1, and tries again
+                log.warning("run %s: its journal could not be opened (%s); the writer tries again", self.run_id, exc)
+            self._release(unopened)
+
+    def _release(self, unopened: list[tuple[BaseEvent, str]]) -> None:
+        self._unopened = None
+        for event, text in unopened:
+            self._append(event, text)
 
     def _past_limits(self, ending: Sequence[BaseEvent], texts: Sequence[str]) -> bool:
         """Whether `_pull` would stop the run at one of these events (the journal's limits, as it counts them)."""
@@ -775,10 +854,11 @@ class Journals:
         """
         first = await anext(aiter(events), None)
         journal: str | None = None
+        opened = True
         if first is not None and self.store is not None:
             try:
                 opener = opens or _appender(self.store, thread_id)
-                journal = await self._open(opener, thread_id, run_id, incarnation, event_json(first))
+                journal, opened = await self._open(opener, thread_id, run_id, incarnation, event_json(first))
             except BaseException:
                 await _close(events)
                 raise
@@ -795,6 +875,8 @@ class Journals:
             keep=self._keep,
             forget=self._forget,
             first=first,
+            opened=opened,
+            reopen=self._reopen,
         )
         if journal is not None:
             self._live[(thread_id, journal)] = live
@@ -806,22 +888,43 @@ class Journals:
             live.start()
         return run
 
-    async def _open(self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str) -> str:
-        """Create the journal of the run id's next attempt in this life, with its first event; its name."""
+    async def _open(
+        self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str
+    ) -> tuple[str, bool]:
+        """Create the journal of the run id's next attempt in this life, with its first event; its name.
+
+        And whether the opener wrote it: when not, the name is the next attempt this replica does not drive, and
+        the run's claim or `_reopen` writes the event (and finds out whether the attempt is free).
+        """
         for attempt in range(1, MAX_ATTEMPTS + 1):
             name = journal_name(run_id, incarnation, attempt)
             if (thread_id, name) in self._live:
                 continue
             try:
-                await opens(name, JournalEvent(1, first))
+                opened = await opens(name, JournalEvent(1, first))
             except ValueError:  # that attempt's journal exists: a run id used again
                 continue
             if attempt > 1:
                 log.info("run %s of thread %s: its id was used before; attempt %d", run_id, thread_id, attempt)
-            return name
+            return name, opened
         raise InputRejected(
             409, codes.RUN_ID_REUSED, f"This run id started {MAX_ATTEMPTS} runs of this thread already; use a new one."
         )
+
+    async def _reopen(self, live: LiveRun, first: JournalEvent) -> str:
+        """Open a live run's journal with an append of its own (`LiveRun.open_alone`): its name, now the attempt's."""
+        assert self.store is not None  # a run whose opening was put off is journaled
+        key = (live.thread_id, live.journal)
+        if self._live.get(key) is live:
+            del self._live[key]  # the attempt it was to take may be free: the loop tries it again
+        name = live.journal
+        try:
+            name, _ = await self._open(
+                _appender(self.store, live.thread_id), live.thread_id, live.run_id, live.incarnation, first.json
+            )
+        finally:
+            self._live[(live.thread_id, name)] = live
+        return name
 
     async def latest(self, thread_id: str, run_id: str, incarnation: str | None) -> str | None:
         """The journal of the run id's latest attempt in this life of the thread, or None for none."""
@@ -903,8 +1006,9 @@ class Journals:
 def _appender(store: TurnStore, thread_id: str) -> Opener:
     """The plain opening of a journal: its first event appended, in a store call of its own."""
 
-    async def append(journal: str, first: JournalEvent) -> None:
+    async def append(journal: str, first: JournalEvent) -> bool:
         await store.append_events(thread_id, journal, [first])
+        return True
 
     return append
 

@@ -279,15 +279,22 @@ class RecordHandle:
 
     # Writes: each builds on what this handle last read or wrote.
 
-    async def claim(self, claimed: OpenTurn, applied: AppliedResume, made: Sequence[Grant] = ()) -> None:
+    async def claim(
+        self,
+        claimed: OpenTurn,
+        applied: AppliedResume,
+        made: Sequence[Grant] = (),
+        journal: JournalAppend | None = None,
+    ) -> None:
         """Store the open turn as `claimed` by a run applying `applied`; exactly one of two racing resumes wins.
 
         The grants its approvals make (`made`) are stored in the same save: of two racing approvals that both
-        remember, the one whose claim wins stores its grant.
+        remember, the one whose claim wins stores its grant. With `journal` (the run's RUN_STARTED), in the same call.
         """
         grants = with_grants(self.record.grants, made) if made else None
         change = ThreadChange(open_turn=_json(claimed), applied=_json(applied), claim=True)
-        await self._claim(_Change(change if grants is None else dataclasses.replace(change, grants=_wire(grants))))
+        change = change if grants is None else dataclasses.replace(change, grants=_wire(grants))
+        await self._claim(_Change(change), journal)
         update: dict[str, Any] = {"open_turn": claimed, "applied": applied}
         self.record = self.record.model_copy(update=update if grants is None else {**update, "grants": grants})
 
@@ -311,19 +318,26 @@ class RecordHandle:
             return True
         raise ThreadConflict("the thread kept changing while a grant was revoked")
 
-    async def claim_closed(self, applied: AppliedResume, new: Sequence[Message], moved: Sequence[Message] = ()) -> None:
+    async def claim_closed(
+        self,
+        applied: AppliedResume,
+        new: Sequence[Message],
+        moved: Sequence[Message] = (),
+        journal: JournalAppend | None = None,
+    ) -> None:
         """`claim` and `close_turn` in one save, for answers whose applying runs nothing (`Resume.runs_nothing`).
 
         The claim orders the work a resume starts on the server; where it starts none, claiming and
         storing the answers together leaves nothing between them for another replica to see or take
-        over, and exactly one of two racing resumes still wins.
+        over, and exactly one of two racing resumes still wins. With `journal`, in the same call.
         """
-        await self._claim(self._change(new, moved, open_turn=None, applied=_json(applied), claim=True))
+        change = self._change(new, moved, open_turn=None, applied=_json(applied), claim=True)
+        await self._claim(change, journal)
         self.record = self.record.model_copy(update={"open_turn": None, "applied": applied})
 
-    async def _claim(self, change: _Change) -> None:
+    async def _claim(self, change: _Change, journal: JournalAppend | None = None) -> None:
         try:
-            await self._save(change)
+            await self._save(change, journal)
         except StoreConflict:
             raise ResumeError("another request resumed this turn first", code=codes.RESUME_CONFLICT) from None
         assert self._head is not None  # a turn to claim was loaded

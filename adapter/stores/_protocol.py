@@ -543,6 +543,11 @@ async def save_and_append(
     return version, stop
 
 
+def merges_appends(store: object) -> bool:
+    """Whether `store` writes a save and an append in one call (`save_and_append`): else two calls, as before it."""
+    return callable(getattr(store, "save_and_append", None))
+
+
 def keeps_journals(store: object) -> bool:
     """Whether `store` keeps runs' journals (`append_events`): a store written before journals journals nothing."""
     return callable(getattr(store, "append_events", None))

@@ -9,7 +9,7 @@ from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
 
 from adapter import Adapter, Limits, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import ANY_INCARNATION, MemoryStore, StoreConflict, StoredThread, ThreadChange
+from adapter.stores import ANY_INCARNATION, JournalAppend, MemoryStore, StoreConflict, StoredThread, ThreadChange
 
 if TYPE_CHECKING:
     from clock import Clock
@@ -48,9 +48,14 @@ async def test_a_model_that_never_stops_calling_tools_is_cancelled_at_max_steps(
 
 
 class RacingStore(MemoryStore):
-    """Another replica writes the thread between this run's read and its claim."""
+    """Another replica writes the thread between this run's read and its claim (alone, or with its RUN_STARTED)."""
 
     race = False
+
+    def _raced(self, thread_id: str, change: ThreadChange, expected_version: int) -> None:
+        if self.race and change.claim:
+            self.race = False
+            raise StoreConflict(thread_id, expected_version)
 
     async def save(
         self,
@@ -61,11 +66,24 @@ class RacingStore(MemoryStore):
         fence: int | None = None,
         incarnation: object = ANY_INCARNATION,
     ) -> int:
-        if self.race and change.claim:
-            self.race = False
-            raise StoreConflict(thread_id, expected_version)
+        self._raced(thread_id, change, expected_version)
         return await super().save(
             thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
+        )
+
+    async def save_and_append(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        journal: JournalAppend,
+        *,
+        expected_version: int,
+        fence: int | None = None,
+        incarnation: object = ANY_INCARNATION,
+    ) -> tuple[int, bool]:
+        self._raced(thread_id, change, expected_version)
+        return await super().save_and_append(
+            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
         )
 
 

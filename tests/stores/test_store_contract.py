@@ -720,6 +720,50 @@ async def test_a_refused_save_appends_nothing(
     assert (await store.load("t1"), await store.read_events("t1", "r1")) == before
 
 
+async def test_a_claim_and_its_journals_opening_in_one_call_write_both(store: TurnStore) -> None:
+    """A resume's claim carries its journal's first events (RUN_STARTED): the claim and the new journal, together."""
+    await store.save("t1", ThreadChange(append=[msg("m0")], open_turn={"n": 1}, incarnation="life"), expected_version=0)
+
+    claiming = ThreadChange(open_turn={"n": 1, "claimed": True}, claim=True)
+    version, stop = await merged(store)(
+        "t1", claiming, JournalAppend("r2", events(1, 2)), expected_version=1, fence=0, incarnation="life"
+    )
+
+    loaded = await store.load("t1", since=None)
+    assert (version, stop) == (2, False)
+    assert loaded is not None
+    assert (loaded.head.claim, loaded.head.open_turn) == (1, {"n": 1, "claimed": True})
+    assert await journal(store, run_id="r2") == RunJournal(events(1, 2), ended=False, stop_requested=False, last_seq=2)
+
+
+@pytest.mark.parametrize(
+    ("version", "fence", "life", "refused"),
+    [
+        pytest.param(1, 1, "life", StoreConflict, id="lost-the-race"),
+        pytest.param(2, 0, "life", StaleClaim, id="lapsed-claim-taken-over"),
+        pytest.param(2, 1, "life", ThreadGone, id="deleted-thread"),
+    ],
+)
+async def test_a_refused_claim_opens_no_journal(
+    store: TurnStore, version: int, fence: int, life: str, refused: type[Exception]
+) -> None:
+    """Whatever refuses the claim (another resume claimed first, a newer claim took over, the thread was deleted)."""
+    await store.save("t1", ThreadChange(append=[msg("m0")], open_turn={"n": 1}, incarnation="life"), expected_version=0)
+    await store.save("t1", ThreadChange(claim=True), expected_version=1, fence=0, incarnation="life")
+    if refused is ThreadGone:
+        await store.delete_thread("t1")
+    before = await store.load("t1")
+
+    with pytest.raises(refused):
+        claiming = ThreadChange(open_turn={"n": 1, "claimed": True}, claim=True)
+        await merged(store)(
+            "t1", claiming, JournalAppend("r2", events(1, 1)), expected_version=version, fence=fence, incarnation=life
+        )
+
+    assert await store.load("t1") == before
+    assert await store.read_events("t1", "r2") is None
+
+
 @pytest.mark.parametrize(
     "appended",
     [

@@ -2,10 +2,10 @@
 
 The counts are held here (issue 43): a new short run makes 3 (the load, the save that creates the thread with
 its journal's RUN_STARTED in one call, the finishing save with the journal's last batch in one call); a frontend
-tool's round trip through `POST /` 7 (that run, then the resume's load, RUN_STARTED, the claim that stores the
-answer, the finishing save with the last batch). The journal's writer appends in batches per interval: the
-interval is set past the run here, so a run's events land in the one batch its ending makes, whatever the
-machine's speed."""
+tool's round trip through `POST /` 6 (that run, then the resume's load, the claim that stores the answer with its
+journal's RUN_STARTED in one call, the finishing save with the last batch). The journal's writer appends in
+batches per interval: the interval is set past the run here, so a run's events land in the one batch its ending
+makes, whatever the machine's speed."""
 
 from __future__ import annotations
 
@@ -160,7 +160,7 @@ async def test_a_new_short_run_makes_three_hops() -> None:
     assert store.hops == Counter(load=1, save_and_append=2)
 
 
-async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
+async def test_a_frontend_tool_round_trip_makes_six_hops() -> None:
     store = CountingStore()
     rules = [Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it.")]
     adapter = Adapter(ScriptedBackend(rules), store=store, frontend_outcome="interrupt")
@@ -175,7 +175,7 @@ async def test_a_frontend_tool_round_trip_makes_nine_hops() -> None:
     await journaled(store)
 
     assert resumed[-1].type == "RUN_FINISHED"
-    assert (suspended, store.total) == (3, 7), store.hops
+    assert (suspended, store.total) == (3, 6), store.hops
 
 
 class RacedCreation(CountingStore):
