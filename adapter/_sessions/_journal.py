@@ -463,7 +463,10 @@ class LiveRun:
 
         Its journal ends `LEFT` (`RUN_INTERRUPTED`), here and in the store (one try: a journal the store did not
         take ends for its readers elsewhere as a dead run's does), so no reader waits for a run that will not come.
+        Once: its events read afterwards end there, and closing them drops nothing more.
         """
+        if self.complete:
+            return
         self._append(LEFT)
         if self.store is not None:
             try:

@@ -154,7 +154,7 @@ async def test_a_dropped_run_events_with_stop_runs_nothing_and_a_drain_ends_it_a
     meanwhile, and a drain drops it without waiting out its grace, its journal ended RUN_INTERRUPTED."""
     backend = ScriptedBackend([Rule("go", reply="Done.")])
     adapter = Adapter(backend, store=MemoryStore(), limits=Limits(max_detached_runs=1), on_disconnect="stop")
-    await adapter.start(opening("t1"))  # dropped unread
+    unread = await adapter.start(opening("t1"))  # left unread until after the drain, as a dropped one is
 
     with pytest.raises(LimitExceeded) as refused:
         await adapter.start(opening("t2"))
@@ -165,6 +165,8 @@ async def test_a_dropped_run_events_with_stop_runs_nothing_and_a_drain_ends_it_a
     assert not backend.requests
     assert await journaled(adapter, "t1") == [("RUN_STARTED", None), ("RUN_ERROR", "RUN_INTERRUPTED")]
     assert adapter.journals.running == 0
+    assert [event.type async for event in unread] == ["RUN_STARTED", "RUN_ERROR"]  # read too late: it ended
+    assert not backend.requests
     await adapter.aclose()
 
 
