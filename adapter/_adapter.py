@@ -238,8 +238,12 @@ class Adapter:
         An input the HTTP edge parsed comes as a `CheckedInput`, which passed the nesting and id rules there; it
         is not walked again unless code read it since (and so may have changed it); any other input is checked.
         The run is driven by a task of the adapter and journaled (`adapter._sessions._journal`): the returned events are
-        one reader of it. Closing them early leaves the run going with `on_disconnect="continue"`, and ends it
-        with "stop".
+        one reader of it, from their first read. Closing them early leaves the run going with
+        `on_disconnect="continue"`, and ends it with "stop". Dropped unread (neither iterated nor closed), they leave
+        the run with no reader: with "continue" it goes on to its end, and counts against `max_detached_runs`
+        meanwhile; with "stop" nothing of it runs until a reader reads it (these events, or a reattached reader), it
+        counts against `max_detached_runs` meanwhile, and `drain` drops it at once, its journal ended
+        `RUN_INTERRUPTED` (docs/thread-api.md, "Runs: reattach and stop").
 
         Raises:
             Forbidden: When the policy refuses; nothing was run or stored.

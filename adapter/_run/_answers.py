@@ -16,16 +16,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, RunAgentInput, TextPart, ToolMessage
+from ag_ui.core import ActivityMessage, AssistantMessage, Message, ResumeEntry, TextPart, ToolMessage
 
-from adapter import _telemetry as telemetry
 from adapter._ids import new_id
-from adapter._run._calls import CallScope, execute, parse_arguments, tool_context, tool_message, with_prediction
+from adapter._run._calls import CallScope, parse_arguments, stoppable, tool_context, tool_message, with_prediction
 from adapter._run._config import EngineConfig
 from adapter._run._forms import ActivityConflict, activity_id, move_card
 from adapter._run._gate import Answer, Resume
 from adapter._run._interrupts import Suspension, suspend
-from adapter._run._tools import FunctionTool, InputRequired, ToolContext, ToolResult, Toolset
+from adapter._run._tools import FunctionTool, InputRequired, ToolContext, ToolResult
 from adapter._state._predict import predicted_operations
 from adapter._state._shared import Kept, Operation, ToolState
 from adapter._thread._record import CallKind, Grant, OpenTurn
@@ -198,7 +197,7 @@ async def settle_answers(gate: Resume, scope: CallScope) -> Settled:
         predicted = _predicted(answer, config)
         limit = config.max_state_bytes
         state = ToolState(gate.turn.state, limit, predicted=predicted)
-        outcome = await _settle_one(answer, toolset, scope.run_input, state, scope.principal, scope.span)
+        outcome = await _settle_one(answer, scope, state)
         if isinstance(outcome, InputRequired):
             as_call = ToolCall(call.call_id, call.tool_name, _executed_arguments(answer))
             tool = toolset.get(as_call.name)
@@ -234,31 +233,27 @@ def _executed_arguments(answer: Answer) -> str:
     return json.dumps(answer.edits) if answer.edits is not None else answer.call.arguments
 
 
-async def _settle_one(
-    answer: Answer,
-    toolset: Toolset,
-    run_input: RunAgentInput | None,
-    state: ToolState,
-    principal: str | None,
-    parent: telemetry.Span,
-) -> ToolResult | InputRequired:
+async def _settle_one(answer: Answer, scope: CallScope, state: ToolState) -> ToolResult | InputRequired:
+    """The answer's outcome; a tool it runs is run within the scope, and a cancellable one is cut short by a stop."""
     call = answer.call
     name = call.tool_name
+    run_input = scope.run_input
     if call.kind is CallKind.FORM:
         return _form_result(answer)
     if answer.status == "cancelled" or run_input is None:  # no input: only cancels come (`settle_answers`)
         return cancelled(name)
     if call.kind.clients_own:
         return ToolResult.of(answer.payload)
-    tool = toolset.get(name)
+    tool = scope.toolset.get(name)
     if not isinstance(tool, FunctionTool) or tool.external:
         return ToolResult(f"The tool {name} is no longer available.", error="unknown_tool")
     as_call = ToolCall(call.call_id, name, call.arguments)
+    principal = scope.principal
     if call.kind.decided:
         context = tool_context(run_input, call.call_id, state, principal=principal)
-        return await _approved(answer, as_call, tool, context, parent)
+        return await _approved(answer, as_call, tool, context, scope)
     context = tool_context(run_input, call.call_id, state, principal=principal, answer=answer.payload, answered=True)
-    outcome = await execute(as_call, tool, context, None, parent)
+    outcome = await stoppable(as_call, tool, context, scope.stop, parent=scope.span)
     if isinstance(outcome, InputRequired):
         log.error("%s: tool %s asked for input again after receiving it", INPUT_REQUIRED_AGAIN, name)
         return ToolResult(
@@ -280,14 +275,14 @@ def _form_result(answer: Answer) -> ToolResult:
 
 
 async def _approved(
-    answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext, parent: telemetry.Span
+    answer: Answer, call: ToolCall, tool: FunctionTool, context: ToolContext, scope: CallScope
 ) -> ToolResult | InputRequired:
     if not answer.approved:
         return ToolResult(f"The user declined {call.name}; it was not executed.{_quoted(answer)}", error="declined")
     arguments = answer.edits if answer.edits is not None else parse_arguments(call.arguments)
     if isinstance(arguments, ToolResult):
         return arguments
-    outcome = await execute(call, tool, context, arguments, parent, checked=answer.edits is not None)
+    outcome = await stoppable(call, tool, context, scope.stop, arguments, scope.span, checked=answer.edits is not None)
     if answer.edits is None or answer.reason is None or not isinstance(outcome, ToolResult):
         return outcome  # the conversation shows the arguments that ran (`Settled.apply_to`); a reason says why
     return _explained(

@@ -31,7 +31,8 @@ class CallScope:
 
     `run_input` is the run the tools see; None only where no input runs them, when every answer is `cancelled`
     (`Adapter.cancel_turn`). `principal` made the request, for each tool's `ToolContext`. Once `stop` is raised no
-    tool starts, and a running tool declared `cancellable` is cancelled.
+    tool of a step starts (a resume's answers, once claimed, are applied whole), and a running tool declared
+    `cancellable` is cancelled, a step's or an answer's (`stoppable`).
     """
 
     config: EngineConfig
@@ -266,9 +267,9 @@ async def _run_one(
     The stop is read once more right before the tool's function is called: once it is in, none is. `checked`
     are the call's arguments, validated already (for its approval rule): they are not validated again.
     """
-    if stop is None:
-        return await execute(call, tool, context, checked, parent, checked=checked is not None)
-    running = execute(
+    if stop is None or tool.cancellable:
+        return await stoppable(call, tool, context, stop, checked, parent, checked=checked is not None)
+    return await execute(
         call,
         tool,
         context,
@@ -277,8 +278,34 @@ async def _run_one(
         lambda: stopped_before(tool.name) if stop.requested else None,
         checked=checked is not None,
     )
-    if not tool.cancellable:
-        return await running
+
+
+async def stoppable(
+    call: ToolCall,
+    tool: FunctionTool,
+    context: ToolContext,
+    stop: StopSignal | None,
+    arguments: Mapping[str, Any] | None = None,
+    parent: telemetry.Span = telemetry.NULL_SPAN,
+    *,
+    checked: bool = False,
+) -> ToolResult | InputRequired:
+    """Execute one call as a stop may cut it short: a step's, or a resume's answer (`_answers`).
+
+    A tool declared `cancellable` races the run's stop: a stop that wins cancels it (`stopped_during`), and once the
+    stop is in it does not start (`stopped_before`). Any other tool runs whole.
+    """
+    if stop is None or not tool.cancellable:
+        return await execute(call, tool, context, arguments, parent, checked=checked)
+    running = execute(
+        call,
+        tool,
+        context,
+        arguments,
+        parent,
+        lambda: stopped_before(tool.name) if stop.requested else None,
+        checked=checked,
+    )
     return await stop.race(running, lambda: stopped_during(tool.name))
 
 

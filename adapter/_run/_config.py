@@ -72,8 +72,9 @@ class Limits:
             `RUN_ERROR` `JOURNAL_LIMIT`.
         max_journal_chars: Characters of wire JSON one run's journal keeps (32 Mi); past it, as
             `max_journal_events`.
-        max_detached_runs: Runs one principal may leave going on one replica without a reader (16); their next
-            run is refused with 429 `TOO_MANY_DETACHED_RUNS` until one ends or is read again.
+        max_detached_runs: Runs one principal may leave going on one replica without a reader (16), a run whose
+            events `Adapter.start` returned and no one read yet among them; their next run is refused with 429
+            `TOO_MANY_DETACHED_RUNS` until one ends or is read again.
         max_run_time: How long one run may go on (an hour; None: no bound): a run outlives its client, so past
             it the run is asked to stop, as `stop_run` asks, and ends with `RUN_ERROR` `RUN_DEADLINE` at its
             next safe point, what it did stored.

@@ -230,10 +230,9 @@ class LiveRun:
         self.journal = journal if journal is not None else self.run_id
         self.incarnation = incarnation
         self.principal = principal
-        self.left = False
-        """The reader that started the run went away before its end."""
         self.readers = 0
-        """The listeners reading the run from memory now (`Tail`): the one that started it, reattached ones."""
+        """The listeners reading the run from memory now (`Tail`), each from its first read: the one that started it,
+        reattached ones."""
         self.stop = stop
         self.store = store
         self.limits = limits
@@ -291,8 +290,8 @@ class LiveRun:
         return self.store is not None
 
     def start(self) -> None:
-        """Start driving the run (and writing its journal), once."""
-        if self.driver is not None:
+        """Start driving the run (and writing its journal), once; never a run dropped unread (`abandon`)."""
+        if self.driver is not None or self.complete:
             return
         self.driver = asyncio.ensure_future(self._drive())
         if self.limits.max_run_time is not None:
@@ -329,8 +328,12 @@ class LiveRun:
 
     @property
     def detached(self) -> bool:
-        """Going on after the reader that started it left, with no one reading it (a reattach reads it again)."""
-        return self.left and not self.complete and self.readers == 0
+        """Not ended, and no one reads it (a reattach reads it again).
+
+        Its origin left, or never read: a `RunEvents` dropped unread. With `on_disconnect="continue"` such a run
+        goes on; with "stop" it waits, never started, for a reader (or the adapter's drain: `Journals.wait_over`).
+        """
+        return not self.complete and self.readers == 0
 
     def batch_after(self, after: int) -> Batch:
         """The events after seq `after` as one batch: the same object for every reader there, until more come."""
@@ -342,8 +345,7 @@ class LiveRun:
         return batch
 
     def listen(self, after: int = 0) -> Tail:
-        """A listener for the events after seq `after`, from memory."""
-        self.start()
+        """A listener for the events after seq `after`, from memory; it starts the run, if need be, when it reads."""
         return Tail(self, after)
 
     # The driver: pulls the run's events, numbers them, wakes the listeners.
@@ -564,7 +566,21 @@ class LiveRun:
             await _close(self._events)
 
     async def abandon(self) -> None:
-        """Drop a run that was never read (`on_disconnect="stop"`): nothing of it ran, and nothing will."""
+        """Drop a run never read (`on_disconnect="stop"`): nothing of it ran past RUN_STARTED, and nothing will.
+
+        Its journal ends `LEFT` (`RUN_INTERRUPTED`), here and in the store (one try: a journal the store did not
+        take ends for its readers elsewhere as a dead run's does), so no reader waits for a run that will not come.
+        Once: its events read afterwards end there, and closing them drops nothing more.
+        """
+        if self.complete:
+            return
+        self._append(LEFT)
+        if self.store is not None:
+            try:
+                if not await self._flush(self.store):
+                    log.warning("run %s: the store did not take the end of its unread run's journal", self.run_id)
+            except Exception:
+                log.exception("run %s: the end of its unread run's journal could not be written", self.run_id)
         if self._forget is not None:
             self._forget(self)
         await _close(self._events)
@@ -673,26 +689,25 @@ class LiveRun:
 class Tail:
     """A listener on a live run: its events after seq `after`, from memory, then as they come.
 
-    It counts as one of the run's readers (`LiveRun.readers`) from its first read until it closes: a reader that
-    never reads (a `run_events` iterator nobody iterates) holds nothing, so with `on_disconnect="stop"` it cannot
-    keep a run going that no one reads, and it does not keep a left run from counting as detached. The run's
-    origin counts from the start (`reading`): the run was started for it.
+    It counts as one of the run's readers (`LiveRun.readers`) from its first read until it closes, the run's
+    origin too (`RunEvents`): a reader that never reads (a `run_events` iterator nobody iterates, a `RunEvents`
+    dropped unread) holds nothing, so with `on_disconnect="stop"` it cannot keep a run going that no one reads, nor
+    start it, and it does not keep a run no one reads from counting as detached.
     """
 
-    def __init__(self, live: LiveRun, after: int, *, reading: bool = False) -> None:
+    def __init__(self, live: LiveRun, after: int) -> None:
         self.live = live
         self.cursor = max(after, 0)
         self.ids = live.journaled
         self._reading = False
         self._closed = False
-        if reading:
-            self._read()
 
-    def _read(self) -> None:
-        """Count as a reader, once, until closed."""
+    def read(self) -> None:
+        """Count as a reader, once, until closed; a run not started yet (`on_disconnect="stop"`) starts now."""
         if not self._reading and not self._closed:
             self._reading = True
             self.live.readers += 1
+            self.live.start()
 
     @property
     def over(self) -> bool:
@@ -701,7 +716,7 @@ class Tail:
 
     async def next(self, timeout: float) -> Batch | None:
         """The events ready now, or the next ones within `timeout`; None when none came."""
-        self._read()
+        self.read()
         live = self.live
         if self.cursor >= len(live.entries):
             if live.complete:
@@ -724,7 +739,6 @@ class Tail:
         if self is not live.origin:
             return
         live.origin = None
-        live.left = left
         if not left or live.stop is None:  # a handler's own run is cut now: it unwinds before its response ends
             await live.finished()
 
@@ -733,7 +747,10 @@ class RunEvents:
     """The events of a run this replica drives, as objects: what `Adapter.start` returns to a Python caller.
 
     Iterate it for the run's events, from RUN_STARTED to the terminal event; close it (`aclose`) to leave
-    early, which stops the run with `on_disconnect="stop"` and leaves it running otherwise.
+    early, which stops the run with `on_disconnect="stop"` and leaves it running otherwise. It counts as the run's
+    reader from its first read (`Tail`): dropped unread, with "continue" the run goes on to its end and counts as
+    detached (`max_detached`); with "stop" nothing of it runs, it counts as detached until a reader comes, and the
+    adapter's drain drops it at once, its journal ended `RUN_INTERRUPTED` (`LiveRun.abandon`).
 
     It is the run's origin, beside `Tail` rather than one reader type with it: every other reader (`Tail`, and
     `adapter._sessions._feed.StoreTail` elsewhere) reads the journal, numbered wire JSON, through `Listener`; the origin
@@ -746,7 +763,7 @@ class RunEvents:
     def __init__(self, live: LiveRun) -> None:
         self.live = live
         live.typed = deque([live.first] if live.first is not None else [])
-        self._tail = Tail(live, 0, reading=True)
+        self._tail = Tail(live, 0)
         live.origin = self._tail
         self._done = False
 
@@ -756,10 +773,12 @@ class RunEvents:
         return self.live.journaled
 
     def frames(self) -> Tail:
-        """The same run, as the wire JSON of its events, for the HTTP edge: the objects are no longer kept."""
-        live = self.live
-        live.typed = None
-        live.start()
+        """The same run, as the wire JSON of its events, for the HTTP edge: the objects are no longer kept.
+
+        The edge reads the frames from now on: this is the origin's first read.
+        """
+        self.live.typed = None
+        self._tail.read()
         return self._tail
 
     def __aiter__(self) -> RunEvents:
@@ -770,7 +789,7 @@ class RunEvents:
         typed = live.typed
         if self._done or typed is None:
             raise StopAsyncIteration
-        live.start()
+        self._tail.read()
         while not typed:
             if live.complete:
                 await self.aclose()
@@ -975,12 +994,19 @@ class Journals:
         return len(self._runs)
 
     async def wait_over(self, timeout: float) -> bool:
-        """Wait until no run is left that this replica drives, at most `timeout` seconds; whether none is."""
+        """Wait until no run is left that this replica drives, at most `timeout` seconds; whether none is.
+
+        A run never read with `on_disconnect="stop"` is not waited for: nothing of it runs until a reader comes. Once
+        no other is left, it is dropped (`LiveRun.abandon`): a drain does not wait out its grace for it.
+        """
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout):
-                while self._runs:
+                while any(live.driver is not None for live in self._runs):
                     await self._over.wait()
                     self._over.clear()
+        if all(live.driver is None for live in self._runs):
+            for live in list(self._runs):
+                await live.abandon()
         return not self._runs
 
     def cut_all(self) -> int:

@@ -10,50 +10,32 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from agui import FRONTEND_TOOLS, new_id, resolved, run_input, user
+from forwarding_store import ForwardingStore
 
 from adapter import Adapter, ConfigurationError
 from adapter.backends import ScriptedBackend
-from adapter.stores import ANY_INCARNATION, JournalAppend, MemoryStore, ThreadChange
+from adapter.stores import JournalAppend, MemoryStore, ThreadChange
 
 if TYPE_CHECKING:
     from conftest import Kit, MakeAdapter, Serve
 
 
-class RecordingStore(MemoryStore):
+class RecordingStore(ForwardingStore[MemoryStore]):
     """A MemoryStore that keeps every change it was asked to write, alone or with journal events."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(MemoryStore())
         self.changes: list[ThreadChange] = []
 
-    async def save(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
-    ) -> int:
+    async def save(self, thread_id: str, change: ThreadChange, **expected: Any) -> int:
         self.changes.append(change)
-        return await super().save(
-            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        return await super().save(thread_id, change, **expected)
 
     async def save_and_append(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        journal: JournalAppend,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
     ) -> tuple[int, bool]:
         self.changes.append(change)
-        return await super().save_and_append(
-            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        return await super().save_and_append(thread_id, change, journal, **expected)
 
 
 def seen_by_model(backend: ScriptedBackend) -> list[str]:

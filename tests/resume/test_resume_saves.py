@@ -12,10 +12,11 @@ from typing import Any
 
 from ag_ui.core import RunAgentInput, Tool, UserMessage
 from agui import interrupts_of
+from forwarding_store import ForwardingStore
 
 from adapter import Adapter, ToolContext, tool
 from adapter.backends import Call, Rule, ScriptedBackend
-from adapter.stores import ANY_INCARNATION, KEEP, JournalAppend, SQLiteStore, ThreadChange
+from adapter.stores import KEEP, JournalAppend, SQLiteStore, ThreadChange
 
 NAVIGATE = Tool(
     name="navigate",
@@ -24,7 +25,7 @@ NAVIGATE = Tool(
 )
 
 
-class Recording(SQLiteStore):
+class Recording(ForwardingStore[SQLiteStore]):
     """A SQLiteStore that remembers each save it stored, alone or with journal events: (claim, the open turn's
     claimant, appended roles).
 
@@ -32,37 +33,18 @@ class Recording(SQLiteStore):
     """
 
     def __init__(self, path: Path) -> None:
-        super().__init__(path)
+        super().__init__(SQLiteStore(path))
         self.saves: list[tuple[bool, Any, list[str]]] = []
 
-    async def save(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
-    ) -> int:
-        version = await super().save(
-            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+    async def save(self, thread_id: str, change: ThreadChange, **expected: Any) -> int:
+        version = await super().save(thread_id, change, **expected)
         self._remember(change)
         return version
 
     async def save_and_append(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        journal: JournalAppend,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
     ) -> tuple[int, bool]:
-        saved = await super().save_and_append(
-            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        saved = await super().save_and_append(thread_id, change, journal, **expected)
         self._remember(change)
         return saved
 

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from ag_ui.core import RunAgentInput
 from agui import new_id
+from forwarding_store import ForwardingStore
 from pg import base_dsn, fresh_schema_dsn
 from sessions_kit import BOUND, Held, answer, body_of, journal_of, postgres_pair, sqlite_pair
 
@@ -24,18 +25,17 @@ from adapter._edge._sse import body  # private on purpose: the SSE bytes a batch
 from adapter._sessions._feed import Feeds  # private on purpose: a feed's waiters and their one timer, without a run
 from adapter.stores import JournalAppend, JournalEvent, MemoryStore, PostgresStore, RunJournal, ThreadChange, TurnStore
 from adapter.stores._postgres_notify import Notifier  # private on purpose: a notifier whose probe never returns
-from adapter.stores._protocol import save_and_append  # private on purpose: the wrapped store's one merged call
 
 WORDS, HOLD = 12, 6
 BEFORE_HOLD = HOLD + 2
 """Events in the journal while the run waits: RUN_STARTED, TEXT_MESSAGE_START and six deltas."""
 
 
-class Counted:
+class Counted(ForwardingStore[TurnStore]):
     """A store that counts the journal reads, the events they return and the appends it is asked for."""
 
     def __init__(self, store: TurnStore) -> None:
-        self.store = store
+        super().__init__(store)
         self.feed_reads = 0
         """Reads that asked for events (`limit` > 0): a status look (`limit=0`) is a reattach's, once each."""
         self.events_read = 0
@@ -44,7 +44,7 @@ class Counted:
         self.appends = 0
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
-        journal = await self.store.read_events(thread_id, run_id, after=after, limit=limit)
+        journal = await super().read_events(thread_id, run_id, after=after, limit=limit)
         self.feed_reads += limit > 0
         self.events_read += 0 if journal is None else len(journal.events)
         self.fruitful += journal is not None and bool(journal.events)
@@ -54,16 +54,13 @@ class Counted:
         self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
     ) -> bool:
         self.appends += 1
-        return await self.store.append_events(thread_id, run_id, events, ended=ended)
+        return await super().append_events(thread_id, run_id, events, ended=ended)
 
     async def save_and_append(
         self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
     ) -> tuple[int, bool]:
         self.appends += 1  # the journal's events, in the same call as a save (a new run's RUN_STARTED)
-        return await save_and_append(self.store, thread_id, change, journal, **expected)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.store, name)
+        return await super().save_and_append(thread_id, change, journal, **expected)
 
 
 def memory_pair(tmp_path: Path) -> tuple[TurnStore, TurnStore]:

@@ -11,9 +11,10 @@ from typing import Any, cast
 import httpx
 import pytest
 from ag_ui.core import RunAgentInput, UserMessage
+from sessions_kit import BOUND
 
 from adapter import Adapter, LimitExceeded, Limits, create_app
-from adapter.backends import ModelRequest, TextDelta
+from adapter.backends import ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import MemoryStore
 
 
@@ -121,6 +122,74 @@ async def test_a_reader_that_never_reads_does_not_keep_a_left_run_from_counting_
 
     assert refused.value.code == "TOO_MANY_DETACHED_RUNS"
     await adapter.aclose()
+
+
+async def test_a_dropped_run_events_with_continue_runs_to_its_end_and_counts_as_detached() -> None:
+    """`Adapter.start`'s events, never iterated nor closed: no one reads the run, which goes on by itself."""
+    backend = ScriptedBackend([Rule("go", reply="Done.")])
+    adapter = Adapter(backend, store=MemoryStore(), limits=Limits(max_detached_runs=1))
+    await adapter.start(opening("t1"))  # dropped unread
+
+    with pytest.raises(LimitExceeded) as refused:
+        await adapter.start(opening("t2"))
+    async with asyncio.timeout(BOUND):  # a bound, not a pace: a drain past its grace would cut the run
+        await adapter.drain(timedelta(hours=1))
+
+    assert refused.value.code == "TOO_MANY_DETACHED_RUNS"
+    assert [kind for kind, _ in await journaled(adapter, "t1")] == [
+        "RUN_STARTED",
+        "TEXT_MESSAGE_START",
+        "TEXT_MESSAGE_CONTENT",
+        "TEXT_MESSAGE_END",
+        "RUN_FINISHED",
+    ]
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    assert [m.get("content") for m in thread["messages"]] == ["go", "Done."]
+    await adapter.aclose()
+
+
+async def test_a_dropped_run_events_with_stop_runs_nothing_and_a_drain_ends_it_at_once() -> None:
+    """With "stop" a run goes on only while someone reads it: dropped unread, it never starts. It counts as detached
+    meanwhile, and a drain drops it without waiting out its grace, its journal ended RUN_INTERRUPTED."""
+    backend = ScriptedBackend([Rule("go", reply="Done.")])
+    adapter = Adapter(backend, store=MemoryStore(), limits=Limits(max_detached_runs=1), on_disconnect="stop")
+    unread = await adapter.start(opening("t1"))  # left unread until after the drain, as a dropped one is
+
+    with pytest.raises(LimitExceeded) as refused:
+        await adapter.start(opening("t2"))
+    async with asyncio.timeout(BOUND):  # the grace is an hour: the drain waits for nothing that runs
+        await adapter.drain(timedelta(hours=1))
+
+    assert refused.value.code == "TOO_MANY_DETACHED_RUNS"
+    assert not backend.requests
+    assert await journaled(adapter, "t1") == [("RUN_STARTED", None), ("RUN_ERROR", "RUN_INTERRUPTED")]
+    assert adapter.journals.running == 0
+    assert [event.type async for event in unread] == ["RUN_STARTED", "RUN_ERROR"]  # read too late: it ended
+    assert not backend.requests
+    await adapter.aclose()
+
+
+async def test_a_run_dropped_unread_with_stop_starts_when_a_reattached_reader_reads_it() -> None:
+    adapter = Adapter(Endless(), on_disconnect="stop")
+    await adapter.start(opening("t1"))  # dropped unread
+    reader = await adapter.run_events("t1", "r-t1")
+    assert reader is not None
+
+    seen = [json.loads((await anext(reader)).json)["type"] for _ in range(3)]
+    await cast(AsyncGenerator[Any, None], reader).aclose()  # its one reader leaves: the run is stopped
+    ended = await journaled(adapter, "t1")
+
+    assert seen == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT"]
+    assert ended[-1] == ("RUN_ERROR", "RUN_INTERRUPTED")
+    await adapter.aclose()
+
+
+async def journaled(adapter: Adapter, thread_id: str) -> list[tuple[str, str | None]]:
+    """The type and code of each of the run's journaled events, read to its end."""
+    journal = await adapter.run_events(thread_id, f"r-{thread_id}")
+    assert journal is not None
+    return [(event["type"], event.get("code")) async for event in (json.loads(e.json) async for e in journal)]
 
 
 async def test_the_refusal_is_a_429_with_its_code_over_http() -> None:

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
-from ag_ui.core import RunAgentInput, RunFinishedEvent
+from ag_ui.core import BaseEvent, RunAgentInput, RunFinishedEvent, ToolCallResultEvent
 from agui import interrupts_of, new_id
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sessions_kit import BOUND, PAIRS, FrameReader, Held, Sent, answer, body_of, frames_of, reattach
 
-from adapter import Adapter, ToolContext, tool
+from adapter import Adapter, ToolContext, TurnEvent, TurnEventType, tool
 from adapter._run._stop import READ_AHEAD, StopSignal  # private on purpose: the race a stop runs against a stream
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import SQLiteStore, TurnStore
@@ -91,13 +91,27 @@ class Tools:
                 raise
             return "never"
 
-        return [slow, gated, other, tick, watch]
+        @tool(requires_approval=True, cancellable=True)
+        async def guarded(ctx: ToolContext) -> str:
+            """Runs once a person approves it, then waits for ever, unless cancelled."""
+            kit.note("guarded", ctx)
+            kit.entered.set()
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                kit.cancelled.append("guarded")
+                raise
+            return "never"
+
+        return [slow, gated, other, tick, watch, guarded]
 
 
 RULES = [
     Rule(r"slow then more", steps=[[Call("slow"), Call("gated")], [Call("other")]], reply="done"),
     Rule(r"tick (?P<n>\d+)", steps=[[Call("tick")]] * 6, reply="done"),
     Rule(r"watch", steps=[[Call("watch")], [Call("other")]], reply="done"),
+    Rule(r"gated and guarded", steps=[[Call("gated"), Call("guarded")], [Call("other")]], reply="done"),
+    Rule(r"guarded", steps=[[Call("guarded")], [Call("other")]], reply="done"),
 ]
 
 
@@ -273,6 +287,88 @@ async def test_a_resume_stopped_before_it_applies_its_answers_applies_none() -> 
     assert resumed[-1].type == "RUN_FINISHED"
     assert "gated" in tools.started
     await adapter.aclose()
+
+
+async def test_a_cancellable_tool_a_resume_runs_is_cancelled_by_a_stop_and_its_stored_answer_is_told() -> None:
+    """The approved tool is cancelled where it waits; its answer is stored once, sent, and the turn's listeners hear
+    the resume and its cancelled end."""
+    tools, heard = Tools(), list[TurnEvent]()
+    adapter = Adapter(ScriptedBackend(RULES), tools=tools.tools(), listeners=[heard.append])
+    tools.adapter = adapter
+    first = [event async for event in adapter.run(_input(body_of("t1", "r0", "guarded")))]
+    (interrupt,) = interrupts_of(first[-1])
+    approve = {"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}
+    events = await adapter.start(_input({**body_of("t1", "r1", "ok"), "messages": [], "resume": [approve]}))
+    reading = asyncio.ensure_future(_collect(events))
+    await asyncio.to_thread(tools.entered.wait, BOUND)
+
+    asked = await adapter.stop_run("t1", "r1")
+    async with asyncio.timeout(BOUND):
+        seen = await reading
+
+    assert asked is True
+    assert tools.cancelled == ["guarded"]
+    finished = seen[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.outcome is not None
+    assert finished.outcome.type == "cancelled"
+    (told,) = [event for event in seen if isinstance(event, ToolCallResultEvent)]
+    assert told.tool_call_id == interrupt.tool_call_id
+    thread = await adapter.thread("t1")
+    assert thread is not None
+    (stored,) = [m for m in thread["messages"] if m["role"] == "tool"]
+    assert (stored["toolCallId"], stored["content"], stored["error"]) == (told.tool_call_id, told.content, "cancelled")
+    assert "cancelled before it finished" in told.content
+    assert thread["interrupts"] == []
+    resumed = [event for event in heard if event.run_id == "r1"]
+    assert [event.type for event in resumed] == [TurnEventType.TURN_RESUMED, TurnEventType.TURN_CANCELLED]
+    assert resumed[0].interrupt_ids == (interrupt.id,)
+    assert len({event.turn_id for event in resumed}) == 1
+    assert "other" not in tools.started  # no step after the stop
+    await adapter.aclose()
+
+
+async def test_a_resume_stopped_once_it_claimed_runs_its_approved_tools_but_starts_no_cancellable_one() -> None:
+    """The stop comes with the claim (a listener of TURN_RESUMED asks for it): the answers are applied whole, but a
+    cancellable tool, which a stop cuts short, does not start."""
+    tools, heard = Tools(), list[TurnEvent]()
+
+    async def stop_on_resume(event: TurnEvent) -> None:
+        heard.append(event)
+        if event.type is TurnEventType.TURN_RESUMED:
+            assert await adapter.stop_run(event.thread_id, event.run_id or "") is True
+
+    adapter = Adapter(ScriptedBackend(RULES), tools=tools.tools(), listeners=[stop_on_resume])
+    tools.adapter = adapter
+    first = [event async for event in adapter.run(_input(body_of("t1", "r0", "gated and guarded")))]
+    approvals = [
+        {"interruptId": interrupt.id, "status": "resolved", "payload": {"approved": True}}
+        for interrupt in interrupts_of(first[-1])
+    ]
+
+    async with asyncio.timeout(BOUND):  # a cancellable tool that started would wait for ever
+        seen = [event async for event in adapter.resume("t1", approvals, run_id="r1")]
+
+    assert tools.started == ["gated"]
+    told = {event.tool_call_id: event.content for event in seen if isinstance(event, ToolCallResultEvent)}
+    names = {i.tool_call_id: (i.metadata or {}).get("toolName") for i in interrupts_of(first[-1])}
+    assert {names[call]: content for call, content in told.items()} == {
+        "gated": "gated done",
+        "guarded": "The run was stopped before guarded ran; it was not executed.",
+    }
+    finished = seen[-1]
+    assert isinstance(finished, RunFinishedEvent)
+    assert finished.outcome is not None
+    assert finished.outcome.type == "cancelled"
+    assert [event.type for event in heard if event.run_id == "r1"] == [
+        TurnEventType.TURN_RESUMED,
+        TurnEventType.TURN_CANCELLED,
+    ]
+    await adapter.aclose()
+
+
+async def _collect(events: AsyncIterator[BaseEvent]) -> list[BaseEvent]:
+    return [event async for event in events]
 
 
 class Silent:

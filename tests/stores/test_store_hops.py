@@ -12,25 +12,23 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Sequence
-from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from ag_ui.core import RunAgentInput, Tool, UserMessage
 from agui import interrupts_of
+from forwarding_store import ForwardingStore
 
 from adapter import Adapter
 from adapter._sessions import _journal as journal_module  # private on purpose: the batching interval, set past the run
 from adapter.backends import Call, Rule, ScriptedBackend
 from adapter.stores import (
-    ANY_INCARNATION,
     JournalAppend,
     JournalEvent,
     MemoryStore,
     RunJournal,
     StoredThread,
     ThreadChange,
-    ThreadSummary,
 )
 
 NAVIGATE = Tool(
@@ -40,11 +38,11 @@ NAVIGATE = Tool(
 )
 
 
-class CountingStore:
+class CountingStore(ForwardingStore[MemoryStore]):
     """A memory store that counts the calls a run makes on it, by method; the looks for a stop apart."""
 
     def __init__(self) -> None:
-        self.inner = MemoryStore()
+        super().__init__(MemoryStore())
         self.hops: Counter[str] = Counter()
         self.looks = 0
         """`read_events` calls: the journal writer's looks for a stop request while no event flows, not the run's."""
@@ -58,42 +56,23 @@ class CountingStore:
         if ended:
             self.ended.set()
 
-    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+    async def load(self, thread_id: str, **since: Any) -> StoredThread | None:
         self.hops["load"] += 1
-        return await self.inner.load(thread_id, since=since, until=until)
+        return await super().load(thread_id, **since)
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
         self.hops["find_message"] += 1
-        return await self.inner.find_message(thread_id, message_id)
+        return await super().find_message(thread_id, message_id)
 
-    async def save(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
-    ) -> int:
+    async def save(self, thread_id: str, change: ThreadChange, **expected: Any) -> int:
         self.hops["save"] += 1
-        return await self.inner.save(
-            thread_id, change, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        return await super().save(thread_id, change, **expected)
 
     async def save_and_append(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        journal: JournalAppend,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
     ) -> tuple[int, bool]:
         self.hops["save_and_append"] += 1
-        saved = await self.inner.save_and_append(
-            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        saved = await super().save_and_append(thread_id, change, journal, **expected)
         self._ending(journal.ended)
         return saved
 
@@ -101,35 +80,13 @@ class CountingStore:
         self, thread_id: str, run_id: str, events: Sequence[JournalEvent], *, ended: bool = False
     ) -> bool:
         self.hops["append_events"] += 1
-        stop = await self.inner.append_events(thread_id, run_id, events, ended=ended)
+        stop = await super().append_events(thread_id, run_id, events, ended=ended)
         self._ending(ended)
         return stop
 
-    async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
+    async def read_events(self, thread_id: str, run_id: str, **after: Any) -> RunJournal | None:
         self.looks += 1
-        return await self.inner.read_events(thread_id, run_id, after=after, limit=limit)
-
-    async def request_stop(self, thread_id: str, run_id: str) -> bool:
-        return await self.inner.request_stop(thread_id, run_id)
-
-    async def purge(
-        self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
-    ) -> int:
-        return await self.inner.purge(older_than, grace=grace, now=now)
-
-    async def list_threads(
-        self, owner: str | None, *, before: str | None = None, limit: int = 100
-    ) -> tuple[list[ThreadSummary], str | None]:
-        return await self.inner.list_threads(owner, before=before, limit=limit)
-
-    async def delete_thread(self, thread_id: str, *, incarnation: object = ANY_INCARNATION) -> bool:
-        return await self.inner.delete_thread(thread_id, incarnation=incarnation)
-
-    async def ping(self, *, write: bool = False) -> None:
-        await self.inner.ping(write=write)
-
-    async def close(self) -> None:
-        await self.inner.close()
+        return await super().read_events(thread_id, run_id, **after)
 
 
 @pytest.fixture(autouse=True)
@@ -182,20 +139,11 @@ class RacedCreation(CountingStore):
     """Another request creates the thread just before this run's creating save lands."""
 
     async def save_and_append(
-        self,
-        thread_id: str,
-        change: ThreadChange,
-        journal: JournalAppend,
-        *,
-        expected_version: int,
-        fence: int | None = None,
-        incarnation: object = ANY_INCARNATION,
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend, **expected: Any
     ) -> tuple[int, bool]:
-        if expected_version == 0 and await self.inner.load(thread_id) is None:
+        if expected["expected_version"] == 0 and await self.inner.load(thread_id) is None:
             await self.inner.save(thread_id, ThreadChange(title="Theirs"), expected_version=0)
-        return await super().save_and_append(
-            thread_id, change, journal, expected_version=expected_version, fence=fence, incarnation=incarnation
-        )
+        return await super().save_and_append(thread_id, change, journal, **expected)
 
 
 async def test_a_run_whose_thread_another_request_created_first_opens_its_journal_alone() -> None:
