@@ -252,6 +252,18 @@ class RecordHandle:
         self._held = (self._conversation, held)
         return held
 
+    def past_loaded(self, history: list[Message]) -> list[Message]:
+        """`history` past the loaded conversation when it starts with all of it, else the whole of `history`.
+
+        The ids of what it leaves out are those `held_ids` gives: a run's history that continues the stored thread
+        (a resume, a continued run) is walked only where it goes past it. Its messages are those of `conversation`
+        itself (or equal ones), so the comparison is one of identities.
+        """
+        loaded = self._conversation
+        if not loaded or len(history) < len(loaded) or history[: len(loaded)] != loaded:
+            return history
+        return history[len(loaded) :]
+
     async def _answers_before(self, history: Sequence[Message]) -> dict[str, str]:
         """The answers the thread stores before `base`, by call id; read only when a new answer's call is older.
 
