@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from operator import attrgetter
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
 from pydantic import BaseModel
@@ -42,6 +42,8 @@ MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
 _ID = attrgetter("id")
+_CALL_ID = attrgetter("tool_call_id")
+_CALLS = attrgetter("tool_calls")
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
 _NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
@@ -169,19 +171,22 @@ def input_id_values(run_input: RunAgentInput) -> list[str]:
     """The values `_id_sites` gives, in its order, without their pointers: built per message of a long history.
 
     Each message's class is looked up (`message_kind`), not tested with `isinstance`, which goes through the
-    pydantic metaclass's check; tests/protocol/test_input_ids.py holds the two lists equal for any input.
+    pydantic metaclass's check, and its fields are read by `attrgetter`s, in C (a `cast` is a Python call per
+    message); tests/protocol/test_input_ids.py holds the two lists equal for any input.
     """
     values = [run_input.thread_id, run_input.run_id]
     if run_input.parent_run_id is not None:
         values.append(run_input.parent_run_id)
-    kinds = KIND_BY_CLASS
+    kinds, add = KIND_BY_CLASS, values.append
     for message in run_input.messages:
-        values.append(message.id)
+        add(message.id)
         kind = kinds.get(message.__class__) or message_kind(message)
         if kind is ToolMessage:
-            values.append(cast(ToolMessage, message).tool_call_id)
+            add(_CALL_ID(message))
         elif kind is AssistantMessage:
-            values.extend(call.id for call in cast(AssistantMessage, message).tool_calls or ())
+            calls = _CALLS(message)
+            if calls:
+                values += map(_ID, calls)
     values.extend(entry.interrupt_id for entry in run_input.resume or ())
     return values
 
