@@ -80,6 +80,8 @@ class RecordHandle:
         """Whether this run may store into a thread another request created meanwhile (its owner given); None: yes."""
         self._known: list[str] = []
         """The ids of the stored messages (from `base`) as this run last read or wrote them: all it may build on."""
+        self._known_set: set[str] | None = None
+        """`_known` as a set (`_known_ids`), built at the first save that appends after a load, kept up by each save."""
         self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
         self.version = 0
@@ -111,7 +113,7 @@ class RecordHandle:
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self._conversation = stored.messages, None
         if messages:
-            self._known = list(map(_ID, stored.messages))
+            self._known, self._known_set = list(map(_ID, stored.messages)), None
         return self.record
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
@@ -562,12 +564,18 @@ class RecordHandle:
 
     def _change(self, new: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> _Change:
         """A save of `new` (those the store does not hold yet, appended) and `moved` (replaced where stored)."""
-        held = set(self._known) if new else set()
+        held = self._known_ids() if new else frozenset()
         appended = [message for message in new if message.id not in held]
         replaced = self._positions(moved)
         append = [stored_message(message) for message in appended]
         replace = {position: stored_message(message) for position, message in replaced.items()}
         return _Change(ThreadChange(append=append, replace=replace, **records), appended, replaced)
+
+    def _known_ids(self) -> set[str]:
+        """`_known` as a set: built once per load, not at each save (a long thread has many ids)."""
+        if self._known_set is None:
+            self._known_set = set(self._known)
+        return self._known_set
 
     def _positions(self, moved: Sequence[Message]) -> dict[int, Message]:
         """The `moved` messages the store holds, by their position in the thread: a save replaces them there."""
@@ -603,6 +611,8 @@ class RecordHandle:
         self._expected = _after(self._expected, change.change, version)
         self.version = version
         self._known = [*self._known, *(message.id for message in change.appended)]
+        if self._known_set is not None:
+            self._known_set.update(message.id for message in change.appended)
 
     async def _write(self, change: _Change, life: object, journal: JournalAppend | None) -> int:
         """One store call: the save, and the journal's events with it when given (`save_and_append`)."""
