@@ -26,6 +26,7 @@ from typing import Final
 
 from ag_ui.core import Message
 
+from adapter._thread._conversation import HeldIds, ids_held
 from adapter._thread._record import stored_conversation
 from adapter.stores import (
     ANY_INCARNATION,
@@ -116,10 +117,23 @@ class KnownThread:
     stamp: str | None = None
     version: int = 0
     """The stamp and version of the state these are the messages of (`ThreadHead`); version 0: none stored."""
+    held: HeldIds | None = None
+    """The ids the messages hold (`ids_held`), once known: each run's first model step needs them (`held_ids`).
+
+    A thread this adapter created has them from its start: each save adds the ids of the messages it appends, so a
+    message's ids are listed once, when it is stored, not at each run that reads the thread."""
 
     def __post_init__(self) -> None:
         if self.chars < 0:
             object.__setattr__(self, "chars", sum(map(len, map(_TEXT, self.stored))))
+
+    def held_ids(self) -> HeldIds:
+        """The ids the messages hold: built once for a thread kept here, then carried to its next states (`changed`)."""
+        held = self.held
+        if held is None:
+            held = ids_held(self.messages)
+            object.__setattr__(self, "held", held)  # derived from the messages, as `chars` is
+        return held
 
     def names(self, head: ThreadHead) -> bool:
         """Whether `head` is of the very state these messages are: the same stamp, at the same version.
@@ -146,7 +160,17 @@ class KnownThread:
             messages[position], stored[position] = message, change.replace[position]
         added = sum(len(appended.json) for appended in change.append)
         chars = self.chars + added if not change.replace else -1
-        return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version)
+        held = self.held
+        if held is not None and not change.replace:  # a message replaced may name other calls: built again if asked
+            more = ids_held(appended)
+            held = (held[0] | more[0], held[1] | more[1], held[2] | more[2])
+        else:
+            held = None
+        return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version, held)
+
+
+_CREATED: Final = KnownThread(held=(frozenset(), frozenset(), frozenset()))
+"""A thread before the save that creates it: no messages, and so no ids; each save adds those of its messages."""
 
 
 class ParsedStore:
@@ -210,6 +234,11 @@ class ParsedStore:
             )
         return messages
 
+    def held_ids(self, thread_id: str, head: ThreadHead) -> HeldIds | None:
+        """The ids the whole thread holds in the state `head` names (`ids_held`), when that state is kept here."""
+        known = self.parsed.named(thread_id, head) if self.parsed is not None else None
+        return known.held_ids() if known is not None else None
+
     async def save(
         self,
         thread_id: str,
@@ -237,7 +266,7 @@ class ParsedStore:
                 self.store, thread_id, change, journal, expected_version=expected, fence=fence, incarnation=incarnation
             )
         if self.parsed is not None:
-            known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
+            known = _CREATED if built_on is None else self.parsed.named(thread_id, built_on)
             after = known.changed(change, appended, replaced or {}, version) if known is not None else None
             if after is None:
                 self.parsed.forget(thread_id)

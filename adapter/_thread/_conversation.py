@@ -10,6 +10,7 @@ the backend decides whether its model takes them back (`ModelRequest.messages`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import TypeVar, cast
 
 from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
@@ -19,6 +20,12 @@ from adapter._errors import ConfigurationError, ResumeError
 from adapter._types import KIND_BY_CLASS, message_kind
 
 MISSING_RESULT = "No result was recorded for this tool call."
+
+HeldIds = tuple[frozenset[str], frozenset[str], frozenset[str]]
+"""The ids of a conversation's messages, of its tool calls (made or answered), and of its answered calls."""
+
+_ID = attrgetter("id")
+_CALL_ID = attrgetter("tool_call_id")
 
 HistoryView = Callable[[list[Message]], Sequence[Message]]
 """`view(history) -> messages`: the part of a long thread the model sees (`Adapter(history_view=...)`)."""
@@ -92,6 +99,17 @@ def of_kind(messages: Iterable[object], kind: type[_Kind]) -> list[_Kind]:
     """
     kinds = KIND_BY_CLASS
     return cast(list[_Kind], [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is kind])
+
+
+def ids_held(messages: Sequence[Message]) -> HeldIds:
+    """The ids `messages` hold: a backend's new message or call may not take one (`HeldIds`).
+
+    The ids of two conversations together are those of each, joined: kept with a thread's parsed messages, they are
+    carried to its next state by joining those of the messages a save appends (`adapter._thread._cache`).
+    """
+    answered = frozenset(map(_CALL_ID, of_kind(messages, ToolMessage)))
+    calls = answered.union(c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ())
+    return frozenset(map(_ID, messages)), calls, answered
 
 
 def refuse_second_answers(

@@ -21,7 +21,13 @@ from adapter import _errors as codes
 from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._ids import new_id
 from adapter._thread._cache import ParsedStore
-from adapter._thread._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
+from adapter._thread._conversation import (
+    HeldIds,
+    ids_held,
+    keep_server_activity,
+    refuse_second_answers,
+    server_said,
+)
 from adapter._thread._record import (
     LAPSED_AT,
     AppliedResume,
@@ -82,7 +88,7 @@ class RecordHandle:
         """The ids of the stored messages (from `base`) as this run last read or wrote them: all it may build on."""
         self._known_set: set[str] | None = None
         """`_known` as a set (`_known_ids`), built at the first save that appends after a load, kept up by each save."""
-        self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
+        self._held: tuple[list[Message] | None, HeldIds] | None = None
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
         self.version = 0
         self.incarnation: str | None = new_id("thread")
@@ -238,19 +244,20 @@ class RecordHandle:
         refuse_second_answers(history, stored, recorded | await self._answers_before(history))
         return history, in_place
 
-    def held_ids(self) -> tuple[set[str], set[str], set[str]]:
+    def held_ids(self) -> HeldIds:
         """The ids of the messages, the tool calls (made or answered) and the answered calls the loaded record holds.
 
         A branch may leave stored messages out of a run's history; a backend's new message or call may
-        still not take their ids (a thread read from its tail checks the older part by other means).
+        still not take their ids (a thread read from its tail checks the older part by other means). A thread
+        the parsed-thread cache keeps whole has them kept there (`KnownThread.held_ids`), then with the ids of the
+        messages this run stored since, which its history holds anyway.
         """
         self.conversation()  # builds `_conversation` once per load
         if self._held is not None and self._held[0] is self._conversation:
             return self._held[1]  # asked at every model step: the loaded record is the same until the next load
-        messages = self._conversation or []
-        answered = {m.tool_call_id for m in of_kind(messages, ToolMessage)}
-        calls = {c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ()}
-        held = set(map(_ID, messages)), calls | answered, answered
+        whole = self._head is not None and self.base == 0 and len(self.stored) == self._head.message_count
+        kept = self.threads.held_ids(self.thread_id, self._expected) if whole and self._expected is not None else None
+        held = kept if kept is not None else ids_held(self._conversation or [])
         self._held = (self._conversation, held)
         return held
 
