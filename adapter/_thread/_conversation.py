@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from operator import attrgetter
 from typing import TypeVar, cast
 
-from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
+from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolCall, ToolMessage
 
 from adapter import _errors as codes
 from adapter._errors import ConfigurationError, ResumeError
@@ -26,6 +26,7 @@ HeldIds = tuple[frozenset[str], frozenset[str], frozenset[str]]
 
 _ID = attrgetter("id")
 _CALL_ID = attrgetter("tool_call_id")
+_CALLS = attrgetter("tool_calls")
 
 HistoryView = Callable[[list[Message]], Sequence[Message]]
 """`view(history) -> messages`: the part of a long thread the model sees (`Adapter(history_view=...)`)."""
@@ -71,21 +72,20 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
 
     `unanswered` names calls a backend deferred: they stay without an answer until it gives one.
     """
-    # Called at every model step with the whole history: one dispatch by class per message and pass.
+    # Called at every model step with the whole history: one dispatch by class per message, fields read in C.
     answers: dict[str, ToolMessage] = {}
-    said: list[Message] = []
+    for answer in of_kind(messages, ToolMessage):
+        answers.setdefault(answer.tool_call_id, answer)
+    kinds, view = KIND_BY_CLASS, []
     for message in messages:
-        kind = KIND_BY_CLASS.get(message.__class__) or message_kind(message)
-        if kind is ToolMessage:
-            answer = cast(ToolMessage, message)
-            answers.setdefault(answer.tool_call_id, answer)
-        elif kind is not ActivityMessage:
-            said.append(message)
-    view: list[Message] = []
-    for message in said:
-        view.append(message)  # an answer is placed after the call it answers
-        if KIND_BY_CLASS[message.__class__] is AssistantMessage and cast(AssistantMessage, message).tool_calls:
-            view.extend(_answers_for(cast(AssistantMessage, message), answers, unanswered))
+        kind = kinds.get(message.__class__) or message_kind(message)
+        if kind is AssistantMessage:
+            view.append(message)
+            calls = _CALLS(message)
+            if calls:  # an answer is placed after the call it answers
+                view += _answers_for(calls, answers, unanswered)
+        elif kind is not ToolMessage and kind is not ActivityMessage:
+            view.append(message)
     return view
 
 
@@ -185,10 +185,10 @@ def _reasoning_before(messages: Sequence[Message]) -> dict[str, list[ReasoningMe
 
 
 def _answers_for(
-    message: AssistantMessage, answers: dict[str, ToolMessage], unanswered: Collection[str]
+    calls: Sequence[ToolCall], answers: dict[str, ToolMessage], unanswered: Collection[str]
 ) -> list[ToolMessage]:
     placed: list[ToolMessage] = []
-    for call in message.tool_calls or []:
+    for call in calls:
         answer = answers.pop(call.id, None)
         if answer is None and call.id in unanswered:
             continue
