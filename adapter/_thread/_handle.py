@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any, NoReturn
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
@@ -266,10 +266,11 @@ class RecordHandle:
 
         The ids of what it leaves out are those `held_ids` gives: a run's history that continues the stored thread
         (a resume, a continued run) is walked only where it goes past it. Its messages are those of `conversation`
-        itself (or equal ones), so the comparison is one of identities.
+        itself, so the comparison is one of identities, in C: a branch (the client's own copies) is walked whole,
+        as before, never compared field by field.
         """
         loaded = self._conversation
-        if not loaded or len(history) < len(loaded) or history[: len(loaded)] != loaded:
+        if not loaded or len(history) < len(loaded) or not all(map(is_, history, loaded)):
             return history
         return history[len(loaded) :]
 
