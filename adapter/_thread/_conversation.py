@@ -125,7 +125,7 @@ def refuse_second_answers(
     Raises:
         ResumeError: `RESUME_DUPLICATE`, naming the call.
     """
-    answers = [m for m in history if isinstance(m, ToolMessage)]
+    answers = of_kind(history, ToolMessage)
     answered = dict(older or {}) | {m.tool_call_id: m.id for m in answers if m.id in stored}
     for message in answers:
         if message.id in stored:
@@ -145,24 +145,27 @@ def server_said(branch: Sequence[Message], stored: Sequence[Message]) -> list[Me
     a provider that signs its thinking needs it back): the stored reasoning, right before the message.
     """
     by_id = {message.id: message for message in stored}
-    stored_answers = {m.tool_call_id: m for m in stored if isinstance(m, ToolMessage)}
+    stored_answers = {m.tool_call_id: m for m in of_kind(stored, ToolMessage)}
     leading = _reasoning_before(stored)
-    present = {message.id for message in branch}
+    present = set(map(_ID, branch))
     result: list[Message] = []
+    kinds = KIND_BY_CLASS  # a new run's whole history passes here: a lookup per message, not `isinstance`
     for message in branch:
         kept = by_id.get(message.id)
         said = kept if kept is not None and kept.role not in _CLIENT_ROLES else message
-        for thought in leading.get(said.id, []) if isinstance(said, AssistantMessage) else []:
+        if (kinds.get(said.__class__) or message_kind(said)) is not AssistantMessage:
+            result.append(said)
+            continue
+        for thought in leading.get(said.id, ()):
             if thought.id not in present:
                 present.add(thought.id)
                 result.append(thought)
         result.append(said)
-        if isinstance(said, AssistantMessage):
-            for call in said.tool_calls or []:
-                answer = stored_answers.get(call.id)
-                if answer is not None and answer.id not in present:
-                    present.add(answer.id)
-                    result.append(answer)
+        for call in _CALLS(said) or ():
+            answer = stored_answers.get(call.id)
+            if answer is not None and answer.id not in present:
+                present.add(answer.id)
+                result.append(answer)
     return result
 
 
