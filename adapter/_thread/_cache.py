@@ -118,10 +118,11 @@ class KnownThread:
     version: int = 0
     """The stamp and version of the state these are the messages of (`ThreadHead`); version 0: none stored."""
     held: HeldIds | None = None
-    """The ids the messages hold (`ids_held`), once known: each run's first model step needs them (`held_ids`).
+    """The ids the messages hold (`ids_held`), once asked: each run's first model step needs them (`held_ids`).
 
-    A thread this adapter created has them from its start: each save adds the ids of the messages it appends, so a
-    message's ids are listed once, when it is stored, not at each run that reads the thread."""
+    Listed once, by the first run that asks, then carried: each save adds the ids of the messages it appends, so
+    the next runs on the thread do not list them again. A thread's creating run never asks (it loaded nothing),
+    and its saves list nothing: a new run pays nothing for them."""
 
     def __post_init__(self) -> None:
         if self.chars < 0:
@@ -167,10 +168,6 @@ class KnownThread:
         else:
             held = None
         return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version, held)
-
-
-_CREATED: Final = KnownThread(held=(frozenset(), frozenset(), frozenset()))
-"""A thread before the save that creates it: no messages, and so no ids; each save adds those of its messages."""
 
 
 class ParsedStore:
@@ -266,7 +263,7 @@ class ParsedStore:
                 self.store, thread_id, change, journal, expected_version=expected, fence=fence, incarnation=incarnation
             )
         if self.parsed is not None:
-            known = _CREATED if built_on is None else self.parsed.named(thread_id, built_on)
+            known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
             after = known.changed(change, appended, replaced or {}, version) if known is not None else None
             if after is None:
                 self.parsed.forget(thread_id)

@@ -244,7 +244,7 @@ async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> N
 
 
 async def test_the_ids_kept_with_a_parsed_thread_are_those_of_its_messages_after_every_save() -> None:
-    """Carried from save to save (each adds those of what it appends), never listed again from the whole thread."""
+    """Carried from save to save (each adds those of what it appends) once a run listed them."""
     run = Scenario()
     held, interrupt = await run.suspend()
     await run.resume(held, interrupt)
@@ -254,7 +254,7 @@ async def test_the_ids_kept_with_a_parsed_thread_are_those_of_its_messages_after
     stored = await run.adapter.store.load(run.thread)
     assert stored is not None
     kept = run.adapter.config.parsed.named(run.thread, stored.head)
-    assert kept is not None and kept.held is not None  # carried from the thread's creation
+    assert kept is not None and kept.held is not None  # listed by the resume's step, carried by the saves since
     assert kept.held == ids_held(kept.messages)
     assert len(kept.held[2]) == 4  # the prior turns' three answers and the resumed call's; the new call waits
 
