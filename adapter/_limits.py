@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterator
 from operator import attrgetter
-from typing import Any, Final, cast
+from typing import Any, Final
 
 from ag_ui.core import AssistantMessage, RunAgentInput, ToolMessage
 from pydantic import BaseModel
@@ -42,8 +42,12 @@ MAX_ID_CHARS: Final = 256
 """Characters an id may have: a UUID needs 36; 256 keep any store's key index small."""
 
 _ID = attrgetter("id")
+_CALL_ID = attrgetter("tool_call_id")
+_CALLS = attrgetter("tool_calls")
 _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control characters (Cc), lone surrogates
 _NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
+_NOT_MARKS_OR_CONSTANTS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"NI')
+"""Outside its strings, JSON text has an `N` or an `I` only in a `NaN` or an `Infinity`, which pydantic takes."""
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
 _AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
 _DIP_PASSES: Final = 3
@@ -58,23 +62,44 @@ def body_depth_exceeds(body: bytes, limit: int) -> bool:
     """
     if body.count(b"[") + body.count(b"{") <= limit:
         return False  # too few brackets to nest that deep: the common case, answered by two C loops
-    parens = _brackets_outside_strings(body).translate(_AS_PARENS)
+    return _deepest(_brackets_outside_strings(body)) > limit
+
+
+def body_depth_and_constants(body: bytes, limit: int) -> tuple[bool, bool | None]:
+    """`body_depth_exceeds`, and whether the JSON text `body` has a NaN or an Infinity outside its strings.
+
+    One scan answers both for a long body; a body with too few brackets to nest that deep is not scanned, and
+    the second answer is None then (unknown). The edge asks it of a body pydantic's parser took, which also
+    takes those constants where JSON has none.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False, None
+    outside = _brackets_outside_strings(body, _NOT_MARKS_OR_CONSTANTS)
+    constants = b"N" in outside or b"I" in outside
+    if constants:
+        outside = outside.translate(None, b"NI")
+    return _deepest(outside) > limit, constants
+
+
+def _deepest(brackets: bytes) -> int:
+    """The deepest point of `brackets`: each opening one a level down, each closing one a level back up."""
+    parens = brackets.translate(_AS_PARENS)
     for _ in range(_DIP_PASSES):
         # A close right before an open (`},{` between two objects) is a dip that no maximum is at.
         parens = parens.replace(b")(", b"")
-    return max(itertools.accumulate(memoryview(parens.translate(_AS_STEPS)).cast("b")), default=0) > limit
+    return max(itertools.accumulate(memoryview(parens.translate(_AS_STEPS)).cast("b")), default=0)
 
 
-def _brackets_outside_strings(body: bytes) -> bytes:
-    """The brackets of JSON text `body` that are not inside a string, in order.
+def _brackets_outside_strings(body: bytes, others: bytes = _NOT_MARKS) -> bytes:
+    """The brackets of JSON text `body` that are not inside a string, in order (and what `others` does not name).
 
     Escaped backslashes, then escaped quotes, go first, so every quote left delimits a string; all
-    but quotes and brackets go next; then a pair of adjacent quotes (an empty string, or the end of
-    one and the start of the next) goes, which leaves every bracket inside or outside as it was;
-    what is between the odd and the next even quote is inside. On text that is not JSON the measure
-    may differ from a parser's only after the point where the parser stops.
+    but quotes and brackets (the bytes of `others`) go next; then a pair of adjacent quotes (an empty
+    string, or the end of one and the start of the next) goes, which leaves every bracket inside or
+    outside as it was; what is between the odd and the next even quote is inside. On text that is not
+    JSON the measure may differ from a parser's only after the point where the parser stops.
     """
-    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, _NOT_MARKS).replace(b'""', b"")
+    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, others).replace(b'""', b"")
     return b"".join(marks.split(b'"')[::2])
 
 
@@ -169,19 +194,22 @@ def input_id_values(run_input: RunAgentInput) -> list[str]:
     """The values `_id_sites` gives, in its order, without their pointers: built per message of a long history.
 
     Each message's class is looked up (`message_kind`), not tested with `isinstance`, which goes through the
-    pydantic metaclass's check; tests/protocol/test_input_ids.py holds the two lists equal for any input.
+    pydantic metaclass's check, and its fields are read by `attrgetter`s, in C (a `cast` is a Python call per
+    message); tests/protocol/test_input_ids.py holds the two lists equal for any input.
     """
     values = [run_input.thread_id, run_input.run_id]
     if run_input.parent_run_id is not None:
         values.append(run_input.parent_run_id)
-    kinds = KIND_BY_CLASS
+    kinds, add = KIND_BY_CLASS, values.append
     for message in run_input.messages:
-        values.append(message.id)
+        add(message.id)
         kind = kinds.get(message.__class__) or message_kind(message)
         if kind is ToolMessage:
-            values.append(cast(ToolMessage, message).tool_call_id)
+            add(_CALL_ID(message))
         elif kind is AssistantMessage:
-            values.extend(call.id for call in cast(AssistantMessage, message).tool_calls or ())
+            calls = _CALLS(message)
+            if calls:
+                values += map(_ID, calls)
     values.extend(entry.interrupt_id for entry in run_input.resume or ())
     return values
 

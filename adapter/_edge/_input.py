@@ -25,7 +25,14 @@ from starlette.requests import Request
 from adapter import _errors as codes
 from adapter._compat import upgrade_parts
 from adapter._errors import InputRejected
-from adapter._limits import MAX_DEPTH, CheckedInput, bad_input_id, body_depth_exceeds, repeated_message_id
+from adapter._limits import (
+    MAX_DEPTH,
+    CheckedInput,
+    bad_input_id,
+    body_depth_and_constants,
+    body_depth_exceeds,
+    repeated_message_id,
+)
 from adapter._types import JSON
 
 logger = logging.getLogger(__name__)
@@ -54,8 +61,10 @@ def parse_run_input(body: bytes) -> CheckedInput:
             or `INVALID_ID` for an input over the limits of `adapter._limits`; 400
             `UNSUPPORTED_PROTOCOL_VERSION` for a declared major version other than 1.
     """
-    check_depth(body)
-    run_input = _validate_json(body) or _validate_checked(body)
+    too_deep, constants = body_depth_and_constants(body, MAX_DEPTH)  # one scan of a long body for both
+    if too_deep:
+        raise _too_deep()
+    run_input = _validate_json(body, constants) or _validate_checked(body)
     check_protocol_version(run_input.protocol_version)
     check_limits(run_input)
     return CheckedInput(run_input)
@@ -71,19 +80,22 @@ def _validate_checked(body: bytes) -> RunAgentInput:
         raise InputRejected(422, codes.INVALID_INPUT, message, _details(error)) from error
 
 
-def _validate_json(body: bytes) -> RunAgentInput | None:
+def _validate_json(body: bytes, constants: bool | None = None) -> RunAgentInput | None:
     """The common body in one pass of pydantic's JSON parser; None sends it down the checked path.
 
     That path decides everything this one does not: a body that fails here (bad JSON, a lone
     surrogate, a malformed field, a message or part of an unknown kind to drop), and one with NaN or
     Infinity, which this parser accepts and JSON does not. So a body parsed here is exactly the input
-    the checked path would have built (tests/edge/test_input_parse.py).
+    the checked path would have built (tests/edge/test_input_parse.py). Whether the body has NaN or Infinity
+    outside its strings is `constants` when the depth's scan found it (`body_depth_and_constants`), else searched.
     """
     try:
         run_input = RunAgentInput.model_validate_json(body)
     except ValidationError:
         return None
-    return run_input if _no_constants(body, len(run_input.messages)) else None
+    if constants is None:
+        constants = not _no_constants(body, len(run_input.messages))
+    return None if constants else run_input
 
 
 def _no_constants(body: bytes, messages: int) -> bool:

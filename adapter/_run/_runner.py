@@ -616,10 +616,15 @@ class Run:
         """A new model step, with its own copies of what the turn's earlier steps left.
 
         A deferred call the history answers (the client answered a call the backend left open) waits no more.
+        Where the history starts with the loaded record, only what follows it is walked: the record's ids are
+        `held_ids`, built once per load, and a long thread's steps cost what the run added to it.
         """
-        called = {call.id for m in of_kind(history, AssistantMessage) for call in m.tool_calls or ()}
-        answered = {m.tool_call_id for m in of_kind(history, ToolMessage)}
         held_messages, held_calls, held_answers = self.handle.held_ids()
+        walked = self.handle.past_loaded(history)
+        called = {call.id for m in of_kind(walked, AssistantMessage) for call in m.tool_calls or ()}
+        answered = {m.tool_call_id for m in of_kind(walked, ToolMessage)}
+        if len(walked) < len(history):
+            answered |= held_answers  # the answers the loaded part of the history holds
         turn = self.turn
         sent = {m.id for m in [*turn.provisional.values(), *turn.decided.values()]}  # named in what the backend gets
         self.open_step = Step(
@@ -628,7 +633,7 @@ class Run:
             provisional=dict(turn.provisional),
             decided=dict(turn.decided),
             predictor=Predictor(self.config.predictions, state),
-            taken={m.id for m in history} | held_messages | sent,
+            taken={m.id for m in walked} | held_messages | sent,
             called=called | answered | held_calls,
             answered=answered | held_answers,
             elsewhere=self.handle.find if self.handle.base > 0 else None,

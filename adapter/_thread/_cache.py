@@ -26,6 +26,7 @@ from typing import Final
 
 from ag_ui.core import Message
 
+from adapter._thread._conversation import HeldIds, ids_held
 from adapter._thread._record import stored_conversation
 from adapter.stores import (
     ANY_INCARNATION,
@@ -116,10 +117,24 @@ class KnownThread:
     stamp: str | None = None
     version: int = 0
     """The stamp and version of the state these are the messages of (`ThreadHead`); version 0: none stored."""
+    held: HeldIds | None = None
+    """The ids the messages hold (`ids_held`), once asked: each run's first model step needs them (`held_ids`).
+
+    Listed once, by the first run that asks, then carried: each save adds the ids of the messages it appends, so
+    the next runs on the thread do not list them again. A thread's creating run never asks (it loaded nothing),
+    and its saves list nothing: a new run pays nothing for them."""
 
     def __post_init__(self) -> None:
         if self.chars < 0:
             object.__setattr__(self, "chars", sum(map(len, map(_TEXT, self.stored))))
+
+    def held_ids(self) -> HeldIds:
+        """The ids the messages hold: built once for a thread kept here, then carried to its next states (`changed`)."""
+        held = self.held
+        if held is None:
+            held = ids_held(self.messages)
+            object.__setattr__(self, "held", held)  # derived from the messages, as `chars` is
+        return held
 
     def names(self, head: ThreadHead) -> bool:
         """Whether `head` is of the very state these messages are: the same stamp, at the same version.
@@ -146,7 +161,13 @@ class KnownThread:
             messages[position], stored[position] = message, change.replace[position]
         added = sum(len(appended.json) for appended in change.append)
         chars = self.chars + added if not change.replace else -1
-        return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version)
+        held = self.held
+        if held is not None and not change.replace:  # a message replaced may name other calls: built again if asked
+            more = ids_held(appended)
+            held = (held[0] | more[0], held[1] | more[1], held[2] | more[2])
+        else:
+            held = None
+        return KnownThread((*stored, *change.append), (*messages, *appended), chars, change.stamp, version, held)
 
 
 class ParsedStore:
@@ -209,6 +230,11 @@ class ParsedStore:
                 thread_id, KnownThread(tuple(read.messages), tuple(messages), -1, head.stamp, head.version)
             )
         return messages
+
+    def held_ids(self, thread_id: str, head: ThreadHead) -> HeldIds | None:
+        """The ids the whole thread holds in the state `head` names (`ids_held`), when that state is kept here."""
+        known = self.parsed.named(thread_id, head) if self.parsed is not None else None
+        return known.held_ids() if known is not None else None
 
     async def save(
         self,

@@ -10,15 +10,23 @@ the backend decides whether its model takes them back (`ModelRequest.messages`).
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from operator import attrgetter
 from typing import TypeVar, cast
 
-from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolMessage
+from ag_ui.core import ActivityMessage, AssistantMessage, Message, ReasoningMessage, ToolCall, ToolMessage
 
 from adapter import _errors as codes
 from adapter._errors import ConfigurationError, ResumeError
 from adapter._types import KIND_BY_CLASS, message_kind
 
 MISSING_RESULT = "No result was recorded for this tool call."
+
+HeldIds = tuple[frozenset[str], frozenset[str], frozenset[str]]
+"""The ids of a conversation's messages, of its tool calls (made or answered), and of its answered calls."""
+
+_ID = attrgetter("id")
+_CALL_ID = attrgetter("tool_call_id")
+_CALLS = attrgetter("tool_calls")
 
 HistoryView = Callable[[list[Message]], Sequence[Message]]
 """`view(history) -> messages`: the part of a long thread the model sees (`Adapter(history_view=...)`)."""
@@ -64,21 +72,20 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
 
     `unanswered` names calls a backend deferred: they stay without an answer until it gives one.
     """
-    # Called at every model step with the whole history: one dispatch by class per message and pass.
+    # Called at every model step with the whole history: one dispatch by class per message, fields read in C.
     answers: dict[str, ToolMessage] = {}
-    said: list[Message] = []
+    for answer in of_kind(messages, ToolMessage):
+        answers.setdefault(answer.tool_call_id, answer)
+    kinds, view = KIND_BY_CLASS, []
     for message in messages:
-        kind = KIND_BY_CLASS.get(message.__class__) or message_kind(message)
-        if kind is ToolMessage:
-            answer = cast(ToolMessage, message)
-            answers.setdefault(answer.tool_call_id, answer)
-        elif kind is not ActivityMessage:
-            said.append(message)
-    view: list[Message] = []
-    for message in said:
-        view.append(message)  # an answer is placed after the call it answers
-        if KIND_BY_CLASS[message.__class__] is AssistantMessage and cast(AssistantMessage, message).tool_calls:
-            view.extend(_answers_for(cast(AssistantMessage, message), answers, unanswered))
+        kind = kinds.get(message.__class__) or message_kind(message)
+        if kind is AssistantMessage:
+            view.append(message)
+            calls = _CALLS(message)
+            if calls:  # an answer is placed after the call it answers
+                view += _answers_for(calls, answers, unanswered)
+        elif kind is not ToolMessage and kind is not ActivityMessage:
+            view.append(message)
     return view
 
 
@@ -94,6 +101,17 @@ def of_kind(messages: Iterable[object], kind: type[_Kind]) -> list[_Kind]:
     return cast(list[_Kind], [m for m in messages if (kinds.get(m.__class__) or message_kind(m)) is kind])
 
 
+def ids_held(messages: Sequence[Message]) -> HeldIds:
+    """The ids `messages` hold: a backend's new message or call may not take one (`HeldIds`).
+
+    The ids of two conversations together are those of each, joined: kept with a thread's parsed messages, they are
+    carried to its next state by joining those of the messages a save appends (`adapter._thread._cache`).
+    """
+    answered = frozenset(map(_CALL_ID, of_kind(messages, ToolMessage)))
+    calls = answered.union(c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ())
+    return frozenset(map(_ID, messages)), calls, answered
+
+
 def refuse_second_answers(
     history: Sequence[Message], stored: Collection[str], older: Mapping[str, str] | None = None
 ) -> None:
@@ -107,7 +125,7 @@ def refuse_second_answers(
     Raises:
         ResumeError: `RESUME_DUPLICATE`, naming the call.
     """
-    answers = [m for m in history if isinstance(m, ToolMessage)]
+    answers = of_kind(history, ToolMessage)
     answered = dict(older or {}) | {m.tool_call_id: m.id for m in answers if m.id in stored}
     for message in answers:
         if message.id in stored:
@@ -127,24 +145,27 @@ def server_said(branch: Sequence[Message], stored: Sequence[Message]) -> list[Me
     a provider that signs its thinking needs it back): the stored reasoning, right before the message.
     """
     by_id = {message.id: message for message in stored}
-    stored_answers = {m.tool_call_id: m for m in stored if isinstance(m, ToolMessage)}
+    stored_answers = {m.tool_call_id: m for m in of_kind(stored, ToolMessage)}
     leading = _reasoning_before(stored)
-    present = {message.id for message in branch}
+    present = set(map(_ID, branch))
     result: list[Message] = []
+    kinds = KIND_BY_CLASS  # a new run's whole history passes here: a lookup per message, not `isinstance`
     for message in branch:
         kept = by_id.get(message.id)
         said = kept if kept is not None and kept.role not in _CLIENT_ROLES else message
-        for thought in leading.get(said.id, []) if isinstance(said, AssistantMessage) else []:
+        if (kinds.get(said.__class__) or message_kind(said)) is not AssistantMessage:
+            result.append(said)
+            continue
+        for thought in leading.get(said.id, ()):
             if thought.id not in present:
                 present.add(thought.id)
                 result.append(thought)
         result.append(said)
-        if isinstance(said, AssistantMessage):
-            for call in said.tool_calls or []:
-                answer = stored_answers.get(call.id)
-                if answer is not None and answer.id not in present:
-                    present.add(answer.id)
-                    result.append(answer)
+        for call in _CALLS(said) or ():
+            answer = stored_answers.get(call.id)
+            if answer is not None and answer.id not in present:
+                present.add(answer.id)
+                result.append(answer)
     return result
 
 
@@ -167,10 +188,10 @@ def _reasoning_before(messages: Sequence[Message]) -> dict[str, list[ReasoningMe
 
 
 def _answers_for(
-    message: AssistantMessage, answers: dict[str, ToolMessage], unanswered: Collection[str]
+    calls: Sequence[ToolCall], answers: dict[str, ToolMessage], unanswered: Collection[str]
 ) -> list[ToolMessage]:
     placed: list[ToolMessage] = []
-    for call in message.tool_calls or []:
+    for call in calls:
         answer = answers.pop(call.id, None)
         if answer is None and call.id in unanswered:
             continue

@@ -12,7 +12,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, is_
 from typing import Any, NoReturn
 
 from ag_ui.core import AssistantMessage, Message, ToolMessage
@@ -21,7 +21,13 @@ from adapter import _errors as codes
 from adapter._errors import AdapterError, ResumeError, ThreadConflict
 from adapter._ids import new_id
 from adapter._thread._cache import ParsedStore
-from adapter._thread._conversation import keep_server_activity, of_kind, refuse_second_answers, server_said
+from adapter._thread._conversation import (
+    HeldIds,
+    ids_held,
+    keep_server_activity,
+    refuse_second_answers,
+    server_said,
+)
 from adapter._thread._record import (
     LAPSED_AT,
     AppliedResume,
@@ -80,7 +86,9 @@ class RecordHandle:
         """Whether this run may store into a thread another request created meanwhile (its owner given); None: yes."""
         self._known: list[str] = []
         """The ids of the stored messages (from `base`) as this run last read or wrote them: all it may build on."""
-        self._held: tuple[list[Message] | None, tuple[set[str], set[str], set[str]]] | None = None
+        self._known_set: set[str] | None = None
+        """`_known` as a set (`_known_ids`), built at the first save that appends after a load, kept up by each save."""
+        self._held: tuple[list[Message] | None, HeldIds] | None = None
         """`held_ids` of the conversation it was built from (`_conversation`): rebuilt once a load replaces it."""
         self.version = 0
         self.incarnation: str | None = new_id("thread")
@@ -111,7 +119,7 @@ class RecordHandle:
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
         self.stored, self._conversation = stored.messages, None
         if messages:
-            self._known = list(map(_ID, stored.messages))
+            self._known, self._known_set = list(map(_ID, stored.messages)), None
         return self.record
 
     async def load_page(self, start: int, stop: int) -> ThreadRecord | None:
@@ -236,21 +244,35 @@ class RecordHandle:
         refuse_second_answers(history, stored, recorded | await self._answers_before(history))
         return history, in_place
 
-    def held_ids(self) -> tuple[set[str], set[str], set[str]]:
+    def held_ids(self) -> HeldIds:
         """The ids of the messages, the tool calls (made or answered) and the answered calls the loaded record holds.
 
         A branch may leave stored messages out of a run's history; a backend's new message or call may
-        still not take their ids (a thread read from its tail checks the older part by other means).
+        still not take their ids (a thread read from its tail checks the older part by other means). A thread
+        the parsed-thread cache keeps whole has them kept there (`KnownThread.held_ids`), then with the ids of the
+        messages this run stored since, which its history holds anyway.
         """
         self.conversation()  # builds `_conversation` once per load
         if self._held is not None and self._held[0] is self._conversation:
             return self._held[1]  # asked at every model step: the loaded record is the same until the next load
-        messages = self._conversation or []
-        answered = {m.tool_call_id for m in of_kind(messages, ToolMessage)}
-        calls = {c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ()}
-        held = set(map(_ID, messages)), calls | answered, answered
+        whole = self._head is not None and self.base == 0 and len(self.stored) == self._head.message_count
+        kept = self.threads.held_ids(self.thread_id, self._expected) if whole and self._expected is not None else None
+        held = kept if kept is not None else ids_held(self._conversation or [])
         self._held = (self._conversation, held)
         return held
+
+    def past_loaded(self, history: list[Message]) -> list[Message]:
+        """`history` past the loaded conversation when it starts with all of it, else the whole of `history`.
+
+        The ids of what it leaves out are those `held_ids` gives: a run's history that continues the stored thread
+        (a resume, a continued run) is walked only where it goes past it. Its messages are those of `conversation`
+        itself, so the comparison is one of identities, in C: a branch (the client's own copies) is walked whole,
+        as before, never compared field by field.
+        """
+        loaded = self._conversation
+        if not loaded or len(history) < len(loaded) or not all(map(is_, history, loaded)):
+            return history
+        return history[len(loaded) :]
 
     async def _answers_before(self, history: Sequence[Message]) -> dict[str, str]:
         """The answers the thread stores before `base`, by call id; read only when a new answer's call is older.
@@ -564,12 +586,18 @@ class RecordHandle:
 
     def _change(self, new: Sequence[Message], moved: Sequence[Message] = (), **records: Any) -> _Change:
         """A save of `new` (those the store does not hold yet, appended) and `moved` (replaced where stored)."""
-        held = set(self._known) if new else set()
+        held = self._known_ids() if new else frozenset()
         appended = [message for message in new if message.id not in held]
         replaced = self._positions(moved)
         append = [stored_message(message) for message in appended]
         replace = {position: stored_message(message) for position, message in replaced.items()}
         return _Change(ThreadChange(append=append, replace=replace, **records), appended, replaced)
+
+    def _known_ids(self) -> set[str]:
+        """`_known` as a set: built once per load, not at each save (a long thread has many ids)."""
+        if self._known_set is None:
+            self._known_set = set(self._known)
+        return self._known_set
 
     def _positions(self, moved: Sequence[Message]) -> dict[int, Message]:
         """The `moved` messages the store holds, by their position in the thread: a save replaces them there."""
@@ -605,6 +633,8 @@ class RecordHandle:
         self._expected = _after(self._expected, change.change, version)
         self.version = version
         self._known = [*self._known, *(message.id for message in change.appended)]
+        if self._known_set is not None:
+            self._known_set.update(message.id for message in change.appended)
 
     async def _write(self, change: _Change, life: object, journal: JournalAppend | None) -> int:
         """One store call: the save, and the journal's events with it when given (`save_and_append`)."""

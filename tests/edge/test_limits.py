@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ from adapter._limits import (
     MAX_ID_CHARS,
     STATE_DEPTH,
     bad_input_id,
+    body_depth_and_constants,
     body_depth_exceeds,
     depth_exceeds,
     id_problem,
@@ -385,6 +387,33 @@ def test_the_nesting_rule_holds_for_arrays_of_siblings_and_escapes(value: Any, l
     body = json.dumps(siblings, indent=1 if spaced else None).encode()
 
     assert body_depth_exceeds(body, limit) == depth_exceeds(siblings, limit)
+
+
+_CONSTANT_TEXT = st.lists(st.sampled_from(["[", '"', "\\", "N", "I", "NaN", "Infinity", "-Infinity"]), max_size=4)
+_WITH_CONSTANTS = st.recursive(
+    st.floats(allow_nan=True, allow_infinity=True) | _CONSTANT_TEXT.map("".join),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_CONSTANT_TEXT.map("".join), inner, max_size=3),
+    max_leaves=20,
+)
+
+
+def _non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return any(_non_finite(child) for child in children)
+
+
+@settings(max_examples=300)
+@given(value=_WITH_CONSTANTS, limit=st.integers(0, 4))
+def test_the_depth_scan_finds_nan_and_infinity_outside_strings_only(value: Any, limit: int) -> None:
+    """The edge's one scan of a long body: the nesting rule as alone, and a constant only where one is a value."""
+    body = json.dumps(value).encode()  # Python's json writes NaN, Infinity and -Infinity
+
+    too_deep, constants = body_depth_and_constants(body, limit)
+
+    assert too_deep == body_depth_exceeds(body, limit)
+    assert constants is None or constants == _non_finite(value)
 
 
 _ID_CHARS = st.sampled_from(["a", "\x00", "\x1f", "\x7f", "\x9f", "\xa0", "\ud800", "\udfff", "\U0001f600", "é"])

@@ -25,8 +25,9 @@ from adapter import Adapter, LimitExceeded
 
 # private on purpose: the one-pass reading of a stored thread, the kept parsed threads and the stored text are
 # what this suite checks, beside the model's view a backend is sent
-from adapter._thread._cache import KnownThread, ParsedThreads
-from adapter._thread._conversation import model_view
+from adapter._thread._cache import KnownThread, ParsedStore, ParsedThreads
+from adapter._thread._conversation import ids_held, model_view
+from adapter._thread._handle import RecordHandle
 from adapter._thread._record import message_text, parse_messages, stored_conversation, stored_message
 from adapter._types import wire_json
 from adapter.backends import Call, Rule, ScriptedBackend
@@ -240,6 +241,37 @@ async def test_a_thread_changed_by_another_replica_is_read_from_the_store() -> N
     seen = [m.id for m in ours.requests[-1].messages]
     assert seen[0] == first[0]["id"]
     assert [i for i in seen if i in {m["id"] for m in rewritten}] == [m["id"] for m in rewritten]
+
+
+async def test_the_ids_kept_with_a_parsed_thread_are_those_of_its_messages_after_every_save() -> None:
+    """Carried from save to save (each adds those of what it appends) once a run listed them."""
+    run = Scenario()
+    held, interrupt = await run.suspend()
+    await run.resume(held, interrupt)
+    later = [*held, *[wire_json(m) for m in (await run.stored_messages())[len(held) :]], user("go to invoices")]
+    await collect(run.adapter.run(RunAgentInput.model_validate(run_input(run.thread, later, tools=[NAVIGATE]))))
+
+    stored = await run.adapter.store.load(run.thread)
+    assert stored is not None
+    kept = run.adapter.config.parsed.named(run.thread, stored.head)
+    assert kept is not None and kept.held is not None  # listed by the resume's step, carried by the saves since
+    assert kept.held == ids_held(kept.messages)
+    assert len(kept.held[2]) == 4  # the prior turns' three answers and the resumed call's; the new call waits
+
+
+async def test_a_history_is_walked_past_the_loaded_record_only_where_it_is_that_very_record() -> None:
+    """A model step lists ids only past the loaded messages themselves; the client's equal copies are walked whole."""
+    run = Scenario()
+    await run.suspend()
+    handle = RecordHandle(ParsedStore(run.adapter.store, run.adapter.config.parsed), run.thread)
+    await handle.load()
+    loaded = handle.conversation()
+    new = _message.validate_python(user("next"))
+
+    assert handle.past_loaded([*loaded, new]) == [new]
+    copies = [message.model_copy() for message in loaded]
+    assert handle.past_loaded([*copies, new]) == [*copies, new]
+    assert handle.past_loaded(loaded[:-1]) == loaded[:-1]
 
 
 def test_parsed_threads_serve_only_the_state_a_head_names_and_stay_in_budget() -> None:
