@@ -473,7 +473,8 @@ class LiveRun:
                 await self._ready()
                 if not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
                     with contextlib.suppress(TimeoutError):  # let more gather: one append per interval at most
-                        await asyncio.wait_for(self._ended.wait(), FLUSH_INTERVAL)
+                        async with asyncio.timeout(FLUSH_INTERVAL):  # not `wait_for`: it starts a task per wait
+                            await self._ended.wait()
                 flushed = await self._flush(self.store)
                 if flushed is None:
                     return
@@ -497,7 +498,8 @@ class LiveRun:
         while self.flushed == len(self.entries) and not self.complete:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+                async with asyncio.timeout(POLL_INTERVAL):
+                    await self._wake.wait()
             except TimeoutError:
                 await self._poll()
 
