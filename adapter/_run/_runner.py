@@ -302,16 +302,18 @@ class Run:
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # cut before the end, unless said otherwise below
         try:
-            async for raw in await self._run(record, toolset):
-                event = self._sent(raw)
-                if isinstance(event, RunFinishedEvent):
-                    outcome = event.outcome.type if event.outcome is not None else "success"
-                if self.view.reads:  # the usual case: every event as it is, without a call per event
-                    yield event
-                    continue
-                shown = await self.view.shown(event, self.handle.record.open_turn)
-                if shown is not None:
-                    yield shown
+            # Closed here, not left to the collector: a generator dropped suspended costs the loop a task to close.
+            async with aclosing(await self._run(record, toolset)) as stream:
+                async for raw in stream:
+                    event = self._sent(raw)
+                    if isinstance(event, RunFinishedEvent):
+                        outcome = event.outcome.type if event.outcome is not None else "success"
+                    if self.view.reads:  # the usual case: every event as it is, without a call per event
+                        yield event
+                        continue
+                    shown = await self.view.shown(event, self.handle.record.open_turn)
+                    if shown is not None:
+                        yield shown
         except (GeneratorExit, asyncio.CancelledError):
             await self._leave()
             raise
@@ -357,7 +359,7 @@ class Run:
         details = {"details": exc.details} if exc.details is not None else None
         yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details, usage=token_usage(self.usage))
 
-    async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+    async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         """Pass the resume gate and load what the run needs; then its events, which `_events` reads directly.
 
         It returns the stream rather than yielding from it: one generator less for every event to pass through.
@@ -369,7 +371,7 @@ class Run:
             return _warned(passed, await self._gated(record, toolset))
         return await self._gated(record, toolset)
 
-    async def _gated(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+    async def _gated(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         """The resume gate's verdict on the input, and the stream it leads to."""
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)
         try:
@@ -408,7 +410,7 @@ class Run:
         elif self.tail is not None and isinstance(gate, Resume):
             await self.handle.load_same()
 
-    async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncIterator[BaseEvent]:
+    async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
         self.turn = Turn.resuming(gate, self.config.max_tool_calls)
         if self.stop.requested:  # stopped before it applied anything: it applies nothing, and the turn waits
             await self._open_alone()
@@ -437,11 +439,12 @@ class Run:
         for change in changes:
             yield change
         if settled.suspensions:
-            stream = self._suspend(history, state, settled.suspensions, [])
-        else:
-            stream = self._model_loop(history, state, toolset, settled.forward)
-        async for event in stream:
-            yield event
+            for event in await self._suspend(history, state, settled.suspensions, []):
+                yield event
+            return
+        async with aclosing(self._model_loop(history, state, toolset, settled.forward)) as stream:
+            async for event in stream:
+                yield event
 
     async def _apply(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         """Claim the turn, apply the answers and store the result.
@@ -558,7 +561,7 @@ class Run:
 
     async def _model_loop(
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
-    ) -> AsyncIterator[BaseEvent]:
+    ) -> AsyncGenerator[BaseEvent, None]:
         for _ in range(self.config.max_steps):
             if self.stop.requested:
                 async for event in self._stopped(history, []):
@@ -586,8 +589,7 @@ class Run:
                 # The step's pieces (its text as streamed, its id sets) are in the history now: not held while the
                 # ending waits for the store, where a burst of runs queues (docs/benchmarks.md, "Memory, round two").
                 del step
-                async for event in self._complete(RunFinishedSuccessOutcome(), history):
-                    yield event
+                yield await self._complete(RunFinishedSuccessOutcome(), history)
                 return
             done, suspensions = await self._dispatch(step, toolset, state, history)
             for message in done.results:
@@ -605,12 +607,11 @@ class Run:
                     yield event
                 return
             if suspensions:
-                async for event in self._suspend(history, state, suspensions, step.calls):
+                for event in await self._suspend(history, state, suspensions, step.calls):
                     yield event
                 return
         log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
-        async for event in self._complete(RunFinishedCancelledOutcome(), history):
-            yield event
+        yield await self._complete(RunFinishedCancelledOutcome(), history)
 
     def _open_step(self, history: list[Message], state: Any) -> Step:
         """A new model step, with its own copies of what the turn's earlier steps left.
@@ -751,15 +752,14 @@ class Run:
 
     async def _suspend(
         self, history: list[Message], state: Any, suspensions: list[Suspension], calls: list[ToolCall]
-    ) -> AsyncIterator[BaseEvent]:
+    ) -> list[BaseEvent]:
+        """Store the turn waiting for `suspensions`; its last events, as the peer reads them."""
         if all(s.outcome == "pending" for s in suspensions):
             # AG-UI's ordinary frontend-tool path: the run succeeds and the client answers in `messages`.
             waiting = [s.pending.call_id for s in suspensions]
             made = [c.id for c in calls if c.id in waiting]
             success = RunFinishedSuccessOutcome(pending_tool_call_ids=[*made, *(c for c in waiting if c not in made)])
-            async for event in self._complete(success, history):
-                yield event
-            return
+            return [await self._complete(success, history)]
         pending = [s.pending for s in suspensions]
         turn_id = self.turn.turn_id
         turn = OpenTurn(
@@ -796,10 +796,9 @@ class Run:
         telemetry.opened.add(len(pending))
         self.phase = Phase.SUSPENDED
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
-        for event in sent:
-            yield event
+        return sent
 
-    async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncIterator[BaseEvent]:
+    async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncGenerator[BaseEvent, None]:
         """End a stopped run, cancelled: each call it leaves without an answer is answered, once; nothing more runs.
 
         `waiting` names the calls of the last step that have no answer (run nor suspended); the calls the backend
@@ -816,8 +815,7 @@ class Run:
             yield result_event(message)
         self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
         recorded = _CLIENT_LEFT if self.stop.reason == codes.RUN_INTERRUPTED else None
-        async for event in self._complete(RunFinishedCancelledOutcome(), history, recorded, stopped=True):
-            yield event
+        yield await self._complete(RunFinishedCancelledOutcome(), history, recorded, stopped=True)
 
     def _stop_event(self, finished: RunFinishedEvent) -> BaseEvent:
         """How a stopped run ends: cancelled for a person's stop; a stop no person asked for says its code."""
@@ -827,7 +825,7 @@ class Run:
         said = _STOPPED_BY.get(reason, "The run was stopped; what it did is stored.")
         return RunErrorEvent(message=said, code=reason)
 
-    async def _replay(self, replay: Replay) -> AsyncIterator[BaseEvent]:
+    async def _replay(self, replay: Replay) -> AsyncGenerator[BaseEvent, None]:
         stored = replay.applied.outcome or {}
         if stored.get("type") == "error":
             yield RunErrorEvent(message=str(stored.get("message", "")), code=str(stored.get("code", "")))
@@ -841,8 +839,11 @@ class Run:
         recorded: dict[str, Any] | None = None,
         *,
         stopped: bool = False,
-    ) -> AsyncIterator[BaseEvent]:
-        """Store the finished conversation, tell the listeners, and end the run with its RUN_FINISHED.
+    ) -> BaseEvent:
+        """Store the finished conversation, tell the listeners; the run's RUN_FINISHED (or a stop's own ending).
+
+        A coroutine, not a generator: the stream's last event is yielded by the generator it ends, so no
+        generator is left suspended behind it when the stream is closed at its terminal event.
 
         A resumed run records `outcome` for replays of its resume, or `recorded` when given (a stop's own).
         A `stopped` run ends as its stop says (`_stop_event`).
@@ -859,7 +860,7 @@ class Run:
         self.phase = Phase.FINISHED
         done = TurnEventType.TURN_CANCELLED if outcome.type == "cancelled" else TurnEventType.TURN_COMPLETED
         await self._notify(done)
-        yield terminal
+        return terminal
 
     async def _store_ending(
         self, ending: list[BaseEvent], save: Callable[[JournalAppend | None], Awaitable[bool]]
@@ -958,7 +959,7 @@ _CUT: Any = object()
 """What `Run._stream` yields last when a stop cut its step short: never an event, never sent."""
 
 
-async def _warned(passed: tuple[str, ...], stream: AsyncIterator[BaseEvent]) -> AsyncIterator[BaseEvent]:
+async def _warned(passed: tuple[str, ...], stream: AsyncIterator[BaseEvent]) -> AsyncGenerator[BaseEvent, None]:
     """The run's events after a warning that names the resume entries it left out (AG-UI 1.1, unrecognised entry)."""
     ids = ", ".join(passed)
     message = f"resume entries left out, no such interrupt on this thread: {ids}"

@@ -599,7 +599,8 @@ class LiveRun:
                 if not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
                     with contextlib.suppress(TimeoutError):  # a burst gathers; appends start FLUSH_INTERVAL apart
                         wait = max(GATHER, began + FLUSH_INTERVAL - clock())
-                        await asyncio.wait_for(self._ended.wait(), wait)
+                        async with asyncio.timeout(wait):  # not `wait_for`: it starts a task per wait
+                            await self._ended.wait()
                 began = clock()
                 flushed = await self._flush(self.store)
                 if flushed is None:
@@ -624,7 +625,8 @@ class LiveRun:
         while self.flushed == len(self.entries) and not self.complete:
             self._wake.clear()
             try:
-                await asyncio.wait_for(self._wake.wait(), POLL_INTERVAL)
+                async with asyncio.timeout(POLL_INTERVAL):
+                    await self._wake.wait()
             except TimeoutError:
                 await self._poll()
 

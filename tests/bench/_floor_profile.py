@@ -28,6 +28,8 @@ import inspect
 import json
 import os
 import pstats
+import re
+import sqlite3
 import statistics
 import sys
 import tempfile
@@ -135,6 +137,51 @@ def counting_policy(calls: Calls) -> Callable[[str | None, str | None, Any], boo
 
 CALLS = Calls()
 """The one set of counters: the classes' wrappers are installed once per process."""
+
+_TABLE = re.compile(r"\bagui_\w+")
+
+
+@asynccontextmanager
+async def plumbing_counted(loop: asyncio.AbstractEventLoop, store: SQLiteStore) -> AsyncIterator[None]:
+    """Count, while on, the tasks the loop starts, its timers, its executor submissions and SQLite's statements.
+
+    Each with where it came from, as `Calls` counts: a task no adapter frame started is one the loop starts itself
+    (an async generator the collector finalizes, a callback). SQLite's statements are counted on the store's
+    worker thread (the connection's trace callback), by verb and table, without the profile's pause.
+    """
+    calls, factory = CALLS, loop.get_task_factory()
+    call_at, run_in_executor = loop.call_at, loop.run_in_executor
+
+    def task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
+        calls.record("asyncio task", ())
+        return factory(loop, coro, **kwargs) if factory is not None else asyncio.Task(coro, loop=loop, **kwargs)
+
+    def timer(when: float, callback: Any, *args: Any, **kwargs: Any) -> asyncio.TimerHandle:
+        calls.record("asyncio timer", ())
+        return call_at(when, callback, *args, **kwargs)
+
+    def submitted(executor: Any, function: Any, *args: Any) -> asyncio.Future[Any]:
+        calls.record("executor submission", ())
+        return run_in_executor(executor, function, *args)
+
+    def statement(sql: str) -> None:
+        if calls.on:
+            words = sql.split(maxsplit=2)
+            verb = " ".join(words[:2]) if words[:1] == ["BEGIN"] else words[0] if words else "?"
+            table = _TABLE.search(sql)
+            calls.counts[(f"SQL {verb} {table.group() if table else ''}".rstrip(), "(the store's thread)")] += 1
+
+    connection: sqlite3.Connection = await store._call("the profile's look", store._connect)
+    await run_in_executor(store._executor, connection.set_trace_callback, statement)  # the connection's thread
+    loop.set_task_factory(task)
+    loop.call_at = timer  # type: ignore[method-assign,assignment]
+    loop.run_in_executor = submitted  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        loop.set_task_factory(factory)
+        del loop.call_at, loop.run_in_executor  # the class's own again
+        await run_in_executor(store._executor, connection.set_trace_callback, None)
 
 
 def instrument(store: SQLiteStore) -> None:
@@ -463,8 +510,9 @@ async def measure(name: str, iteration: Iteration, runs: int, unit: int, directo
         loop_profile, worker_profile = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
         profiled = Probe((loop_profile, worker_profile, test_bed.store._executor))
         CALLS.counts = Counter()
-        for _ in range(runs):
-            await iteration(test_bed, profiled)
+        async with plumbing_counted(asyncio.get_running_loop(), test_bed.store):
+            for _ in range(runs):
+                await iteration(test_bed, profiled)
     finally:
         await test_bed.adapter.aclose()
     stats = pstats.Stats(loop_profile)
@@ -497,6 +545,11 @@ def report(result: Result) -> None:
         for g in range(3)
     )
     print(f"the garbage collector per unit (unprofiled): {collected}")
+    totals: Counter[str] = Counter()
+    for (name, _), count in result.counts.items():
+        totals["SQL statements" if name.startswith("SQL ") else name] += count
+    plumbing = ("asyncio task", "asyncio timer", "executor submission", "SQL statements")
+    print("plumbing per unit (profiled pass): " + ", ".join(f"{result.per(totals[n]):.2f} {n}" for n in plumbing))
     print("exact calls per unit (where from: innermost adapter frame first):")
     for (name, where), count in sorted(result.counts.items(), key=lambda item: (item[0][0], -item[1])):
         print(f"  {result.per(count):>7.2f}  {name:<28} {where}")

@@ -10,7 +10,8 @@ drives `_floor_profile`'s workload on the ASGI app directly (no socket, no HTTP 
 `bench_floor.py --profile`), so a change of a few percent of the engine's own work is not lost in what the HTTP
 benchmarks add around it. A round is `--units` units on each side in turn, each side's figure the median CPU of a
 unit (every thread of its process); after one round to warm up, the medians of `--rounds` rounds, and the spread
-of the rounds' after/before ratios (25th to 75th percentile).
+of the rounds' after/before ratios (25th, 50th and 75th percentile: on a loaded machine the paired median is the
+steadier figure, each round's two sides having run under the same load).
 """
 
 from __future__ import annotations
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     ratios = statistics.quantiles([a / b for a, b in zip(figures["after"], figures["before"], strict=True)], n=4)
     print(
         f"{args.workload}: after {after:.3f} ms, before {before:.3f} ms CPU per unit: {after / before:.3f}x "
-        f"(rounds {ratios[0]:.3f}-{ratios[2]:.3f}); load average {os.getloadavg()[0]:.2f}"
+        f"(rounds {ratios[0]:.3f}-{ratios[2]:.3f}, median {ratios[1]:.3f}); load average {os.getloadavg()[0]:.2f}"
     )
     return 0
 
