@@ -318,6 +318,8 @@ class LiveRun:
         """
         if self.stop is not None:
             self.stop.request(reason=reason)
+            if self.driver is None:  # never read ("stop"): it starts only to end at its first safe point
+                self.start()
         elif self.driver is not None and not self.driver.done():
             self.driver.cancel()
 
@@ -331,7 +333,8 @@ class LiveRun:
         """Not ended, and no one reads it (a reattach reads it again).
 
         Its origin left, or never read: a `RunEvents` dropped unread. With `on_disconnect="continue"` such a run
-        goes on; with "stop" it waits, never started, for a reader (or the adapter's drain: `Journals.wait_over`).
+        goes on; with "stop" it waits, never started, for a reader, a stop (`halt`: it then starts, to end at its
+        first safe point) or the adapter's drain (`Journals.wait_over`).
         """
         return not self.complete and self.readers == 0
 

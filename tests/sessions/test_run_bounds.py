@@ -185,6 +185,24 @@ async def test_a_run_dropped_unread_with_stop_starts_when_a_reattached_reader_re
     await adapter.aclose()
 
 
+async def test_a_run_dropped_unread_with_stop_ends_when_it_is_stopped_without_waiting_for_a_reader() -> None:
+    """A stop of a run never read ends it at its first safe point: nothing asked of the model, nothing left running."""
+    backend = ScriptedBackend([Rule("go", reply="Done.")])
+    adapter = Adapter(backend, store=MemoryStore(), on_disconnect="stop")
+    await adapter.start(opening("t1"))  # dropped unread
+
+    assert await adapter.stop_run("t1", "r-t1") is True
+    async with asyncio.timeout(BOUND):  # a bound: the run lets go once its journal's end is written
+        while adapter.journals.running:
+            await asyncio.sleep(0.01)
+    ended = await journaled(adapter, "t1")  # read after it let go: this reader starts nothing
+
+    assert ended[0] == ("RUN_STARTED", None)
+    assert ended[-1][0] in {"RUN_FINISHED", "RUN_ERROR"}
+    assert not backend.requests
+    await adapter.aclose()
+
+
 async def journaled(adapter: Adapter, thread_id: str) -> list[tuple[str, str | None]]:
     """The type and code of each of the run's journaled events, read to its end."""
     journal = await adapter.run_events(thread_id, f"r-{thread_id}")
