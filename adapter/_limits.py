@@ -53,6 +53,7 @@ _NOT_MARKS_OR_ESCAPES: Final = {
     others: bytes(byte for byte in others if byte not in _ESCAPED) for others in (_NOT_MARKS, _NOT_MARKS_OR_CONSTANTS)
 }
 """For each `others`, what the first pass drops: it keeps each escape whole, so that the escapes can go next."""
+_SPENT_ESCAPE: Final = b"  "  # what an escape is overwritten with: two bytes that every `others` drops
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
 _AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
 _DIP_PASSES: Final = 3
@@ -100,15 +101,18 @@ def _brackets_outside_strings(body: bytes, others: bytes = _NOT_MARKS) -> bytes:
 
     The bytes that can be neither a mark nor part of an escape go first, in one C loop that shrinks the
     body several times over (a backslash and the byte after it stay next to each other: in JSON that
-    byte is one of `_ESCAPED`). Escaped backslashes, then escaped quotes, go next, so every quote left
-    delimits a string; all but quotes and brackets (the bytes of `others`) go next; then a pair of
-    adjacent quotes (an empty string, or the end of one and the start of the next) goes, which leaves
-    every bracket inside or outside as it was; what is between the odd and the next even quote is
-    inside. On text that is not JSON the measure may differ from a parser's only after the point where
-    the parser stops (an escape JSON has not, or a backslash outside a string, is such a point).
+    byte is one of `_ESCAPED`). Escaped backslashes, then escaped quotes, go next (each overwritten in
+    place by two bytes the next pass drops, which copies the text once rather than counting, then
+    joining), so every quote left delimits a string; all but quotes and brackets (the bytes of
+    `others`) go next; then a pair of adjacent quotes (an empty string, or the end of one and the start
+    of the next) goes, which leaves every bracket inside or outside as it was; what is between the odd
+    and the next even quote is inside. On text that is not JSON the measure may differ from a parser's
+    only after the point where the parser stops (an escape JSON has not, or a backslash outside a
+    string, is such a point).
     """
     marks = body.translate(None, _NOT_MARKS_OR_ESCAPES[others])
-    marks = marks.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, others).replace(b'""', b"")
+    marks = marks.replace(b"\\\\", _SPENT_ESCAPE).replace(b'\\"', _SPENT_ESCAPE)
+    marks = marks.translate(None, others).replace(b'""', b"")
     return b"".join(marks.split(b'"')[::2])
 
 
