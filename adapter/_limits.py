@@ -7,6 +7,7 @@
     id_problem    why a string cannot be an id that every store keeps, or None
     bad_input_id  the first id of a run input that breaks that rule (all checked at once), or None
     repeated_message_id   the first message of a run input whose id an earlier one has, or None
+    ids_hold      whether a run input breaks neither id rule: the common case, both answered in one listing
     check_run_input / check_id   the rules on what the Python API is given, as `LimitExceeded`
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
@@ -19,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import attrgetter
 from typing import Any, Final
 
@@ -179,7 +180,7 @@ def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
         if value in _DOT_SEGMENTS:
             return pointer, "is a dot segment (. or ..), which no URL path can carry"
     values = input_id_values(run_input)
-    if max(map(len, values)) <= MAX_ID_CHARS and _UNKEEPABLE.search("".join(values)) is None:
+    if max(map(len, values)) <= MAX_ID_CHARS and _keepable("".join(values)):
         return None
     for pointer, value in input_ids(run_input):
         problem = id_problem(value)
@@ -203,19 +204,40 @@ def repeated_message_id(run_input: RunAgentInput) -> tuple[str, str] | None:
     return None
 
 
-def input_id_values(run_input: RunAgentInput) -> list[str]:
-    """The values `_id_sites` gives, in its order, without their pointers: built per message of a long history.
+def ids_hold(run_input: RunAgentInput) -> bool:
+    """Whether `run_input` breaks neither `bad_input_id`'s rule nor `repeated_message_id`'s: the common case.
 
-    Each message's class is looked up (`message_kind`), not tested with `isinstance`, which goes through the
-    pydantic metaclass's check, and its fields are read by `attrgetter`s, in C (a `cast` is a Python call per
-    message); tests/protocol/test_input_ids.py holds the two lists equal for any input.
+    The message ids are read once, for their set and with the other ids; when either rule may be broken, the two
+    functions walk the input again for the first pointer.
+    """
+    if run_input.thread_id in _DOT_SEGMENTS or run_input.run_id in _DOT_SEGMENTS:
+        return False
+    message_ids = list(map(_ID, run_input.messages))
+    if len(set(message_ids)) != len(message_ids):
+        return False
+    values = input_id_values(run_input, message_ids)
+    return max(map(len, values)) <= MAX_ID_CHARS and _keepable("".join(values))
+
+
+def _keepable(text: str) -> bool:
+    """Whether `text` has no character `id_problem` refuses: ASCII text by `isprintable`, which refuses just those."""
+    return text.isprintable() if text.isascii() else _UNKEEPABLE.search(text) is None
+
+
+def input_id_values(run_input: RunAgentInput, message_ids: Iterable[str] | None = None) -> list[str]:
+    """The values `_id_sites` gives, without their pointers (the messages' own ids together): per message, in C.
+
+    `message_ids` are the messages' ids when the caller read them already. Each message's class is looked up
+    (`message_kind`), not tested with `isinstance`, which goes through the pydantic metaclass's check, and its
+    fields are read by `attrgetter`s, in C (a `cast` is a Python call per message); tests/protocol/test_input_ids.py
+    holds the two listings to the same values for any input.
     """
     values = [run_input.thread_id, run_input.run_id]
     if run_input.parent_run_id is not None:
         values.append(run_input.parent_run_id)
+    values += map(_ID, run_input.messages) if message_ids is None else message_ids
     kinds, add = KIND_BY_CLASS, values.append
     for message in run_input.messages:
-        add(message.id)
         kind = kinds.get(message.__class__) or message_kind(message)
         if kind is ToolMessage:
             add(_CALL_ID(message))
@@ -253,10 +275,11 @@ def check_run_input(run_input: RunAgentInput) -> None:
         LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), 422 `DUPLICATE_MESSAGE_ID`, or 422
             `INPUT_TOO_DEEP`.
     """
-    bad = bad_input_id(run_input)
+    held = ids_hold(run_input)  # the common case at once; else each rule finds its first pointer
+    bad = None if held else bad_input_id(run_input)
     if bad is not None:
         raise LimitExceeded(f"The id at {bad[0]} {bad[1]}.", code=codes.INVALID_ID, status_code=422)
-    repeated = repeated_message_id(run_input)
+    repeated = None if held else repeated_message_id(run_input)
     if repeated is not None:
         message = f"The message at {repeated[0]} {repeated[1]}."
         raise LimitExceeded(message, code=codes.DUPLICATE_MESSAGE_ID, status_code=422)

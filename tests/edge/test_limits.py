@@ -41,7 +41,9 @@ from adapter._limits import (
     body_depth_exceeds,
     depth_exceeds,
     id_problem,
+    ids_hold,
     input_ids,
+    repeated_message_id,
 )
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredMessage, ThreadChange, TurnStore
@@ -461,6 +463,21 @@ def test_the_ids_checked_at_once_give_the_first_bad_id_the_rule_gives(ids: list[
     walked = next(((p, id_problem(v)) for p, v in input_ids(checked) if id_problem(v) is not None), None)
 
     assert bad_input_id(checked) == walked
+
+
+@settings(max_examples=300)
+@given(
+    ids=st.lists(st.text(_ID_CHARS, max_size=3) | st.integers(255, 257).map(lambda n: "a" * n), max_size=6),
+    thread_id=st.sampled_from(["t", ".", "..", "t\x00"]),
+)
+def test_the_ids_held_at_once_agree_with_both_rules_walked(ids: list[str], thread_id: str) -> None:
+    """`ids_hold`, one listing for both id rules, against each rule's own walk: ids that repeat, break or both."""
+    messages: list[Message] = [ToolMessage(id=value, tool_call_id=f"c{value}", content="x") for value in ids]
+    checked = RunAgentInput.model_construct(
+        thread_id=thread_id, run_id="r", parent_run_id=None, messages=messages, resume=None
+    )
+
+    assert ids_hold(checked) == (bad_input_id(checked) is None and repeated_message_id(checked) is None)
 
 
 def test_the_depth_rule_leaves_room_inside_pydantic() -> None:
