@@ -7,6 +7,7 @@
     id_problem    why a string cannot be an id that every store keeps, or None
     bad_input_id  the first id of a run input that breaks that rule (all checked at once), or None
     repeated_message_id   the first message of a run input whose id an earlier one has, or None
+    ids_hold      whether a run input breaks neither id rule: the common case, both answered in one listing
     check_run_input / check_id   the rules on what the Python API is given, as `LimitExceeded`
 
 Both rules exist because something downstream breaks past them: pydantic's serializer gives up near
@@ -19,7 +20,7 @@ from __future__ import annotations
 import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from operator import attrgetter
 from typing import Any, Final
 
@@ -48,6 +49,12 @@ _UNKEEPABLE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # control
 _NOT_MARKS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"')
 _NOT_MARKS_OR_CONSTANTS: Final = bytes(byte for byte in range(256) if byte not in b'[]{}"NI')
 """Outside its strings, JSON text has an `N` or an `I` only in a `NaN` or an `Infinity`, which pydantic takes."""
+_ESCAPED: Final = b'"\\/bfnrtu'  # what may follow a backslash in JSON text
+_NOT_MARKS_OR_ESCAPES: Final = {
+    others: bytes(byte for byte in others if byte not in _ESCAPED) for others in (_NOT_MARKS, _NOT_MARKS_OR_CONSTANTS)
+}
+"""For each `others`, what the first pass drops: it keeps each escape whole, so that the escapes can go next."""
+_SPENT_ESCAPE: Final = b"  "  # what an escape is overwritten with: two bytes that every `others` drops
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
 _AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
 _DIP_PASSES: Final = 3
@@ -93,13 +100,20 @@ def _deepest(brackets: bytes) -> int:
 def _brackets_outside_strings(body: bytes, others: bytes = _NOT_MARKS) -> bytes:
     """The brackets of JSON text `body` that are not inside a string, in order (and what `others` does not name).
 
-    Escaped backslashes, then escaped quotes, go first, so every quote left delimits a string; all
-    but quotes and brackets (the bytes of `others`) go next; then a pair of adjacent quotes (an empty
-    string, or the end of one and the start of the next) goes, which leaves every bracket inside or
-    outside as it was; what is between the odd and the next even quote is inside. On text that is not
-    JSON the measure may differ from a parser's only after the point where the parser stops.
+    The bytes that can be neither a mark nor part of an escape go first, in one C loop that shrinks the
+    body several times over (a backslash and the byte after it stay next to each other: in JSON that
+    byte is one of `_ESCAPED`). Escaped backslashes, then escaped quotes, go next (each overwritten in
+    place by two bytes the next pass drops, which copies the text once rather than counting, then
+    joining), so every quote left delimits a string; all but quotes and brackets (the bytes of
+    `others`) go next; then a pair of adjacent quotes (an empty string, or the end of one and the start
+    of the next) goes, which leaves every bracket inside or outside as it was; what is between the odd
+    and the next even quote is inside. On text that is not JSON the measure may differ from a parser's
+    only after the point where the parser stops (an escape JSON has not, or a backslash outside a
+    string, is such a point).
     """
-    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, others).replace(b'""', b"")
+    marks = body.translate(None, _NOT_MARKS_OR_ESCAPES[others])
+    marks = marks.replace(b"\\\\", _SPENT_ESCAPE).replace(b'\\"', _SPENT_ESCAPE)
+    marks = marks.translate(None, others).replace(b'""', b"")
     return b"".join(marks.split(b'"')[::2])
 
 
@@ -166,7 +180,7 @@ def bad_input_id(run_input: RunAgentInput) -> tuple[str, str] | None:
         if value in _DOT_SEGMENTS:
             return pointer, "is a dot segment (. or ..), which no URL path can carry"
     values = input_id_values(run_input)
-    if max(map(len, values)) <= MAX_ID_CHARS and _UNKEEPABLE.search("".join(values)) is None:
+    if max(map(len, values)) <= MAX_ID_CHARS and _keepable("".join(values)):
         return None
     for pointer, value in input_ids(run_input):
         problem = id_problem(value)
@@ -190,19 +204,40 @@ def repeated_message_id(run_input: RunAgentInput) -> tuple[str, str] | None:
     return None
 
 
-def input_id_values(run_input: RunAgentInput) -> list[str]:
-    """The values `_id_sites` gives, in its order, without their pointers: built per message of a long history.
+def ids_hold(run_input: RunAgentInput) -> bool:
+    """Whether `run_input` breaks neither `bad_input_id`'s rule nor `repeated_message_id`'s: the common case.
 
-    Each message's class is looked up (`message_kind`), not tested with `isinstance`, which goes through the
-    pydantic metaclass's check, and its fields are read by `attrgetter`s, in C (a `cast` is a Python call per
-    message); tests/protocol/test_input_ids.py holds the two lists equal for any input.
+    The message ids are read once, for their set and with the other ids; when either rule may be broken, the two
+    functions walk the input again for the first pointer.
+    """
+    if run_input.thread_id in _DOT_SEGMENTS or run_input.run_id in _DOT_SEGMENTS:
+        return False
+    message_ids = list(map(_ID, run_input.messages))
+    if len(set(message_ids)) != len(message_ids):
+        return False
+    values = input_id_values(run_input, message_ids)
+    return max(map(len, values)) <= MAX_ID_CHARS and _keepable("".join(values))
+
+
+def _keepable(text: str) -> bool:
+    """Whether `text` has no character `id_problem` refuses: ASCII text by `isprintable`, which refuses just those."""
+    return text.isprintable() if text.isascii() else _UNKEEPABLE.search(text) is None
+
+
+def input_id_values(run_input: RunAgentInput, message_ids: Iterable[str] | None = None) -> list[str]:
+    """The values `_id_sites` gives, without their pointers (the messages' own ids together): per message, in C.
+
+    `message_ids` are the messages' ids when the caller read them already. Each message's class is looked up
+    (`message_kind`), not tested with `isinstance`, which goes through the pydantic metaclass's check, and its
+    fields are read by `attrgetter`s, in C (a `cast` is a Python call per message); tests/protocol/test_input_ids.py
+    holds the two listings to the same values for any input.
     """
     values = [run_input.thread_id, run_input.run_id]
     if run_input.parent_run_id is not None:
         values.append(run_input.parent_run_id)
+    values += map(_ID, run_input.messages) if message_ids is None else message_ids
     kinds, add = KIND_BY_CLASS, values.append
     for message in run_input.messages:
-        add(message.id)
         kind = kinds.get(message.__class__) or message_kind(message)
         if kind is ToolMessage:
             add(_CALL_ID(message))
@@ -240,10 +275,11 @@ def check_run_input(run_input: RunAgentInput) -> None:
         LimitExceeded: 422 `INVALID_ID` (the id's pointer in the message), 422 `DUPLICATE_MESSAGE_ID`, or 422
             `INPUT_TOO_DEEP`.
     """
-    bad = bad_input_id(run_input)
+    held = ids_hold(run_input)  # the common case at once; else each rule finds its first pointer
+    bad = None if held else bad_input_id(run_input)
     if bad is not None:
         raise LimitExceeded(f"The id at {bad[0]} {bad[1]}.", code=codes.INVALID_ID, status_code=422)
-    repeated = repeated_message_id(run_input)
+    repeated = None if held else repeated_message_id(run_input)
     if repeated is not None:
         message = f"The message at {repeated[0]} {repeated[1]}."
         raise LimitExceeded(message, code=codes.DUPLICATE_MESSAGE_ID, status_code=422)

@@ -31,6 +31,7 @@ from adapter._limits import (
     bad_input_id,
     body_depth_and_constants,
     body_depth_exceeds,
+    ids_hold,
     repeated_message_id,
 )
 from adapter._types import JSON
@@ -128,12 +129,13 @@ def check_limits(run_input: RunAgentInput) -> None:
     Raises:
         InputRejected: 422 `INVALID_ID` or `DUPLICATE_MESSAGE_ID`, with the id's pointer in `details`.
     """
-    bad = bad_input_id(run_input)
+    held = ids_hold(run_input)  # the common case at once; else each rule finds its first pointer
+    bad = None if held else bad_input_id(run_input)
     if bad is not None:
         pointer, problem = bad
         detail: JSON = {"pointer": pointer, "msg": f"the id {problem}"}
         raise InputRejected(422, codes.INVALID_ID, f"The id at {pointer} {problem}.", [detail])
-    repeated = repeated_message_id(run_input)
+    repeated = None if held else repeated_message_id(run_input)
     if repeated is not None:
         pointer, problem = repeated
         detail = {"pointer": pointer, "msg": f"the id {problem}"}

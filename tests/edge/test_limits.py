@@ -27,17 +27,23 @@ import schema_tools
 from adapter import Adapter, LimitExceeded, Limits
 from adapter import tool as adapter_tool
 
-# Private on purpose: each limit's value, so the tests sit just inside and just past it.
+# Private on purpose: each limit's value, so the tests sit just inside and just past it; the byte scan's
+# first pass and what it keeps, held equal to the scan before it.
 from adapter._limits import (
+    _NOT_MARKS,
+    _NOT_MARKS_OR_CONSTANTS,
     MAX_DEPTH,
     MAX_ID_CHARS,
     STATE_DEPTH,
+    _brackets_outside_strings,
     bad_input_id,
     body_depth_and_constants,
     body_depth_exceeds,
     depth_exceeds,
     id_problem,
+    ids_hold,
     input_ids,
+    repeated_message_id,
 )
 from adapter.backends import BackendItem, Call, ModelRequest, Rule, ScriptedBackend, TextDelta, ToolCall
 from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, StoredMessage, ThreadChange, TurnStore
@@ -389,6 +395,33 @@ def test_the_nesting_rule_holds_for_arrays_of_siblings_and_escapes(value: Any, l
     assert body_depth_exceeds(body, limit) == depth_exceeds(siblings, limit)
 
 
+_ESCAPING_TEXT = st.text(st.sampled_from('[]{}"\\/bfnrtuNI\n\t\x01\x7f\u00e9\u2028\U0001f600'), max_size=6)
+_ESCAPING_JSON = st.recursive(
+    st.none() | st.floats() | _ESCAPING_TEXT,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_ESCAPING_TEXT, inner, max_size=3),
+    max_leaves=30,
+)
+
+
+def _brackets_before_the_first_pass(body: bytes, others: bytes) -> bytes:
+    """`_brackets_outside_strings` as it was before its first pass (which keeps escapes whole) was added."""
+    marks = body.replace(b"\\\\", b"").replace(b'\\"', b"").translate(None, others).replace(b'""', b"")
+    return b"".join(marks.split(b'"')[::2])
+
+
+@settings(max_examples=300)
+@given(value=_ESCAPING_JSON, limit=st.integers(0, 8), ascii_only=st.booleans(), constants=st.booleans())
+def test_the_scan_that_drops_what_no_escape_holds_first_agrees_with_the_scan_before(
+    value: Any, limit: int, ascii_only: bool, constants: bool
+) -> None:
+    """Every escape JSON writes (`\\n`, `\\u0001`, `\\"`, `\\\\`, non-ASCII as `\\u`) next to quotes and brackets."""
+    body = json.dumps(value, ensure_ascii=ascii_only).encode()
+    others = _NOT_MARKS_OR_CONSTANTS if constants else _NOT_MARKS
+
+    assert _brackets_outside_strings(body, others) == _brackets_before_the_first_pass(body, others)
+    assert body_depth_exceeds(body, limit) == depth_exceeds(value, limit)
+
+
 _CONSTANT_TEXT = st.lists(st.sampled_from(["[", '"', "\\", "N", "I", "NaN", "Infinity", "-Infinity"]), max_size=4)
 _WITH_CONSTANTS = st.recursive(
     st.floats(allow_nan=True, allow_infinity=True) | _CONSTANT_TEXT.map("".join),
@@ -430,6 +463,21 @@ def test_the_ids_checked_at_once_give_the_first_bad_id_the_rule_gives(ids: list[
     walked = next(((p, id_problem(v)) for p, v in input_ids(checked) if id_problem(v) is not None), None)
 
     assert bad_input_id(checked) == walked
+
+
+@settings(max_examples=300)
+@given(
+    ids=st.lists(st.text(_ID_CHARS, max_size=3) | st.integers(255, 257).map(lambda n: "a" * n), max_size=6),
+    thread_id=st.sampled_from(["t", ".", "..", "t\x00"]),
+)
+def test_the_ids_held_at_once_agree_with_both_rules_walked(ids: list[str], thread_id: str) -> None:
+    """`ids_hold`, one listing for both id rules, against each rule's own walk: ids that repeat, break or both."""
+    messages: list[Message] = [ToolMessage(id=value, tool_call_id=f"c{value}", content="x") for value in ids]
+    checked = RunAgentInput.model_construct(
+        thread_id=thread_id, run_id="r", parent_run_id=None, messages=messages, resume=None
+    )
+
+    assert ids_hold(checked) == (bad_input_id(checked) is None and repeated_message_id(checked) is None)
 
 
 def test_the_depth_rule_leaves_room_inside_pydantic() -> None:

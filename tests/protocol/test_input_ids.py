@@ -1,6 +1,7 @@
 """The ids a run input carries, listed two ways: with their pointers (`_id_sites`) and, per message of a long
 history, without (`input_id_values`). The property: for any input the protocol's models accept, the two lists
-hold the same values in the same order, so the check at once and the walk for the pointer judge the same ids.
+hold the same values (the second lists the messages' own ids together), so the check at once and the walk for the
+pointer judge the same ids.
 """
 
 from __future__ import annotations
@@ -16,4 +17,4 @@ from adapter._limits import input_id_values, input_ids
 @settings(max_examples=200)
 @given(instances(RunAgentInput))
 def test_the_ids_listed_without_pointers_are_the_ids_listed_with_them(run_input: RunAgentInput) -> None:
-    assert input_id_values(run_input) == [value for _, value in input_ids(run_input)]
+    assert sorted(input_id_values(run_input)) == sorted(value for _, value in input_ids(run_input))
