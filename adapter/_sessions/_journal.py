@@ -53,7 +53,7 @@ from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAUL
 from adapter._run._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable, TurnStore
-from adapter.stores._protocol import keeps_journals
+from adapter.stores._protocol import journal_events, keeps_journals
 
 log = logging.getLogger("adapter.journal")
 
@@ -139,14 +139,7 @@ class Batch:
     @property
     def events(self) -> list[JournalEvent]:
         """The events, each with its seq (a Python reader's: `Adapter.run_events`)."""
-        return numbered(self.texts, self.first)
-
-
-def numbered(texts: Sequence[str], first: int) -> list[JournalEvent]:
-    """`texts` as journal events, the first numbered `first` (0: every one 0, outside the journal)."""
-    if not first:
-        return [JournalEvent(0, text) for text in texts]
-    return [JournalEvent(seq, text) for seq, text in enumerate(texts, first)]
+        return journal_events(self.texts, self.first)
 
 
 class Listener(Protocol):
@@ -452,7 +445,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._sealed = (ending, texts)
-        return JournalAppend(self.journal, numbered([*self.entries[start:], *texts], start + 1), ended=True)
+        return JournalAppend(self.journal, journal_events([*self.entries[start:], *texts], start + 1), ended=True)
 
     def unseal(self, stored: bool | None) -> None:
         """The run's last save is done: its batch `stored` (True: the ending goes to the readers now), or not.
@@ -485,7 +478,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._opening = len(self._unopened)
-        return JournalAppend(self.journal, numbered([text for _, text in self._unopened], 1))
+        return JournalAppend(self.journal, journal_events([text for _, text in self._unopened], 1))
 
     def opened(self, stored: bool | None) -> None:
         """The claim that carried `opening`'s batch is done: stored (True: its events go to the readers now), or not.
@@ -655,7 +648,7 @@ class LiveRun:
         start = self.flushed
         if start == len(self.entries):
             return True  # a sealed ending took them, with the run's last save
-        batch = numbered(self.entries[start : start + MAX_BATCH], start + 1)
+        batch = journal_events(self.entries[start : start + MAX_BATCH], start + 1)
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
             stop = await store.append_events(self.thread_id, self.journal, batch, ended=ended)
