@@ -187,7 +187,8 @@ class LiveRun:
         journal: The run's journal in the store (`journal_name`); the run id when not given.
         incarnation: The life of the thread the run belongs to.
         principal: Who started the run (their detached runs are bounded: `JournalLimits.max_detached`).
-        events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
+        events: The started run's events in runs (lists: `Run.start`), from RUN_STARTED on; closed whatever ends the
+            run.
         stop: The run's stop signal, raised by a stop request found in the store; None for a handler's own run,
             which knows no stop signal: stopping it cancels it where it waits.
         store: Where the journal is written; None for a run that is not journaled.
@@ -204,7 +205,7 @@ class LiveRun:
     def __init__(
         self,
         key: tuple[str, str],
-        events: AsyncIterator[BaseEvent],
+        events: AsyncIterator[list[BaseEvent]],
         *,
         journal: str | None = None,
         incarnation: str | None = None,
@@ -368,25 +369,29 @@ class LiveRun:
         self.failure = exc
         self._append(INTERNAL)
 
-    async def _pull(self, events: AsyncIterator[BaseEvent]) -> bool:
-        """Number and keep each event up to the terminal one; False if the events ran out first."""
+    async def _pull(self, events: AsyncIterator[list[BaseEvent]]) -> bool:
+        """Number and keep each event up to the terminal one; False if the events ran out first.
+
+        The run's events come in runs, each walked in a plain loop: one generator step a run, not one an event.
+        """
         limits = self.limits
-        async for event in events:
-            if self.complete:  # the ending went to the store with the run's last save, and to its readers (`seal`)
-                if event.type in TERMINAL:
+        async for run in events:
+            for event in run:
+                if self.complete:  # the ending went to the store with the run's last save, and to its readers (`seal`)
+                    if event.type in TERMINAL:
+                        return True
+                    continue
+                # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
+                text = event_json(event)
+                last = event.type in TERMINAL
+                counted = not last and event.type not in RESTATED
+                if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                    log.warning("run %s passed its journal's limit; stopping it", self.run_id)
+                    self._append(over_limit(limits))
                     return True
-                continue
-            # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
-            text = event_json(event)
-            last = event.type in TERMINAL
-            counted = not last and event.type not in RESTATED
-            if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
-                log.warning("run %s passed its journal's limit; stopping it", self.run_id)
-                self._append(over_limit(limits))
-                return True
-            self._append(event, text)
-            if last:
-                return True
+                self._append(event, text)
+                if last:
+                    return True
         return False
 
     def _append(self, event: BaseEvent, text: str | None = None) -> None:
@@ -843,7 +848,7 @@ class Journals:
         self,
         thread_id: str,
         run_id: str,
-        events: AsyncIterator[BaseEvent],
+        events: AsyncIterator[list[BaseEvent]],
         stop: StopSignal,
         *,
         incarnation: str | None = None,
@@ -866,7 +871,8 @@ class Journals:
             InputRejected: 409 `RUN_ID_REUSED` when the run id started `MAX_ATTEMPTS` runs in this life already;
                 the run's events are closed, and nothing of it ran.
         """
-        first = await anext(aiter(events), None)
+        head = await anext(aiter(events), None)
+        first = head[0] if head else None  # RUN_STARTED, a run of its own (`Run.start`)
         journal: str | None = None
         opened = True
         if first is not None and self.store is not None:
@@ -1046,7 +1052,7 @@ def _stopping() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _close(events: AsyncIterator[BaseEvent]) -> None:
+async def _close(events: AsyncIterator[list[BaseEvent]]) -> None:
     # Closing runs the run's `finally` blocks now, in the task that iterated it, not at GC time.
     aclose: Callable[[], Any] | None = getattr(events, "aclose", None)
     if aclose is None:
