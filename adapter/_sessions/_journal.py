@@ -858,9 +858,10 @@ class Journals:
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
-        Its first event (RUN_STARTED, which comes before any of its work) is written to the store before the
-        run is read (by `opens` when given: the save that creates the thread carries it), so the journal exists
-        on every replica before any client could ask for it. `binds` is given the `LiveRun` before it is driven:
+        Its events come in runs (`Run.start`), the first RUN_STARTED alone. That event, which comes before any of its
+        work, is written to the store before the run is read (by `opens` when given: the save that creates the
+        thread carries it), so the journal exists on every replica before any client could ask for it. `binds` is
+        given the `LiveRun` before it is driven:
         the run's last save then carries the journal's last batch (`LiveRun.seal`). A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
