@@ -211,6 +211,8 @@ class Run:
         """Whether the peer reads what AG-UI 1.1 adds; else its events go without it (`adapter._compat`)."""
         self.unversioned = run_input.protocol_version is None
         """The peer is older than AG-UI 1.0 (its input names no version): its events are downgraded (`_compat`)."""
+        self.as_made = self.speaks_1_1 and not self.unversioned
+        """The peer reads every event as the run made it (`_sent` changes none): the usual case."""
         self.journal: EndingJournal | None = None
         """The run's journal, as this replica drives it (`bind_journal`): the run's last save carries its last batch."""
         self.stop = StopSignal()
@@ -224,8 +226,12 @@ class Run:
         """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
         return await self.config.access.allows(self.principal, owner, "run")
 
-    async def start(self) -> AsyncGenerator[BaseEvent, None]:
+    async def start(self) -> AsyncGenerator[list[BaseEvent], None]:
         """Read the thread, authorize the input and build the run's tools; then the run's events, not yet started.
+
+        The events come in runs (lists), RUN_STARTED alone first: the journal's reader takes each run in a plain loop,
+        not one generator step per event through each of the run's layers (docs/benchmarks.md, "The stream, round
+        three").
 
         Everything that can refuse the run happens here, before any event; the events then go from
         RUN_STARTED to exactly one terminal event, and fail only after RUN_STARTED.
@@ -291,29 +297,31 @@ class Run:
         """Take the journal `Journals.begin` opened for this run: its ending is stored with its last save."""
         self.journal = live
 
-    async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
-        yield RunStartedEvent(
-            thread_id=self.input.thread_id,
-            run_id=self.input.run_id,
-            parent_run_id=self.input.parent_run_id,
-            protocol_version=PROTOCOL_VERSION,
-        )
+    async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[list[BaseEvent], None]:
+        yield [
+            RunStartedEvent(
+                thread_id=self.input.thread_id,
+                run_id=self.input.run_id,
+                parent_run_id=self.input.parent_run_id,
+                protocol_version=PROTOCOL_VERSION,
+            )
+        ]
         thread_id, run_id = self.input.thread_id, self.input.run_id
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # cut before the end, unless said otherwise below
         try:
             # Closed here, not left to the collector: a generator dropped suspended costs the loop a task to close.
             async with aclosing(await self._run(record, toolset)) as stream:
-                async for raw in stream:
-                    event = self._sent(raw)
-                    if isinstance(event, RunFinishedEvent):
-                        outcome = event.outcome.type if event.outcome is not None else "success"
+                async for made in stream:
+                    run = made if self.as_made else [self._sent(event) for event in made]
+                    last = run[-1] if run else None
+                    if isinstance(last, RunFinishedEvent):  # a run's terminal event is the last of its last run
+                        outcome = last.outcome.type if last.outcome is not None else "success"
                     if self.view.reads:  # the usual case: every event as it is, without a call per event
-                        yield event
+                        yield run
                         continue
-                    shown = await self.view.shown(event, self.handle.record.open_turn)
-                    if shown is not None:
-                        yield shown
+                    open_turn = self.handle.record.open_turn
+                    yield [shown for event in run if (shown := await self.view.shown(event, open_turn)) is not None]
         except (GeneratorExit, asyncio.CancelledError):
             await self._leave()
             raise
@@ -322,7 +330,7 @@ class Run:
             error = self._reported(exc)
             outcome, code = "error", error.code
             async for event in self._error_events(error):
-                yield self._sent(event)
+                yield [self._sent(event)]
         finally:
             telemetry.finish(span, outcome, code)
 
@@ -359,7 +367,7 @@ class Run:
         details = {"details": exc.details} if exc.details is not None else None
         yield RunErrorEvent(message=exc.message, code=exc.code, metadata=details, usage=token_usage(self.usage))
 
-    async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
+    async def _run(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[list[BaseEvent], None]:
         """Pass the resume gate and load what the run needs; then its events, which `_events` reads directly.
 
         It returns the stream rather than yielding from it: one generator less for every event to pass through.
@@ -371,7 +379,7 @@ class Run:
             return _warned(passed, await self._gated(record, toolset))
         return await self._gated(record, toolset)
 
-    async def _gated(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
+    async def _gated(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[list[BaseEvent], None]:
         """The resume gate's verdict on the input, and the stream it leads to."""
         span = telemetry.start("agui.resume_gate", self.input.thread_id, self.input.run_id, self.span)
         try:
@@ -410,41 +418,40 @@ class Run:
         elif self.tail is not None and isinstance(gate, Resume):
             await self.handle.load_same()
 
-    async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncGenerator[BaseEvent, None]:
+    async def _resume(self, gate: Resume, toolset: Toolset) -> AsyncGenerator[list[BaseEvent], None]:
         self.turn = Turn.resuming(gate, self.config.max_tool_calls)
         if self.stop.requested:  # stopped before it applied anything: it applies nothing, and the turn waits
             await self._open_alone()
             self.phase = Phase.STOPPED
-            yield self._stop_event(self._finished_event(RunFinishedCancelledOutcome()))
+            yield [self._stop_event(self._finished_event(RunFinishedCancelledOutcome()))]
             return
         history, held = self.handle.resumed_history(self.input.messages)
         self.stored = len(history)
         if not held:
             # SNAP-1b: the client's messages lack part of the thread, so the results below would answer calls it
             # does not know (RES-2); a client that sent the whole thread needs no restatement.
-            yield MessagesSnapshotEvent(messages=history)
+            yield [MessagesSnapshotEvent(messages=history)]
         self.phase = Phase.SETTLING
         settled = await self._apply(gate, toolset, history)
         self.phase = Phase.RUNNING
         for activity in settled.activities:
-            yield activity_event(activity)
+            yield [activity_event(activity)]
         for message in settled.messages:
             if message.id not in settled.client_message_ids:
-                yield result_event(message)
+                yield [result_event(message)]
         for decision in settled.decisions:  # after the results, as they are stored
-            yield activity_event(decision)
+            yield [activity_event(decision)]
         if settled.edited:
-            yield MessagesSnapshotEvent(messages=history)  # the calls now show the arguments that ran
+            yield [MessagesSnapshotEvent(messages=history)]  # the calls now show the arguments that ran
         state, changes = resumed_state(gate.turn, settled.kept, self.config.max_state_bytes)
         for change in changes:
-            yield change
+            yield [change]
         if settled.suspensions:
-            for event in await self._suspend(history, state, settled.suspensions, []):
-                yield event
+            yield await self._suspend(history, state, settled.suspensions, [])
             return
         async with aclosing(self._model_loop(history, state, toolset, settled.forward)) as stream:
-            async for event in stream:
-                yield event
+            async for run in stream:
+                yield run
 
     async def _apply(self, gate: Resume, toolset: Toolset, history: list[Message]) -> Settled:
         """Claim the turn, apply the answers and store the result.
@@ -561,20 +568,20 @@ class Run:
 
     async def _model_loop(
         self, history: list[Message], state: Any, toolset: Toolset, resume: Sequence[ResumeEntry] = ()
-    ) -> AsyncGenerator[BaseEvent, None]:
+    ) -> AsyncGenerator[list[BaseEvent], None]:
         for _ in range(self.config.max_steps):
             if self.stop.requested:
-                async for event in self._stopped(history, []):
-                    yield event
+                async for run in self._stopped(history, []):
+                    yield run
                 return
             step = self._open_step(history, state)
             cut = False
             async for run in self._stream(step, self._request(history, state, toolset, resume)):
-                for event in run:
-                    if event is _CUT:  # the last item of the last run
-                        cut = True
-                    else:
-                        yield event
+                if run and run[-1] is _CUT:  # the last run
+                    cut = True
+                    run.pop()
+                if run:
+                    yield run
             resume = ()  # answers for the backend's own interrupts go with the first request only
             state = step.state
             if cut:  # cut before the backend finished with the answers forwarded to it: they wait as before
@@ -582,36 +589,35 @@ class Run:
             await self._close_step(step, history)
             waiting = [call.id for call in step.calls] + step.left_open
             if self.stop.requested and (cut or waiting or step.interrupts):
-                async for event in self._stopped(history, waiting):
-                    yield event
+                async for run in self._stopped(history, waiting):
+                    yield run
                 return
             if not step.calls and not step.interrupts and not step.left_open:
                 # The step's pieces (its text as streamed, its id sets) are in the history now: not held while the
                 # ending waits for the store, where a burst of runs queues (docs/benchmarks.md, "Memory, round two").
                 del step
-                yield await self._complete(RunFinishedSuccessOutcome(), history)
+                yield [await self._complete(RunFinishedSuccessOutcome(), history)]
                 return
             done, suspensions = await self._dispatch(step, toolset, state, history)
             for message in done.results:
                 history.append(message)
-                yield result_event(message)
+                yield [result_event(message)]
             for call, grant in done.granted:  # after the results, as a person's decisions are
                 record = granted_record(self.turn.turn_id, call, grant, self.config.now())
                 history.append(record)
-                yield activity_event(record)
+                yield [activity_event(record)]
             state, changes = commit(state, done.kept, resync=done.dropped, max_bytes=self.config.max_state_bytes)
             for change in changes:
-                yield change
+                yield [change]
             if self.stop.requested:  # it came while the step's tools ran: those that wait are never run
-                async for event in self._stopped(history, [s.pending.call_id for s in suspensions]):
-                    yield event
+                async for run in self._stopped(history, [s.pending.call_id for s in suspensions]):
+                    yield run
                 return
             if suspensions:
-                for event in await self._suspend(history, state, suspensions, step.calls):
-                    yield event
+                yield await self._suspend(history, state, suspensions, step.calls)
                 return
         log.warning("run %s stopped after %d model steps", self.input.run_id, self.config.max_steps)
-        yield await self._complete(RunFinishedCancelledOutcome(), history)
+        yield [await self._complete(RunFinishedCancelledOutcome(), history)]
 
     def _open_step(self, history: list[Message], state: Any) -> Step:
         """A new model step, with its own copies of what the turn's earlier steps left.
@@ -798,7 +804,7 @@ class Run:
         await self._notify(TurnEventType.TURN_SUSPENDED, [p.interrupt_id for p in pending])
         return sent
 
-    async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncGenerator[BaseEvent, None]:
+    async def _stopped(self, history: list[Message], waiting: Sequence[str]) -> AsyncGenerator[list[BaseEvent], None]:
         """End a stopped run, cancelled: each call it leaves without an answer is answered, once; nothing more runs.
 
         `waiting` names the calls of the last step that have no answer (run nor suspended); the calls the backend
@@ -812,10 +818,10 @@ class Run:
         for call in _calls_named(history, [call_id for call_id in unique if call_id not in answered]):
             message = tool_message(call.id, stopped_before(call.name))
             history.append(message)
-            yield result_event(message)
+            yield [result_event(message)]
         self.turn = replace(self.turn, deferred=frozenset(), provisional=_frozen())
         recorded = _CLIENT_LEFT if self.stop.reason == codes.RUN_INTERRUPTED else None
-        yield await self._complete(RunFinishedCancelledOutcome(), history, recorded, stopped=True)
+        yield [await self._complete(RunFinishedCancelledOutcome(), history, recorded, stopped=True)]
 
     def _stop_event(self, finished: RunFinishedEvent) -> BaseEvent:
         """How a stopped run ends: cancelled for a person's stop; a stop no person asked for says its code."""
@@ -825,12 +831,12 @@ class Run:
         said = _STOPPED_BY.get(reason, "The run was stopped; what it did is stored.")
         return RunErrorEvent(message=said, code=reason)
 
-    async def _replay(self, replay: Replay) -> AsyncGenerator[BaseEvent, None]:
+    async def _replay(self, replay: Replay) -> AsyncGenerator[list[BaseEvent], None]:
         stored = replay.applied.outcome or {}
         if stored.get("type") == "error":
-            yield RunErrorEvent(message=str(stored.get("message", "")), code=str(stored.get("code", "")))
+            yield [RunErrorEvent(message=str(stored.get("message", "")), code=str(stored.get("code", "")))]
             return
-        yield self._finished_event(_outcome.validate_python(stored))
+        yield [self._finished_event(_outcome.validate_python(stored))]
 
     async def _complete(
         self,
@@ -959,14 +965,16 @@ _CUT: Any = object()
 """What `Run._stream` yields last when a stop cut its step short: never an event, never sent."""
 
 
-async def _warned(passed: tuple[str, ...], stream: AsyncIterator[BaseEvent]) -> AsyncGenerator[BaseEvent, None]:
+async def _warned(
+    passed: tuple[str, ...], stream: AsyncIterator[list[BaseEvent]]
+) -> AsyncGenerator[list[BaseEvent], None]:
     """The run's events after a warning that names the resume entries it left out (AG-UI 1.1, unrecognised entry)."""
     ids = ", ".join(passed)
     message = f"resume entries left out, no such interrupt on this thread: {ids}"
     value = {"code": codes.RESUME_UNKNOWN_INTERRUPT, "message": message, "interruptIds": list(passed)}
-    yield CustomEvent(name=WARNING_EVENT, value=value)
-    async for event in stream:
-        yield event
+    yield [CustomEvent(name=WARNING_EVENT, value=value)]
+    async for run in stream:
+        yield run
 
 
 def _calls_named(history: list[Message], call_ids: list[str]) -> list[ToolCall]:

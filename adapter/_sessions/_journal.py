@@ -40,7 +40,7 @@ import asyncio
 import contextlib
 import logging
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -53,7 +53,7 @@ from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAUL
 from adapter._run._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable, TurnStore
-from adapter.stores._protocol import keeps_journals
+from adapter.stores._protocol import journal_events, keeps_journals
 
 log = logging.getLogger("adapter.journal")
 
@@ -139,14 +139,7 @@ class Batch:
     @property
     def events(self) -> list[JournalEvent]:
         """The events, each with its seq (a Python reader's: `Adapter.run_events`)."""
-        return numbered(self.texts, self.first)
-
-
-def numbered(texts: Sequence[str], first: int) -> list[JournalEvent]:
-    """`texts` as journal events, the first numbered `first` (0: every one 0, outside the journal)."""
-    if not first:
-        return [JournalEvent(0, text) for text in texts]
-    return [JournalEvent(seq, text) for seq, text in enumerate(texts, first)]
+        return journal_events(self.texts, self.first)
 
 
 class Listener(Protocol):
@@ -194,7 +187,8 @@ class LiveRun:
         journal: The run's journal in the store (`journal_name`); the run id when not given.
         incarnation: The life of the thread the run belongs to.
         principal: Who started the run (their detached runs are bounded: `JournalLimits.max_detached`).
-        events: The started run's events, from RUN_STARTED on; closed whatever ends the run.
+        events: The started run's events in runs (lists: `Run.start`), from RUN_STARTED on; closed whatever ends the
+            run.
         stop: The run's stop signal, raised by a stop request found in the store; None for a handler's own run,
             which knows no stop signal: stopping it cancels it where it waits.
         store: Where the journal is written; None for a run that is not journaled.
@@ -211,7 +205,7 @@ class LiveRun:
     def __init__(
         self,
         key: tuple[str, str],
-        events: AsyncIterator[BaseEvent],
+        events: AsyncIterator[list[BaseEvent]],
         *,
         journal: str | None = None,
         incarnation: str | None = None,
@@ -378,25 +372,29 @@ class LiveRun:
         self.failure = exc
         self._append(INTERNAL)
 
-    async def _pull(self, events: AsyncIterator[BaseEvent]) -> bool:
-        """Number and keep each event up to the terminal one; False if the events ran out first."""
+    async def _pull(self, events: AsyncIterator[list[BaseEvent]]) -> bool:
+        """Number and keep each event up to the terminal one; False if the events ran out first.
+
+        The run's events come in runs, each walked in a plain loop: one generator step a run, not one an event.
+        """
         limits = self.limits
-        async for event in events:
-            if self.complete:  # the ending went to the store with the run's last save, and to its readers (`seal`)
-                if event.type in TERMINAL:
+        async for run in events:
+            for event in run:
+                if self.complete:  # the ending went to the store with the run's last save, and to its readers (`seal`)
+                    if event.type in TERMINAL:
+                        return True
+                    continue
+                # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
+                text = event_json(event)
+                last = event.type in TERMINAL
+                counted = not last and event.type not in RESTATED
+                if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
+                    log.warning("run %s passed its journal's limit; stopping it", self.run_id)
+                    self._append(over_limit(limits))
                     return True
-                continue
-            # Encoded here, once: a bad event becomes the run's INTERNAL_ERROR, and every reader gets this text.
-            text = event_json(event)
-            last = event.type in TERMINAL
-            counted = not last and event.type not in RESTATED
-            if counted and (len(self.entries) >= limits.max_events or self.chars + len(text) > limits.max_chars):
-                log.warning("run %s passed its journal's limit; stopping it", self.run_id)
-                self._append(over_limit(limits))
-                return True
-            self._append(event, text)
-            if last:
-                return True
+                self._append(event, text)
+                if last:
+                    return True
         return False
 
     def _append(self, event: BaseEvent, text: str | None = None) -> None:
@@ -455,7 +453,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._sealed = (ending, texts)
-        return JournalAppend(self.journal, numbered([*self.entries[start:], *texts], start + 1), ended=True)
+        return JournalAppend(self.journal, journal_events([*self.entries[start:], *texts], start + 1), ended=True)
 
     def unseal(self, stored: bool | None) -> None:
         """The run's last save is done: its batch `stored` (True: the ending goes to the readers now), or not.
@@ -488,7 +486,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._opening = len(self._unopened)
-        return JournalAppend(self.journal, numbered([text for _, text in self._unopened], 1))
+        return JournalAppend(self.journal, journal_events([text for _, text in self._unopened], 1))
 
     def opened(self, stored: bool | None) -> None:
         """The claim that carried `opening`'s batch is done: stored (True: its events go to the readers now), or not.
@@ -658,7 +656,7 @@ class LiveRun:
         start = self.flushed
         if start == len(self.entries):
             return True  # a sealed ending took them, with the run's last save
-        batch = numbered(self.entries[start : start + MAX_BATCH], start + 1)
+        batch = journal_events(self.entries[start : start + MAX_BATCH], start + 1)
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
             stop = await store.append_events(self.thread_id, self.journal, batch, ended=ended)
@@ -853,7 +851,7 @@ class Journals:
         self,
         thread_id: str,
         run_id: str,
-        events: AsyncIterator[BaseEvent],
+        events: AsyncIterator[list[BaseEvent]],
         stop: StopSignal,
         *,
         incarnation: str | None = None,
@@ -863,9 +861,10 @@ class Journals:
     ) -> RunEvents:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
-        Its first event (RUN_STARTED, which comes before any of its work) is written to the store before the
-        run is read (by `opens` when given: the save that creates the thread carries it), so the journal exists
-        on every replica before any client could ask for it. `binds` is given the `LiveRun` before it is driven:
+        Its events come in runs (`Run.start`), the first RUN_STARTED alone. That event, which comes before any of its
+        work, is written to the store before the run is read (by `opens` when given: the save that creates the
+        thread carries it), so the journal exists on every replica before any client could ask for it. `binds` is
+        given the `LiveRun` before it is driven:
         the run's last save then carries the journal's last batch (`LiveRun.seal`). A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
@@ -876,7 +875,10 @@ class Journals:
             InputRejected: 409 `RUN_ID_REUSED` when the run id started `MAX_ATTEMPTS` runs in this life already;
                 the run's events are closed, and nothing of it ran.
         """
-        first = await anext(aiter(events), None)
+        head = await anext(aiter(events), None)
+        first = head[0] if head else None  # RUN_STARTED, a run of its own (`Run.start`)
+        if head is not None and len(head) > 1:  # what came with it goes on next, not lost
+            events = _after(head[1:], events)
         journal: str | None = None
         opened = True
         if first is not None and self.store is not None:
@@ -1056,7 +1058,17 @@ def _stopping() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-async def _close(events: AsyncIterator[BaseEvent]) -> None:
+async def _after(run: list[BaseEvent], events: AsyncIterator[list[BaseEvent]]) -> AsyncGenerator[list[BaseEvent], None]:
+    """`run`, then the rest of `events`; closing it closes them."""
+    try:
+        yield run
+        async for rest in events:
+            yield rest
+    finally:
+        await _close(events)
+
+
+async def _close(events: AsyncIterator[list[BaseEvent]]) -> None:
     # Closing runs the run's `finally` blocks now, in the task that iterated it, not at GC time.
     aclose: Callable[[], Any] | None = getattr(events, "aclose", None)
     if aclose is None:

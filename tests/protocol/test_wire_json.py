@@ -33,7 +33,10 @@ from ag_ui.core import Tool as ToolDeclaration
 from hypothesis import example, given
 from hypothesis import strategies as st
 from protocol_models import instances
-from pydantic import field_serializer
+from pydantic import ValidationError, field_serializer
+
+# Private on purpose: the translation's text deltas skip `__init__`; they must be the events `__init__` makes.
+from adapter._run._translate import _text_content
 
 # Private on purpose: the fast path is an internal of the journal's encoding, checked against pydantic here.
 from adapter._wire import event_json, model_json
@@ -117,3 +120,23 @@ class Shouted(TextMessageContentEvent):
 def test_a_subclass_with_its_own_serializer_keeps_it() -> None:
     event: Any = Shouted(message_id="m", delta="quiet")
     assert event_json(event) == '{"type":"TEXT_MESSAGE_CONTENT","messageId":"m","delta":"QUIET"}'
+
+
+_ENCODABLE = st.characters(exclude_categories=["Cs"])
+"""Text UTF-8 encodes (a lone surrogate fails in pydantic alike either way)."""
+
+
+@given(message_id=st.text(_ENCODABLE, min_size=1), delta=st.text(_ENCODABLE))
+@example(message_id="msg_1", delta="caf\u00e9 \U0001f600")
+def test_a_text_delta_built_by_the_validator_is_the_event_init_makes(message_id: str, delta: str) -> None:
+    made = TextMessageContentEvent(message_id=message_id, delta=delta)
+    built = _text_content({"message_id": message_id, "delta": delta})
+    assert type(built) is TextMessageContentEvent
+    assert built == made
+    assert built.model_fields_set == made.model_fields_set
+    assert event_json(built) == event_json(made) == made.model_dump_json(by_alias=True)
+
+
+def test_a_text_delta_built_by_the_validator_is_still_validated() -> None:
+    with pytest.raises(ValidationError):
+        _text_content({"message_id": "msg_1", "delta": 3})  # type: ignore[dict-item]

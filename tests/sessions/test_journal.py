@@ -230,3 +230,24 @@ async def test_the_events_made_while_an_append_is_under_way_go_together_in_the_n
     assert second == list(range(first[-1] + 1, first[-1] + 4))  # the three deltas made meanwhile, in one append
     assert types[-1] == "RUN_FINISHED"
     await adapter.aclose()
+
+
+async def test_what_comes_with_run_started_in_the_first_run_of_events_is_kept_not_lost() -> None:
+    """`Run.start` sends RUN_STARTED alone first; a run that sends more with it loses none of them."""
+    from ag_ui.core import RunFinishedEvent, RunStartedEvent, TextMessageContentEvent
+
+    # private on purpose: the journal's contract with the run's event runs
+    from adapter._run._stop import StopSignal
+    from adapter._sessions._journal import Journals
+
+    async def runs() -> AsyncIterator[list[Any]]:
+        yield [
+            RunStartedEvent(thread_id="t", run_id="r"),
+            TextMessageContentEvent(message_id="m", delta="hi"),
+        ]
+        yield [RunFinishedEvent(thread_id="t", run_id="r")]
+
+    journals = Journals(MemoryStore())
+    events = await journals.begin("t", "r", runs(), StopSignal())
+
+    assert [event.type async for event in events] == ["RUN_STARTED", "TEXT_MESSAGE_CONTENT", "RUN_FINISHED"]

@@ -24,7 +24,7 @@ from pg import every_store, fresh_schema_dsn
 from adapter.stores import JournalEvent, PostgresStore, RunJournal, SQLiteStore, TurnStore, _postgres, _sqlite
 
 # Private on purpose: the rows' packing and unpacking, and the tables the stores write, are what is checked.
-from adapter.stores._protocol import pack_events, unpack_rows
+from adapter.stores._protocol import journal_events, pack_events, unpack_rows
 
 Rows = list[tuple[int, int]]
 """A journal's rows as `(first_seq, last_seq)`, in seq order."""
@@ -207,3 +207,15 @@ def test_rows_unpack_to_exactly_the_events_asked_for(batches: list[list[str]], d
     tail = [(first, body) for first, body in rows if first + body.count("\n") > after]  # last seq past `after`
 
     assert unpack_rows(tail, after=after, limit=limit) == journal[after : after + limit]
+
+
+@pytest.mark.parametrize("first", [pytest.param(0, id="outside-the-journal"), pytest.param(5, id="numbered")])
+def test_journal_events_are_the_events_the_constructor_makes(first: int) -> None:
+    """The writer's and the readers' builder sets the slots directly: the events are equal, hash alike, stay frozen."""
+    built = journal_events(['{"a":1}', '{"b":2}'], first)
+    made = [JournalEvent(first, '{"a":1}'), JournalEvent(first + 1 if first else 0, '{"b":2}')]
+    assert built == made
+    assert [hash(event) for event in built] == [hash(event) for event in made]
+    assert all(type(event) is JournalEvent for event in built)
+    with pytest.raises(AttributeError):
+        built[0].seq = 9  # type: ignore[misc]
