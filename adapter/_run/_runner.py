@@ -66,7 +66,7 @@ from adapter._run._gate import Replay, Resume, check_resume, passed_over, with_l
 from adapter._run._interrupts import Suspension, backend_suspension, open_call_suspension
 from adapter._run._stop import StopSignal, stopped_before
 from adapter._run._tools import Toolset, client_toolset
-from adapter._run._translate import Step, model_request, stream_step
+from adapter._run._translate import Step, backend_items, model_request, step_end, step_events
 from adapter._state._predict import Predictor
 from adapter._state._shared import commit, resumed_state, shown_state
 from adapter._thread._conversation import declared_tail, of_kind
@@ -675,15 +675,17 @@ class Run:
         span = telemetry.start("agui.model_step", self.input.thread_id, self.input.run_id, self.span)
         cut = False
         try:
-            stream = stream_step(self.config.backend, request, step)
+            # The race reads the backend's items ahead, small; the step makes their events a slice at a time.
+            stream: AsyncIterator[Any] = backend_items(self.config.backend, request)
             async with aclosing(self.stop.until_stopped(stream, _CUT)) as runs:
                 async for run in runs:
                     if run and run[-1] is _CUT:  # the last run, after a stop: the step's open messages end first
                         cut = True
                         run.pop()
-                    yield run
-            if cut:
-                yield [*step.close_all(), _CUT]  # `_CUT`: the loop's, never sent
+                    async with aclosing(step_events(run, step)) as slices:
+                        async for events in slices:
+                            yield events
+            yield [*step.close_all(), _CUT] if cut else step_end(step)  # `_CUT`: the loop's, never sent
         except Exception:
             await self._give_back()
             raise

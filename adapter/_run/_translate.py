@@ -129,29 +129,53 @@ def model_request(
     )
 
 
-async def stream_step(backend: Backend, request: ModelRequest, step: Step) -> AsyncGenerator[BaseEvent, None]:
-    """Ask the backend for one step and stream it as AG-UI events, collecting it into `step`.
-
-    A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, or piece by
-    piece when the backend streams its arguments (`ToolCallChunk`); `Step.close_all` ends a call the
-    backend left open.
+async def backend_items(backend: Backend, request: ModelRequest) -> AsyncGenerator[BackendItem, None]:
+    """Ask the backend for one step: its items as it streams them, untranslated (`step_events` translates them).
 
     Raises:
         BackendError: The backend failed without saying how (an `AdapterError` it raised passes as is).
     """
     try:
         async for item in aiter(backend.stream(request)):
-            if step.elsewhere is not None:  # only a run that read the thread's tail alone has ids to look up
-                await _look_up_named(item, step)
-            for event in _item_events(item, step):
-                yield event
+            yield item
     except (AdapterError, StoreUnavailable):
         raise
     except Exception as exc:
         log.exception("backend failed on thread %s", request.thread_id)
         raise BackendError("The agent backend failed.") from exc
-    for event in step.close_reasoning() + step.close_text() + settle_deferred(step):
-        yield event
+
+
+SLICE: Final = 32
+"""Items translated at a time: a run of items read ahead is held as the backend's items, and becomes SDK events
+(some ten times their size) a slice at a time, each taken by the journal before the next is made."""
+
+
+async def step_events(items: Sequence[BackendItem], step: Step) -> AsyncGenerator[list[BaseEvent], None]:
+    """Record a run of the backend's items in `step` and stream the AG-UI events they make, a slice at a time.
+
+    A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, or piece by piece when
+    the backend streams its arguments (`ToolCallChunk`); `Step.close_all` ends a call the backend left open, and
+    `step_end` what a step that ended leaves open.
+    """
+    for start in range(0, len(items), SLICE):
+        events: list[BaseEvent] = []
+        refused: Exception | None = None
+        for item in items[start : start + SLICE]:
+            try:
+                if step.elsewhere is not None:  # only a run that read the thread's tail alone has ids to look up
+                    await _look_up_named(item, step)
+                events += _item_events(item, step)
+            except Exception as exc:  # the items before it were said: their events go out first
+                refused = exc
+                break
+        yield events
+        if refused is not None:
+            raise refused
+
+
+def step_end(step: Step) -> list[BaseEvent]:
+    """The events that close what a step that ended (not cut) left open: its reasoning, its text, deferred calls."""
+    return step.close_reasoning() + step.close_text() + settle_deferred(step)
 
 
 def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
