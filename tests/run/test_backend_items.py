@@ -220,3 +220,18 @@ async def test_the_request_tells_client_tools_from_server_tools_and_names_each_a
     assert {name for name, client in kinds.items() if not client} >= {t.name for t in kit.tools}
     answers = [m for m in request.messages if isinstance(m, ToolMessage)]
     assert {request.tool_call_names()[m.tool_call_id] for m in answers} == {"lookup_order", "navigate"}
+
+
+async def test_a_run_of_items_read_ahead_becomes_events_a_slice_at_a_time() -> None:
+    """The stop's race holds the backend's items; the step makes their events `SLICE` items at a time, so no more
+    than a slice's SDK events wait for the journal, and the events are those of the items in order."""
+    # private on purpose: the translation's slicing is what bounds a run's memory, not visible over HTTP
+    from adapter._run._translate import SLICE, Step, step_events
+
+    items = [TextDelta(f"w{index} ") for index in range(SLICE * 2 + 5)]
+    step = Step("m")
+
+    slices = [events async for events in step_events(items, step)]
+
+    assert [len(events) for events in slices] == [SLICE + 1, SLICE, 5]  # the first opens the message
+    assert [getattr(event, "delta", None) for events in slices for event in events][1:] == [i.text for i in items]
