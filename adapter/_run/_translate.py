@@ -165,8 +165,13 @@ async def step_events(items: Sequence[BackendItem], step: Step) -> AsyncGenerato
                 if step.elsewhere is not None:  # only a run that read the thread's tail alone has ids to look up
                     await _look_up_named(item, step)
                 events += _item_events(item, step)
-            except Exception as exc:  # the items before it were said: their events go out first
+            except (AdapterError, StoreUnavailable) as exc:  # the items before it were said: their events go first
                 refused = exc
+                break
+            except Exception as exc:  # what the backend handed over cannot be said (a delta's value of no type)
+                log.exception("a backend item could not be made into events (message %s)", step.message_id)
+                refused = BackendError("The agent backend failed.")
+                refused.__cause__ = exc
                 break
         yield events
         if refused is not None:

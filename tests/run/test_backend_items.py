@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ag_ui.core import Interrupt, ResumeEntry, StateDeltaEvent, StateSnapshotEvent, StepStartedEvent, ToolMessage
 from agui import FRONTEND_TOOLS, new_id, resolved, run_events, run_input, user
@@ -235,3 +235,20 @@ async def test_a_run_of_items_read_ahead_becomes_events_a_slice_at_a_time() -> N
 
     assert [len(events) for events in slices] == [SLICE + 1, SLICE, 5]  # the first opens the message
     assert [getattr(event, "delta", None) for events in slices for event in events][1:] == [i.text for i in items]
+
+
+class SaysWhatCannotBeSaid:
+    """A delta whose text is no text: the item passes the seam's type check, its event cannot be made."""
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[BackendItem]:
+        yield TextDelta("Fine so far. ")
+        yield TextDelta(cast(str, 42))
+
+
+async def test_an_item_whose_event_cannot_be_made_is_the_backends_failure_after_what_it_said(serve: Serve) -> None:
+    served = await serve(Adapter(SaysWhatCannotBeSaid()))
+
+    reply = await served.client.post(run_input(new_id("thread"), [user("go")]))
+
+    assert reply.types == ["RUN_STARTED", "TEXT_MESSAGE_START", "TEXT_MESSAGE_CONTENT", "TEXT_MESSAGE_END", "RUN_ERROR"]
+    assert reply.error["code"] == "BACKEND_ERROR"
