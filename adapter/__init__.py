@@ -7,11 +7,12 @@ ship are in `adapter.backends`, the stores in `adapter.stores` (docs/architectur
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapter._adapter import Adapter
 from adapter._edge._http import create_app, mount
 from adapter._errors import AdapterError, ConfigurationError, Forbidden, InputRejected, LimitExceeded, ResumeError
+from adapter._lazy import deferred
 from adapter._run._access import Action, Authorize
 from adapter._run._config import HistoryMode, Limits
 from adapter._run._events import TurnEvent, TurnEventType
@@ -62,14 +63,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The stores pinned here that `adapter.stores` imports on first use: `SQLiteStore`, `PostgresStore`."""
-    if name not in ("SQLiteStore", "PostgresStore"):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import adapter.stores
-
-    return getattr(adapter.stores, name)
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), "PostgresStore", "SQLiteStore"})
+# The stores pinned here that `adapter.stores` imports on first use.
+__getattr__, __dir__ = deferred(globals(), {"PostgresStore": "adapter.stores", "SQLiteStore": "adapter.stores"})

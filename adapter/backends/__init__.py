@@ -9,10 +9,10 @@ first use: they bring httpx, which an app on another backend need not hold in me
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from adapter._errors import BackendError
+from adapter._lazy import deferred
 from adapter.backends._gated import confirmation_call_id, gated_call_ids
 from adapter.backends._scripted import Call, Progress, Rule, ScriptedBackend, ToolOutcome, split_deltas, summarize
 from adapter.backends._seam import (
@@ -73,15 +73,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import an HTTP backend the first time it is named, then keep it as this door's attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = deferred(globals(), _LAZY)

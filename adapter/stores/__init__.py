@@ -6,9 +6,9 @@ on one of them need not hold the other's code in memory, nor `sqlite3` when it k
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from adapter._lazy import deferred
 from adapter.stores._memory import MemoryStore
 from adapter.stores._protocol import (
     ANY_INCARNATION,
@@ -57,15 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """Import a database's store the first time it is named, then keep it as this door's attribute."""
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = deferred(globals(), _LAZY)
