@@ -1,13 +1,18 @@
-"""Names a package's door imports the first time they are named (PEP 562), one rule for every door that defers.
+"""What is imported the first time it is used: a door's names (PEP 562), and a module a plain run never executes.
 
 A door keeps a process that never names them from importing what they need (a database driver, an HTTP client):
-`__getattr__, __dir__ = deferred(globals(), {"Name": "package.module", ...})`.
+`__getattr__, __dir__ = deferred(globals(), {"Name": "package.module", ...})`. A module that imports the whole of
+another which a plain run never needs (the thread API, reattaching, the inspector) holds it as
+`name = on_first_use("package.module")`: its attribute, resolved once, whose first use executes the module.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
+from types import ModuleType
 from typing import Any
 
 
@@ -32,3 +37,23 @@ def deferred(
         return sorted({*namespace, *lazy})
 
     return __getattr__, __dir__
+
+
+def on_first_use(name: str) -> ModuleType:
+    """The module `name`, executed when one of its attributes is first read (`importlib.util.LazyLoader`).
+
+    It is in `sys.modules` from now on, so an `import` of it elsewhere gets the same module (and executes it, if
+    it was not yet). A module already imported is returned as it is.
+    """
+    module = sys.modules.get(name)
+    if module is not None:
+        return module
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None:
+        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
