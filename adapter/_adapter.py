@@ -205,7 +205,7 @@ class Adapter:
     def feeds(self) -> _feed.Feeds:
         """The journals of runs other replicas drive that this one follows for its readers (`_sessions._feed`).
 
-        Made for the first reader of such a run: a replica whose readers all read its own runs never imports it.
+        Made by the first reader that reattaches (`listen`): an adapter that is never read that way never imports it.
         """
         return _feed.Feeds(self.config.store, claim_lease=self.config.claim_lease, clock=self.config.now)
 
