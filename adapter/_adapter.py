@@ -25,6 +25,7 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
+from adapter import stores
 from adapter._errors import ConfigurationError, Draining
 from adapter._lazy import on_first_use
 from adapter._limits import CheckedInput, check_id, check_run_input
@@ -51,7 +52,7 @@ from adapter._sessions._journal import Listener as EventReader
 from adapter._state._predict import PredictState
 from adapter._thread._conversation import HistoryView
 from adapter.backends._seam import Backend
-from adapter.stores import JournalEvent, MemoryStore, TurnStore
+from adapter.stores import JournalEvent, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 
 if TYPE_CHECKING:
@@ -162,7 +163,7 @@ class Adapter:
         self.config = EngineConfig(
             backend=backend,
             tools=tuple(check_unique([*tools, *([UserInputTool(registered)] if registered else [])])),
-            store=store if store is not None else MemoryStore(),
+            store=store if store is not None else stores.MemoryStore(),
             policy=InterruptPolicy(frontend_outcome, overrides, approve_with_edits, limits.interrupt_ttl),
             max_steps=limits.max_steps,
             max_tool_calls=limits.max_tool_calls,
@@ -302,7 +303,7 @@ class Adapter:
             ),
             # Persistent: a durable store keeps each turn's state with the turn (the in-memory store does not).
             state=StateCapabilities(
-                snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, MemoryStore)
+                snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, stores.MemoryStore)
             ),
             # Reasoning streams, is stored and goes back with its encrypted values; every typed input part is
             # kept and reaches the backend as it came (which parts a model takes is the backend's to say).

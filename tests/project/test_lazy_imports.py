@@ -3,9 +3,9 @@
 httpx comes with `OpenAIChatBackend`, `AGUIUpstream` and `UpstreamLimits`, imported on first use
 from `adapter.backends`; the OpenTelemetry API comes once the app imports it; `jsonschema` (with `referencing`,
 `rpds`, `attrs`) and `re2` come with the first schema checked or validated; `sqlite3` with `SQLiteStore`, and each
-database store's code with its store. The engine's modules a plain run never executes (the thread API, reattaching,
-the followers' feed, the inspector; schemas from signatures, forms' values) are executed by their first use. Each
-check runs in a fresh interpreter, since this test process has imported them all long before.
+store's code with its store (`MemoryStore` too). The engine's modules a plain run never executes (the thread API,
+reattaching, the followers' feed, the inspector; schemas from signatures, forms' values) are executed by their first
+use. Each check runs in a fresh interpreter, since this test process has imported them all long before.
 """
 
 from __future__ import annotations
@@ -118,22 +118,25 @@ def test_telemetry_turns_on_once_the_app_imports_the_api() -> None:
     assert run(code) == "True True"
 
 
-def test_the_database_stores_are_importable_from_their_doors_and_bring_only_their_own_code() -> None:
+def test_the_stores_are_importable_from_their_doors_and_bring_only_their_own_code() -> None:
     code = (
         "import sys; import adapter, adapter.stores as door;"
-        "names = ('sqlite3', 'adapter.stores._sqlite', 'adapter.stores._postgres');"
+        "names = ('sqlite3', 'adapter.stores._memory', 'adapter.stores._sqlite', 'adapter.stores._postgres');"
         "held = lambda: sorted(m for m in names if m in sys.modules);"
         "print(held());"
         "from adapter.stores import SQLiteStore; print(held());"
         "from adapter import PostgresStore; print(held());"
+        "from adapter import MemoryStore; print(held());"
         "print(door.SQLiteStore is adapter.SQLiteStore, PostgresStore is door.PostgresStore,"
-        " {'SQLiteStore', 'PostgresStore'} <= set(dir(door)) & set(dir(adapter)))"
+        " MemoryStore is door.MemoryStore,"
+        " {'SQLiteStore', 'PostgresStore', 'MemoryStore'} <= set(dir(door)) & set(dir(adapter)))"
     )
     assert run(code).splitlines() == [
         "[]",
         "['adapter.stores._sqlite', 'sqlite3']",
         "['adapter.stores._postgres', 'adapter.stores._sqlite', 'sqlite3']",
-        "True True True",
+        "['adapter.stores._memory', 'adapter.stores._postgres', 'adapter.stores._sqlite', 'sqlite3']",
+        "True True True True",
     ]
 
 
