@@ -58,10 +58,10 @@ from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
 if TYPE_CHECKING:
     from adapter._sessions import _feed, _reattach, _thread_api
     from adapter._sessions._thread_api import EntryLike
-else:  # the thread API, reattaching and following other replicas' runs: executed when first used, never by a plain run
-    _feed, _reattach, _thread_api = map(
-        on_first_use, ("adapter._sessions._feed", "adapter._sessions._reattach", "adapter._sessions._thread_api")
-    )
+else:  # the thread API, reattaching and following other replicas' runs: imported when first used, never by a plain run
+    _feed = on_first_use(globals(), "adapter._sessions._feed")
+    _reattach = on_first_use(globals(), "adapter._sessions._reattach")
+    _thread_api = on_first_use(globals(), "adapter._sessions._thread_api")
 
 log = logging.getLogger("adapter")
 

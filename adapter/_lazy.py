@@ -3,16 +3,14 @@
 A door keeps a process that never names them from importing what they need (a database driver, an HTTP client):
 `__getattr__, __dir__ = deferred(globals(), {"Name": "package.module", ...})`. A module that imports the whole of
 another which a plain run never needs (the thread API, reattaching, the inspector) holds it as
-`name = on_first_use("package.module")`: its attribute, resolved once, whose first use executes the module.
+`module = on_first_use(globals(), "package.module")`: a stand-in whose first use imports the module and puts it in
+its place, so that the module is a global resolved once.
 """
 
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import sys
 from collections.abc import Callable, Mapping, MutableMapping
-from types import ModuleType
 from typing import Any
 
 
@@ -39,21 +37,29 @@ def deferred(
     return __getattr__, __dir__
 
 
-def on_first_use(name: str) -> ModuleType:
-    """The module `name`, executed when one of its attributes is first read (`importlib.util.LazyLoader`).
+def on_first_use(namespace: MutableMapping[str, Any], name: str) -> Any:
+    """Stand for the module `name` in `namespace` (a module's globals) until one of its attributes is first read.
 
-    It is in `sys.modules` from now on, so an `import` of it elsewhere gets the same module (and executes it, if
-    it was not yet). A module already imported is returned as it is.
+    The stand-in is meant to be bound to the module's own last name (`_thread_api = on_first_use(globals(),
+    "adapter._sessions._thread_api")`). Its first attribute read imports the module (under the import system's lock,
+    so from any thread) and binds the module there in its place: every later read is a plain global's.
     """
-    module = sys.modules.get(name)
-    if module is not None:
-        return module
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    return _StandIn(namespace, name)
+
+
+class _StandIn:
+    """A module not yet imported, in the namespace that names it (`on_first_use`)."""
+
+    __slots__ = ("_namespace", "_name")
+
+    def __init__(self, namespace: MutableMapping[str, Any], name: str) -> None:
+        self._namespace = namespace
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        module = importlib.import_module(self._name)
+        self._namespace[self._name.rpartition(".")[2]] = module
+        return getattr(module, attribute)
+
+    def __repr__(self) -> str:
+        return f"<module {self._name!r}, imported on first use>"

@@ -65,8 +65,8 @@ from adapter.stores._health import Probe
 
 if TYPE_CHECKING:
     from adapter._edge import _inspector
-else:  # the dev UI's page: executed by an app that turns it on
-    _inspector = on_first_use("adapter._edge._inspector")
+else:  # the dev UI's page: imported by an app that turns it on
+    _inspector = on_first_use(globals(), "adapter._edge._inspector")
 
 logger = logging.getLogger(__name__)
 

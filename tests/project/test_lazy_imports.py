@@ -4,7 +4,7 @@ httpx comes with `OpenAIChatBackend`, `AGUIUpstream` and `UpstreamLimits`, impor
 from `adapter.backends`; the OpenTelemetry API comes once the app imports it; `jsonschema` (with `referencing`,
 `rpds`, `attrs`) and `re2` come with the first schema checked or validated; `sqlite3` with `SQLiteStore`, and each
 store's code with its store (`MemoryStore` too). The engine's modules a plain run never executes (the thread API,
-reattaching, the followers' feed, the inspector; schemas from signatures, forms' values) are executed by their first
+reattaching, the followers' feed, the inspector; schemas from signatures, forms' values) are imported by their first
 use. Each check runs in a fresh interpreter, since this test process has imported them all long before.
 """
 
@@ -24,14 +24,13 @@ DEFERRED = (
     "schema_tools._signature",
     "schema_tools._forms",
 )
-"""The engine's modules a plain run never executes: absent, or in `sys.modules` not yet executed (held by
-`adapter._lazy.on_first_use`, whose module is a plain `ModuleType` once executed)."""
+"""The modules a plain run never imports: `adapter._lazy.on_first_use` stands for each until its first use."""
 
 _EXECUTED = f"""
-import sys, types
-executed = lambda: sorted(name for name in {DEFERRED!r} if type(sys.modules.get(name)) is types.ModuleType)
+import sys
+executed = lambda: sorted(name for name in {DEFERRED!r} if name in sys.modules)
 """
-"""Code that names which of `DEFERRED` a child interpreter executed: `executed()`."""
+"""Code that names which of `DEFERRED` a child interpreter imported: `executed()`."""
 
 _A_TURN = (
     _EXECUTED
@@ -67,7 +66,7 @@ def run(code: str, *args: str) -> str:
     return done.stdout.strip()
 
 
-def test_a_turn_on_the_scripted_backend_imports_no_http_client_telemetry_or_schema_checker_nor_executes_the_deferred(
+def test_a_turn_on_the_scripted_backend_imports_no_http_client_telemetry_schema_checker_or_deferred_module(
     tmp_path: Path,
 ) -> None:
     assert run(_A_TURN, str(tmp_path / "turns.db")) == "[] []"
@@ -152,7 +151,7 @@ def test_an_unknown_name_of_the_stores_door_or_the_app_authors_is_still_an_attri
     ]
 
 
-def test_each_deferred_module_is_executed_by_its_first_use(tmp_path: Path) -> None:
+def test_each_deferred_module_is_imported_by_its_first_use(tmp_path: Path) -> None:
     code = _EXECUTED + (
         "import asyncio\n"
         "from adapter import Adapter, tool\n"
@@ -181,13 +180,17 @@ def test_each_deferred_module_is_executed_by_its_first_use(tmp_path: Path) -> No
     ]
 
 
-def test_a_module_on_first_use_is_the_one_imported_and_an_unknown_one_is_refused() -> None:
+def test_a_module_on_first_use_is_imported_by_its_first_read_and_put_in_its_stand_ins_place() -> None:
     code = (
-        "import sys, json; from adapter._lazy import on_first_use\n"
-        "print(on_first_use('json') is json)\n"
-        "try:\n    on_first_use('adapter._nope')\nexcept ModuleNotFoundError as e:\n    print(e.name)\n"
-        "late = on_first_use('adapter._sessions._reattach')\n"
-        "from adapter._sessions import _reattach\n"
-        "print(late is _reattach, callable(_reattach.open_events))\n"
+        "import sys; from adapter import _adapter; from adapter._lazy import on_first_use\n"
+        "name = 'adapter._sessions._reattach'\n"
+        "print(name in sys.modules, repr(_adapter._reattach))\n"
+        "print(callable(_adapter._reattach.open_events), _adapter._reattach is sys.modules[name])\n"
+        "nope = on_first_use({}, 'adapter._nope')\n"
+        "try:\n    nope.x\nexcept ModuleNotFoundError as e:\n    print(e.name)\n"
     )
-    assert run(code).splitlines() == ["True", "adapter._nope", "True True"]
+    assert run(code).splitlines() == [
+        "False <module 'adapter._sessions._reattach', imported on first use>",
+        "True True",
+        "adapter._nope",
+    ]
