@@ -526,7 +526,7 @@ class Adapter:
         releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
         await self.drain(timedelta(0))
-        feeds: _feed.Feeds | None = vars(self).get("feeds")  # made only if a reader followed another replica's run
+        feeds: _feed.Feeds | None = vars(self).get("feeds")  # made only once a reader reattached
         if feeds is not None:
             await feeds.aclose()
         close_backend = getattr(self.config.backend, "aclose", None)
