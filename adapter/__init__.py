@@ -26,10 +26,10 @@ from adapter.backends import ModelRequest as ModelRequest
 from adapter.backends import ScriptedBackend as ScriptedBackend
 from adapter.backends import TextDelta as TextDelta
 from adapter.backends import ToolCall as ToolCall
-from adapter.stores import MemoryStore as MemoryStore
 from adapter.stores import TurnStore as TurnStore
 
 if TYPE_CHECKING:
+    from adapter.stores import MemoryStore as MemoryStore
     from adapter.stores import PostgresStore as PostgresStore
     from adapter.stores import SQLiteStore as SQLiteStore
 
@@ -64,4 +64,6 @@ __all__ = [
 
 
 # The stores pinned here that `adapter.stores` imports on first use.
-__getattr__, __dir__ = deferred(globals(), {"PostgresStore": "adapter.stores", "SQLiteStore": "adapter.stores"})
+__getattr__, __dir__ = deferred(
+    globals(), {"MemoryStore": "adapter.stores", "PostgresStore": "adapter.stores", "SQLiteStore": "adapter.stores"}
+)

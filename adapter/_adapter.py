@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import aclosing
 from datetime import datetime, timedelta
 from importlib import metadata
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.core.capabilities import (
@@ -25,7 +25,9 @@ from ag_ui.core.capabilities import (
     TransportCapabilities,
 )
 
+from adapter import stores
 from adapter._errors import ConfigurationError, Draining
+from adapter._lazy import on_first_use
 from adapter._limits import CheckedInput, check_id, check_run_input
 from adapter._run._access import Access, Authorize, owner_only
 from adapter._run._config import (
@@ -44,16 +46,22 @@ from adapter._run._forms import FormDefinition, UserInputTool
 from adapter._run._interrupts import InterruptPolicy
 from adapter._run._runner import Run
 from adapter._run._tools import BaseTool, FrontendOutcome, check_unique
-from adapter._sessions import _reattach, _thread_api, _threads
-from adapter._sessions._feed import Feeds
+from adapter._sessions import _threads
 from adapter._sessions._journal import JournalLimits, Journals, RunEvents
 from adapter._sessions._journal import Listener as EventReader
-from adapter._sessions._thread_api import EntryLike
 from adapter._state._predict import PredictState
 from adapter._thread._conversation import HistoryView
 from adapter.backends._seam import Backend
-from adapter.stores import JournalEvent, MemoryStore, TurnStore
+from adapter.stores import JournalEvent, TurnStore
 from schema_tools import STRICT_TOOL_POLICY, SchemaPolicy
+
+if TYPE_CHECKING:
+    from adapter._sessions import _feed, _reattach, _thread_api
+    from adapter._sessions._thread_api import EntryLike
+else:  # the thread API, reattaching and following other replicas' runs: imported when first used, never by a plain run
+    _feed = on_first_use(globals(), "adapter._sessions._feed")
+    _reattach = on_first_use(globals(), "adapter._sessions._reattach")
+    _thread_api = on_first_use(globals(), "adapter._sessions._thread_api")
 
 log = logging.getLogger("adapter")
 
@@ -155,7 +163,7 @@ class Adapter:
         self.config = EngineConfig(
             backend=backend,
             tools=tuple(check_unique([*tools, *([UserInputTool(registered)] if registered else [])])),
-            store=store if store is not None else MemoryStore(),
+            store=store if store is not None else stores.MemoryStore(),
             policy=InterruptPolicy(frontend_outcome, overrides, approve_with_edits, limits.interrupt_ttl),
             max_steps=limits.max_steps,
             max_tool_calls=limits.max_tool_calls,
@@ -185,8 +193,6 @@ class Adapter:
             keep=config.background.keep,
         )
         """The runs this adapter drives, and their journals (`adapter._sessions._journal`)."""
-        self.feeds = Feeds(config.store, claim_lease=config.claim_lease, clock=config.now)
-        """The journals of runs other replicas drive that this one follows for its readers (`_sessions._feed`)."""
         self.identity = IdentityCapabilities(
             name=name or type(backend).__name__,
             type="agui-adapter",
@@ -195,6 +201,14 @@ class Adapter:
         )
         """Who answers: `capabilities().identity`."""
         self._drained: asyncio.Future[None] | None = None
+
+    @functools.cached_property
+    def feeds(self) -> _feed.Feeds:
+        """The journals of runs other replicas drive that this one follows for its readers (`_sessions._feed`).
+
+        Made by the first reader that reattaches (`listen`): an adapter that is never read that way never imports it.
+        """
+        return _feed.Feeds(self.config.store, claim_lease=self.config.claim_lease, clock=self.config.now)
 
     @property
     def backend(self) -> Backend:
@@ -289,7 +303,7 @@ class Adapter:
             ),
             # Persistent: a durable store keeps each turn's state with the turn (the in-memory store does not).
             state=StateCapabilities(
-                snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, MemoryStore)
+                snapshots=True, deltas=True, persistent_state=not isinstance(self.config.store, stores.MemoryStore)
             ),
             # Reasoning streams, is stored and goes back with its encrypted values; every typed input part is
             # kept and reaches the backend as it came (which parts a model takes is the backend's to say).
@@ -512,7 +526,9 @@ class Adapter:
         releases only what it owns: an injected `httpx.AsyncClient` stays open.
         """
         await self.drain(timedelta(0))
-        await self.feeds.aclose()
+        feeds: _feed.Feeds | None = vars(self).get("feeds")  # made only once a reader reattached
+        if feeds is not None:
+            await feeds.aclose()
         close_backend = getattr(self.config.backend, "aclose", None)
         if close_backend is not None:
             await close_backend()

@@ -40,7 +40,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import TYPE_CHECKING, Final, TypeAlias
 from urllib.parse import unquote
 
 from starlette.applications import Starlette
@@ -53,15 +53,20 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from adapter import _errors as codes
 from adapter._adapter import Adapter
 from adapter._edge._input import is_json, parse_body, read_body
-from adapter._edge._inspector import inspector_routes
 from adapter._edge._sse import EventStreamResponse
 from adapter._errors import AdapterError, Draining, Forbidden, InputRejected, InvalidPage
+from adapter._lazy import on_first_use
 from adapter._limits import id_problem
 from adapter._run._config import refuses_moved_options
 from adapter._sessions._threads import DEFAULT_THREADS
 from adapter._types import JSON
 from adapter.stores import StoreUnavailable
 from adapter.stores._health import Probe
+
+if TYPE_CHECKING:
+    from adapter._edge import _inspector
+else:  # the dev UI's page: imported by an app that turns it on
+    _inspector = on_first_use(globals(), "adapter._edge._inspector")
 
 logger = logging.getLogger(__name__)
 
@@ -206,7 +211,7 @@ def create_app(
         Route("/threads/{thread_id}/runs/{run_id}/events", events, methods=["GET"]),
         Route("/threads/{thread_id}/runs/{run_id}/stop", stop, methods=["POST"]),
         Route("/threads/{thread_id}/grants/{tool}", grant, methods=["DELETE"]),
-        *(inspector_routes() if inspector else []),
+        *(_inspector.inspector_routes() if inspector else []),
     ]
 
     @contextlib.asynccontextmanager

@@ -27,6 +27,7 @@ from ag_ui.core import AudioPart, ContentPart, DocumentPart, ImagePart, TextPart
 from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError, to_json
 
+import schema_tools  # its schemas from signatures, by attribute: imported by the first tool made from a function
 from adapter import _errors as codes
 from adapter._errors import ConfigurationError, InvalidClientTool, LimitExceeded, ToolNameConflict
 from adapter._state._shared import ToolState
@@ -35,7 +36,6 @@ from adapter._wire import model_json
 from schema_tools import (
     DEFAULT_POLICY,
     STRICT_TOOL_POLICY,
-    CallableSignature,
     PolicyViolation,
     SchemaIssue,
     SchemaPolicy,
@@ -242,7 +242,7 @@ class ClientTool(BaseTool):
 class FunctionTool(BaseTool):
     """A typed Python function the server runs (unless it is declared external)."""
 
-    signature: CallableSignature | None = None
+    signature: schema_tools.CallableSignature | None = None
     fn: Callable[..., Any] | None = None
 
     async def invoke(
@@ -353,7 +353,7 @@ def tool(
         raise ConfigurationError("a tool is either external or runs after approval, not both")
 
     def wrap(function: AnyFunction) -> FunctionTool:
-        signature = CallableSignature.from_callable(function, injected=(ToolContext,))
+        signature = schema_tools.CallableSignature.from_callable(function, injected=(ToolContext,))
         if cancellable and not signature.is_async:
             raise ConfigurationError(f"the tool {name or signature.name!r} is cancellable, so it must be async")
         _warn_if_vague(function, name or signature.name, description or signature.description, fn is not None)

@@ -74,7 +74,7 @@ def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
     import adapter as package
     from adapter import Adapter, create_app
     from adapter.backends import Call, Rule, ScriptedBackend
-    from adapter.stores import MemoryStore, PostgresStore, SQLiteStore, TurnStore
+    from adapter.stores import TurnStore
 
     backend = ScriptedBackend(
         [
@@ -86,9 +86,20 @@ def adapter_app(db_path: str | None, *, journal: bool = True) -> Starlette:
         # and the garbage collector's passes over that heap would be charged to the adapter.
         keep_requests=1,
     )
-    store: TurnStore = MemoryStore()
-    if db_path is not None:
-        store = PostgresStore(db_path) if db_path.startswith("postgresql://") else SQLiteStore(db_path)
+    # Only the store it serves is imported, as an app on one database imports it (the doors defer the others).
+    store: TurnStore
+    if db_path is None:
+        from adapter.stores import MemoryStore
+
+        store = MemoryStore()
+    elif db_path.startswith("postgresql://"):
+        from adapter.stores import PostgresStore
+
+        store = PostgresStore(db_path)
+    else:
+        from adapter.stores import SQLiteStore
+
+        store = SQLiteStore(db_path)
     if not journal:
         store = _without_journals(store)
     # The workloads answer with a resume; bodies of the 10,000-turn growth workload are several MB.
