@@ -472,6 +472,8 @@ async def _require_valid(
     instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str, *, at: str = ""
 ) -> None:
     """Refuse `instance` unless it fits `schema`; pointers point into the payload (`at` is where it sits)."""
+    if not schema:
+        return  # `{}` holds every value: a client tool's answer, most often, is checked against nothing
     issues = [replace(issue, pointer=at + issue.pointer) for issue in await avalidate(instance, dict(schema))]
     if issues:
         raise ResumeError(
