@@ -115,8 +115,12 @@ class Phase(enum.Enum):
         return self in (Phase.SUSPENDED, Phase.FINISHED, Phase.FAILED, Phase.STOPPED)
 
 
+_NO_MESSAGES: Final[Mapping[str, ToolMessage]] = MappingProxyType({})
+"""The one empty mapping every `Turn` without provisional or decided answers shares: a read-only view of nothing."""
+
+
 def _frozen(messages: Mapping[str, ToolMessage] | None = None) -> Mapping[str, ToolMessage]:
-    return MappingProxyType(dict(messages or {}))
+    return MappingProxyType(dict(messages)) if messages else _NO_MESSAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,15 @@ class Turn:
 
     def after(self, step: Step) -> Turn:
         """The turn once `step` is taken over: its deferred calls and provisional results; forwarded answers spent."""
-        return replace(self, deferred=frozenset(step.deferred), provisional=_frozen(step.provisional), held=None)
+        # Built directly: `dataclasses.replace` reads the fields' plan at every call (twice a round trip).
+        return Turn(
+            self.turn_id,
+            self.budget,
+            resumed=self.resumed,
+            deferred=frozenset(step.deferred),
+            provisional=_frozen(step.provisional),
+            decided=self.decided,
+        )
 
 
 class EndingJournal(Protocol):
