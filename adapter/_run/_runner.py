@@ -529,7 +529,7 @@ class Run:
         settled = await settle_answers(gate, self._scope(toolset))
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
-        _, applied = gate.claimed(self.input.run_id, self.config.now())
+        applied = gate.applied(self.input.run_id, self.config.now())
         new = self._unstored(history)
         await self._claim_opening(lambda journal: self.handle.claim_closed(applied, new, settled.moved, journal))
         await self._resumed(gate, held)
