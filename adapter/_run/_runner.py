@@ -952,6 +952,8 @@ class Run:
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
     ) -> None:
+        if not self.config.listeners:
+            return  # no one to tell: the event is not built (four times a round trip)
         turn_id = self.turn.turn_id
         event = TurnEvent(kind, self.input.thread_id, turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
         await notify(self.config.listeners, event)
