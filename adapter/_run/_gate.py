@@ -128,6 +128,10 @@ class Resume:
     def claimed(self, run_id: str, now: datetime) -> tuple[OpenTurn, AppliedResume]:
         """The open turn as claimed by `run_id`, and the record of the answers it applies."""
         claimed = self.turn.model_copy(update={"claimed_by": run_id, "claimed_at": now})
+        return claimed, self.applied(run_id, now)
+
+    def applied(self, run_id: str, now: datetime) -> AppliedResume:
+        """The record of the answers `run_id` applies: alone, for a claim that closes the turn in the same save."""
         answers = self.answers
         applied = AppliedResume(
             run_id=run_id,
@@ -140,7 +144,7 @@ class Resume:
         )
         if self.earlier is not None:
             applied = self.earlier.taken_over_by(applied)
-        return claimed, applied
+        return applied
 
     def grants(self, principal: str | None, now: datetime) -> list[Grant]:
         """The grants its approvals make (`"remember": "thread"`), by `principal`: stored with the claim."""
@@ -472,6 +476,8 @@ async def _require_valid(
     instance: JSON, schema: Mapping[str, Any], interrupt_id: str, what: str, *, at: str = ""
 ) -> None:
     """Refuse `instance` unless it fits `schema`; pointers point into the payload (`at` is where it sits)."""
+    if not schema:
+        return  # `{}` holds every value: a client tool's answer, most often, is checked against nothing
     issues = [replace(issue, pointer=at + issue.pointer) for issue in await avalidate(instance, dict(schema))]
     if issues:
         raise ResumeError(

@@ -115,8 +115,12 @@ class Phase(enum.Enum):
         return self in (Phase.SUSPENDED, Phase.FINISHED, Phase.FAILED, Phase.STOPPED)
 
 
+_NO_MESSAGES: Final[Mapping[str, ToolMessage]] = MappingProxyType({})
+"""The one empty mapping every `Turn` without provisional or decided answers shares: a read-only view of nothing."""
+
+
 def _frozen(messages: Mapping[str, ToolMessage] | None = None) -> Mapping[str, ToolMessage]:
-    return MappingProxyType(dict(messages or {}))
+    return MappingProxyType(dict(messages)) if messages else _NO_MESSAGES
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +156,15 @@ class Turn:
 
     def after(self, step: Step) -> Turn:
         """The turn once `step` is taken over: its deferred calls and provisional results; forwarded answers spent."""
-        return replace(self, deferred=frozenset(step.deferred), provisional=_frozen(step.provisional), held=None)
+        # Built directly: `dataclasses.replace` reads the fields' plan at every call (twice a round trip).
+        return Turn(
+            self.turn_id,
+            self.budget,
+            resumed=self.resumed,
+            deferred=frozenset(step.deferred),
+            provisional=_frozen(step.provisional),
+            decided=self.decided,
+        )
 
 
 class EndingJournal(Protocol):
@@ -517,7 +529,7 @@ class Run:
         settled = await settle_answers(gate, self._scope(toolset))
         assert not settled.forward and not settled.suspensions  # what `runs_nothing` promises
         settled.apply_to(history, self.turn.turn_id, self.config.now(), self.principal)
-        _, applied = gate.claimed(self.input.run_id, self.config.now())
+        applied = gate.applied(self.input.run_id, self.config.now())
         new = self._unstored(history)
         await self._claim_opening(lambda journal: self.handle.claim_closed(applied, new, settled.moved, journal))
         await self._resumed(gate, held)
@@ -940,6 +952,8 @@ class Run:
     async def _notify(
         self, kind: TurnEventType, interrupt_ids: list[str] | None = None, code: str | None = None
     ) -> None:
+        if not self.config.listeners:
+            return  # no one to tell: the event is not built (four times a round trip)
         turn_id = self.turn.turn_id
         event = TurnEvent(kind, self.input.thread_id, turn_id, self.input.run_id, tuple(interrupt_ids or ()), code)
         await notify(self.config.listeners, event)

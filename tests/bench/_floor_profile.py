@@ -127,9 +127,12 @@ def _site(skip: tuple[str, ...]) -> str:
 
 def counting_policy(calls: Calls) -> Callable[[str | None, str | None, Any], bool]:
     """The default `owner_only` policy, each call counted with its action."""
+    # Made once: a `Path` built at each call cost 10 us, four times a round trip, charged to the adapter.
+    skip = (str(Path(ADAPTER, "_run", "_access.py")),)
 
     def authorize(principal: str | None, owner: str | None, action: Any) -> bool:
-        calls.record(f"authorize({action})", (str(Path(ADAPTER, "_run", "_access.py")),))
+        if calls.on:
+            calls.record(f"authorize({action})", skip)
         return owner is None or principal == owner
 
     return authorize
