@@ -251,7 +251,10 @@ class LiveRun:
         self._events = events
         self._keep = keep
         self._forget = forget
-        self._waiters: list[asyncio.Future[bool]] = []
+        self._waiters: dict[asyncio.Future[bool], float] = {}
+        """The listeners waiting for an event (`grew`), each with its deadline."""
+        self._keepalive: asyncio.TimerHandle | None = None
+        """One alarm for the waiters' deadlines, at the earliest: a response waits at each event, not a timer a wait."""
         self.closing = False
         """The adapter is closing: the writer tries once more, then gives the journal up."""
         self._quiet = False
@@ -430,10 +433,13 @@ class LiveRun:
             self.typed.append(event)
         waiters = self._waiters
         if waiters:
-            self._waiters = []
+            self._waiters = {}
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(True)
+        if self.complete and self._keepalive is not None:  # no one waits past the end
+            self._keepalive.cancel()
+            self._keepalive = None
         self._wake.set()
         if self._idle and (self.complete or not self._gathering) and not self._appending.locked():
             self._look()  # a save that holds the lock looks when it is done (`unseal`, `opened`, `open_alone`)
@@ -556,12 +562,32 @@ class LiveRun:
         """Wait until an event is added, or `timeout` seconds."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append(waiter)
-        timer = loop.call_later(timeout, _expire, waiter)
+        deadline = loop.time() + timeout
+        self._waiters[waiter] = deadline
+        alarm = self._keepalive
+        if alarm is None or deadline < alarm.when():  # a later deadline is found when the alarm rings
+            if alarm is not None:
+                alarm.cancel()
+            self._keepalive = loop.call_at(deadline, self._ring, deadline)
         try:
             await waiter
         finally:
-            timer.cancel()
+            self._waiters.pop(waiter, None)
+
+    def _ring(self, due: float) -> None:
+        """The keep-alive alarm: the waiters whose deadline passed get no event; it is set again for the others."""
+        self._keepalive = None
+        loop = asyncio.get_running_loop()
+        now, earliest = max(loop.time(), due), None  # the loop may run a timer a clock tick early
+        for waiter, deadline in list(self._waiters.items()):
+            if deadline <= now:
+                del self._waiters[waiter]
+                if not waiter.done():
+                    waiter.set_result(False)
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._keepalive = loop.call_at(earliest, self._ring, earliest)
 
     async def finished(self) -> None:
         """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds, then cancel it.
@@ -571,8 +597,9 @@ class LiveRun:
         driver = self.driver
         if driver is None:
             return
-        with anyio.move_on_after(STOP_TIMEOUT, shield=True):
-            await asyncio.wait({driver})
+        if not driver.done():  # most often it is: the run unwound as its last events went out
+            with anyio.move_on_after(STOP_TIMEOUT, shield=True):
+                await asyncio.wait({driver})
         if not driver.done():
             log.warning("run %s did not unwind within %s s; cancelling it", self.run_id, STOP_TIMEOUT)
             driver.cancel()
@@ -1120,11 +1147,6 @@ def _appender(store: TurnStore, thread_id: str) -> Opener:
         return True
 
     return append
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 def _stopping() -> bool:
