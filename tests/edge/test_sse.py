@@ -244,7 +244,7 @@ async def test_a_response_cancelled_from_outside_ends_cancelled_whether_or_not_i
             return inbox.pop(0)
         await leave.wait()
         loop = asyncio.get_running_loop()
-        loop.call_soon(loop.call_soon, response.cancel)  # the server's cancel comes just after the response's own
+        loop.call_soon(lambda: loop.call_soon(response.cancel))  # the server's cancel, just after the response's own
         return {"type": "http.disconnect"}
 
     async def send(message: Message) -> None:
