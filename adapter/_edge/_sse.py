@@ -90,7 +90,10 @@ class EventStreamResponse(Response):
 
         def gone(watcher: asyncio.Future[None]) -> None:
             nonlocal left
-            if watching and not watcher.cancelled():
+            if watcher.cancelled():
+                return
+            watcher.exception()  # retrieved: a `receive` that fails once the response is over is not logged as lost
+            if watching:
                 left = True
                 response.cancel()
 
