@@ -189,7 +189,7 @@ class _Reader:
         """Cancel the reading task where it waits, and wait until the stream is closed."""
         self._closing = True
         task, self._task = self._task, None
-        if task is not None:
+        if task is not None and not task.done():  # one that ended closed its stream: no loop turn to wait for it
             task.cancel()
             await asyncio.wait({task})
             await _aclose(self._stream)  # a task cancelled before it ran never closed it

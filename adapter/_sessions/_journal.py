@@ -2,7 +2,8 @@
 
     Run events ──> LiveRun._drive (the driver task) ──> entries in memory: each event's wire JSON (seq: its place)
                                                       ├──> Tail listeners (the POST response, reattachers)
-                                                      └──> LiveRun._write (the writer task) ──> store.append_events
+                                                      └──> LiveRun._write (the writer task, once it has work)
+                                                                               ──> store.append_events
 
 A run no longer lives in the request that started it. Its events are pulled by a driver task the adapter
 owns (its background set), encoded once as wire JSON, numbered 1, 2, 3, ... (the SSE `id:` of each), kept in
@@ -19,7 +20,9 @@ microseconds). Readers on this replica read memory and never wait for it; a foll
 store, so these two bound its lag (docs/replicas.md). The writer learns from each append whether someone asked the
 run to stop; while no event flows (a long tool) it asks the store every
 `POLL_INTERVAL`. The last batch goes with the run's last save, in one store call (`LiveRun.seal`): the run makes
-its ending's events first, and the journal holds them back from every reader until that save commits.
+its ending's events first, and the journal holds them back from every reader until that save commits. The writer
+is a task only once it has work (an event `GATHER` old and not sealed, an ending not written, a quiet run to look
+at); until then one alarm stands for it, so a short run, whose events all go with its last save, starts none.
 
 A journal belongs to one run in one life of its thread (`journal_name`): a run of a thread deleted and created
 again under its id never shares a journal with a run of the new life, and a reader finds only the journals of
@@ -248,7 +251,10 @@ class LiveRun:
         self._events = events
         self._keep = keep
         self._forget = forget
-        self._waiters: list[asyncio.Future[bool]] = []
+        self._waiters: dict[asyncio.Future[bool], float] = {}
+        """The listeners waiting for an event (`grew`), each with its deadline."""
+        self._keepalive: asyncio.TimerHandle | None = None
+        """One alarm for the waiters' deadlines, at the earliest: a response waits at each event, not a timer a wait."""
         self.closing = False
         """The adapter is closing: the writer tries once more, then gives the journal up."""
         self._quiet = False
@@ -270,6 +276,12 @@ class LiveRun:
         self._opening = 0
         """How many events the batch `opening` handed out holds."""
         self._reopen = reopen
+        self._idle = False
+        """Journaled and driven, with no writer task yet: the alarm starts one when there is work (`_look`)."""
+        self._alarm: asyncio.TimerHandle | None = None
+        """While idle: when to start the writer, to append what gathered or to look for a stop request."""
+        self._gathering = False
+        """The alarm is the gather's (`GATHER` after an event not written), not the stop-request look's."""
         if first is not None and not opened and store is not None:
             self._unopened, first = [(first, event_json(first))], None
         self.first = first
@@ -291,14 +303,13 @@ class LiveRun:
         if self.limits.max_run_time is not None:
             deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
             self.driver.add_done_callback(lambda _: deadline.cancel())
-        tasks: list[asyncio.Future[Any]] = [self.driver]
-        if self.store is not None:
-            tasks.append(asyncio.ensure_future(self._write()))
+        if self.store is not None:  # the writer starts when there is work (`_look`): a short run ends before it
+            self._idle = True  # `_drive` arms the alarm when it first runs, as the writer task started then did
+            self.driver.add_done_callback(lambda _: self._look())
         elif self._forget is not None:
             self.driver.add_done_callback(lambda _: self._forget(self) if self._forget else None)
         if self._keep is not None:
-            for task in tasks:
-                self._keep(task)
+            self._keep(self.driver)
 
     def _past_deadline(self) -> None:
         if not self.complete and self.stop is not None:  # a handler's own run lives only as long as its client
@@ -349,6 +360,7 @@ class LiveRun:
 
     async def _drive(self) -> None:
         events = self._events
+        self._look()
         try:
             if not await self._pull(events):
                 log.error("run %s ended without RUN_FINISHED or RUN_ERROR", self.run_id)
@@ -421,11 +433,16 @@ class LiveRun:
             self.typed.append(event)
         waiters = self._waiters
         if waiters:
-            self._waiters = []
+            self._waiters = {}
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(True)
+        if self.complete and self._keepalive is not None:  # no one waits past the end
+            self._keepalive.cancel()
+            self._keepalive = None
         self._wake.set()
+        if self._idle and (self.complete or not self._gathering) and not self._appending.locked():
+            self._look()  # a save that holds the lock looks when it is done (`unseal`, `opened`, `open_alone`)
 
     async def seal(self, ending: Sequence[BaseEvent]) -> JournalAppend | None:
         """The journal's last batch, for the run's last save to store in the same call (`save_and_append`).
@@ -472,6 +489,7 @@ class LiveRun:
         elif stored is None:
             self._unsure = len(self.entries) + len(texts)
         self._appending.release()
+        self._look()
 
     async def opening(self) -> JournalAppend | None:
         """The journal's first batch, for the resume's claim to store in the same call (`save_and_append`).
@@ -503,6 +521,7 @@ class LiveRun:
         elif stored is None:
             self._unsure = handed  # the writer's append from seq 1, if refused, finds out whether it landed
         self._appending.release()
+        self._look()
 
     async def open_alone(self) -> None:
         """Open the journal with an append of its own (the run claims nothing, or its claim was refused).
@@ -520,6 +539,7 @@ class LiveRun:
             except Exception as exc:  # the store is down: the writer appends it all from seq 1, and tries again
                 log.warning("run %s: its journal could not be opened (%s); the writer tries again", self.run_id, exc)
             self._release(unopened)
+        self._look()
 
     def _release(self, unopened: list[tuple[BaseEvent, str]]) -> None:
         self._unopened = None
@@ -542,12 +562,32 @@ class LiveRun:
         """Wait until an event is added, or `timeout` seconds."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[bool] = loop.create_future()
-        self._waiters.append(waiter)
-        timer = loop.call_later(timeout, _expire, waiter)
+        deadline = loop.time() + timeout
+        self._waiters[waiter] = deadline
+        alarm = self._keepalive
+        if alarm is None or deadline < alarm.when():  # a later deadline is found when the alarm rings
+            if alarm is not None:
+                alarm.cancel()
+            self._keepalive = loop.call_at(deadline, self._ring, deadline)
         try:
             await waiter
         finally:
-            timer.cancel()
+            self._waiters.pop(waiter, None)
+
+    def _ring(self, due: float) -> None:
+        """The keep-alive alarm: the waiters whose deadline passed get no event; it is set again for the others."""
+        self._keepalive = None
+        loop = asyncio.get_running_loop()
+        now, earliest = max(loop.time(), due), None  # the loop may run a timer a clock tick early
+        for waiter, deadline in list(self._waiters.items()):
+            if deadline <= now:
+                del self._waiters[waiter]
+                if not waiter.done():
+                    waiter.set_result(False)
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._keepalive = loop.call_at(earliest, self._ring, earliest)
 
     async def finished(self) -> None:
         """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds, then cancel it.
@@ -557,8 +597,9 @@ class LiveRun:
         driver = self.driver
         if driver is None:
             return
-        with anyio.move_on_after(STOP_TIMEOUT, shield=True):
-            await asyncio.wait({driver})
+        if not driver.done():  # most often it is: the run unwound as its last events went out
+            with anyio.move_on_after(STOP_TIMEOUT, shield=True):
+                await asyncio.wait({driver})
         if not driver.done():
             log.warning("run %s did not unwind within %s s; cancelling it", self.run_id, STOP_TIMEOUT)
             driver.cancel()
@@ -586,22 +627,84 @@ class LiveRun:
             self._forget(self)
         await _close(self._events)
 
-    # The writer: appends what is ready to the store, and learns of stop requests.
+    # The writer: appends what is ready to the store, and learns of stop requests. It is a task started when there
+    # is work: an event not written `GATHER` after it came, the run ended with events not written, or the run quiet
+    # for `POLL_INTERVAL` (a stop request to look for). Until then one alarm stands for it; a run that ends within
+    # its first batch (the ending sealed with its last save) never starts it.
 
-    async def _write(self) -> None:
-        """Append the entries as they come, in batches, until the terminal one is written (or the journal is lost)."""
+    def _look(self) -> None:
+        """Idle, with no save holding the journal: start the writer, arm the alarm for it, or let the run go."""
+        if not self._idle or self._appending.locked():
+            return
+        if self.flushed < len(self.entries):
+            if self.complete:  # the ending is not written: at once, as the writer it would have been
+                self._start_writer(gathered=True)
+            elif not self._gathering:
+                self._gathering = True
+                self._arm(GATHER)
+        elif self.complete:
+            if self.driver is not None and self.driver.done():  # all written, and nothing more will come
+                self._idle = False
+                self._disarm()
+                self._writing = False
+                if self._forget is not None:
+                    self._forget(self)
+        elif self._alarm is None:
+            self._arm(POLL_INTERVAL)
+
+    def _arm(self, delay: float) -> None:
+        self._disarm()
+        self._alarm = asyncio.get_running_loop().call_later(delay, self._due)
+
+    def _disarm(self) -> None:
+        alarm, self._alarm = self._alarm, None
+        if alarm is not None:
+            alarm.cancel()
+
+    def _due(self) -> None:
+        """The alarm: events gathered (append them), or the run was quiet for `POLL_INTERVAL` (look for a stop)."""
+        self._alarm = None
+        gathered, self._gathering = self._gathering, False
+        if not self._idle or self._appending.locked():
+            return  # the save that holds the journal carries its events; it looks again when done
+        if self.flushed < len(self.entries):
+            self._start_writer(gathered=True)
+        elif self.complete:
+            self._look()
+        elif gathered:  # a claim carried them: quiet from now on
+            self._arm(POLL_INTERVAL)
+        else:
+            self._start_writer(poll=True)
+
+    def _start_writer(self, *, gathered: bool = False, poll: bool = False) -> None:
+        self._idle = False
+        self._gathering = False
+        self._disarm()
+        writer = asyncio.ensure_future(self._write(gathered=gathered, poll=poll))
+        if self._keep is not None:
+            self._keep(writer)
+
+    async def _write(self, *, gathered: bool = False, poll: bool = False) -> None:
+        """Append the entries as they come, in batches, until the terminal one is written (or the journal is lost).
+
+        `gathered`: its first batch gathered already (the alarm waited `GATHER`); `poll`: it looks for a stop request
+        first (the run was quiet for `POLL_INTERVAL`).
+        """
         assert self.store is not None
         failures = 0
         clock = asyncio.get_running_loop().time
         began = float("-inf")
         try:
+            if poll:
+                await self._poll()
             while not (self.complete and self.flushed == len(self.entries)):
                 await self._ready()
-                if not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
+                if not gathered and not self.complete and len(self.entries) - self.flushed < MAX_BATCH:
                     with contextlib.suppress(TimeoutError):  # a burst gathers; appends start FLUSH_INTERVAL apart
                         wait = max(GATHER, began + FLUSH_INTERVAL - clock())
                         async with asyncio.timeout(wait):  # not `wait_for`: it starts a task per wait
                             await self._ended.wait()
+                gathered = False
                 began = clock()
                 flushed = await self._flush(self.store)
                 if flushed is None:
@@ -1044,11 +1147,6 @@ def _appender(store: TurnStore, thread_id: str) -> Opener:
         return True
 
     return append
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 def _stopping() -> bool:

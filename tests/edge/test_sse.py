@@ -231,6 +231,39 @@ async def test_send_failing_with_oserror_closes_the_run() -> None:
         await backend.finalised.wait()
 
 
+@pytest.mark.parametrize("leaves", [False, True], ids=["client-stays", "client-leaves-too"])
+async def test_a_response_cancelled_from_outside_ends_cancelled_whether_or_not_its_client_left(leaves: bool) -> None:
+    """The response's own cancel for a gone client is told apart from a cancel of its server (a shutdown)."""
+    backend = Endless(chatty=False)
+    first_body = asyncio.Event()
+    leave = asyncio.Event()
+    inbox: list[Message] = [{"type": "http.request", "body": BODY, "more_body": False}]
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop(0)
+        await leave.wait()
+        loop = asyncio.get_running_loop()
+        loop.call_soon(lambda: loop.call_soon(response.cancel))  # the server's cancel, just after the response's own
+        return {"type": "http.disconnect"}
+
+    async def send(message: Message) -> None:
+        if b"started" in message.get("body", b""):  # the backend's word: the run then waits, and so does the response
+            first_body.set()
+
+    response = asyncio.ensure_future(create_app(stopping(backend))(body_scope(BODY), receive, send))
+    with anyio.fail_after(2):
+        await first_body.wait()
+        if leaves:
+            leave.set()
+        else:
+            response.cancel()
+        await asyncio.wait({response})
+        await backend.finalised.wait()
+
+    assert response.cancelled()
+
+
 class Gated:
     """A backend that says a word, then holds the rest of the run until the test opens the gate."""
 

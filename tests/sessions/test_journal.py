@@ -251,3 +251,69 @@ async def test_what_comes_with_run_started_in_the_first_run_of_events_is_kept_no
     events = await journals.begin("t", "r", runs(), StopSignal())
 
     assert [event.type async for event in events] == ["RUN_STARTED", "TEXT_MESSAGE_CONTENT", "RUN_FINISHED"]
+
+
+async def test_a_run_whose_events_all_go_with_its_last_save_never_starts_the_journal_writer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer is a task only once it has work: here none, the ending sealed with the run's last save."""
+    # private on purpose: the writer's timing is the journal's own, held still so the run cannot outlast it
+    from adapter._sessions import _journal
+
+    monkeypatch.setattr(_journal, "GATHER", 3600.0)
+    monkeypatch.setattr(_journal, "POLL_INTERVAL", 3600.0)
+    loop = asyncio.get_running_loop()
+    started: list[str] = []
+
+    def recording(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Task[Any]:
+        started.append(coro.__qualname__)
+        return asyncio.Task(coro, loop=loop, **kwargs)
+
+    store = MemoryStore()
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="one two three four")]), store=store)
+    loop.set_task_factory(recording)
+    try:
+        events = await adapter.start(RunAgentInput.model_validate(body_of("t1", "r1", "hi")))
+        types = [event.type async for event in events]
+    finally:
+        loop.set_task_factory(None)
+
+    assert types[-1] == "RUN_FINISHED"
+    assert "LiveRun._drive" in started
+    assert "LiveRun._write" not in started
+    journal = await store.read_events("t1", await journal_of(store, "t1", "r1"))
+    assert journal is not None and journal.ended and len(journal.events) == len(types)
+    await adapter.aclose()
+
+
+async def test_listeners_waiting_with_different_timeouts_each_get_their_keep_alive_at_their_own() -> None:
+    """One alarm serves a run's waiting listeners: a later, shorter wait is not held to the earlier deadline, and a
+    longer one is not ended by the shorter one's."""
+    from ag_ui.core import RunFinishedEvent, RunStartedEvent
+
+    # private on purpose: the listeners' waits, below the SSE response that sends their keep-alives
+    from adapter._run._stop import StopSignal
+    from adapter._sessions._journal import Journals
+
+    finish = asyncio.Event()
+
+    async def runs() -> AsyncIterator[list[Any]]:
+        yield [RunStartedEvent(thread_id="t", run_id="r")]
+        await finish.wait()
+        yield [RunFinishedEvent(thread_id="t", run_id="r")]
+
+    journals = Journals(MemoryStore())
+    run = await journals.begin("t", "r", runs(), StopSignal())
+    live = run.live
+    patient, hasty = live.listen(1), live.listen(1)
+    waiting = asyncio.ensure_future(patient.next(3600.0))
+    await asyncio.sleep(0)
+
+    assert await hasty.next(0.01) is None  # its deadline is earlier than the alarm the patient one set
+    assert not waiting.done()  # the alarm rang for the hasty one, and is set again for the patient one
+    finish.set()
+    batch = await waiting
+    assert batch is not None and batch.last
+    await hasty.close(left=False)
+    await patient.close(left=False)
+    await run.aclose()
