@@ -10,13 +10,10 @@ unrecognised follows AGUI-RULES IN-1/IN-2 and VER-2..4.
 
 from __future__ import annotations
 
-import gc
 import json
 import logging
 import re
-import threading
-from collections.abc import Iterator
-from contextlib import aclosing, contextmanager
+from contextlib import aclosing
 from typing import Any, Final, get_args
 
 from ag_ui.core import PROTOCOL_VERSION, ContentPart, Message, PartSource, RunAgentInput
@@ -26,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from adapter import _errors as codes
+from adapter._collector import COLLECTOR
 from adapter._compat import upgrade_parts
 from adapter._errors import InputRejected
 from adapter._limits import (
@@ -341,46 +339,5 @@ async def parse_body(body: bytes) -> CheckedInput:
 
 
 def _parse_large(body: bytes) -> CheckedInput:
-    with _COLLECTOR.paused():
+    with COLLECTOR.paused():  # its objects all live until it returns: young collections meanwhile free nothing
         return parse_run_input(body)
-
-
-class _CollectorPause:
-    """The cyclic garbage collector's automatic collections, held off while a large body is parsed.
-
-    A long history's parse makes some five tracked objects a message, every one of them alive until the parse
-    returns, and with the default thresholds (700 allocations) a 1,000-turn body triggered 32 young collections
-    and 3 of the middle generation, which found nothing to free. Each middle one moves the collector towards a full
-    one, which walks the whole heap, the parsed-thread cache included: the parse's share of the resume row was 3 ms
-    of 25, most of it in those rare full collections. Paused, the parse's objects are counted at once by the first
-    young collection after it, and move on as one.
-
-    The pause is bounded by the body's size limit and is the process's: cycles that other threads leave meanwhile
-    wait the parse's time to be freed. It is taken by setting the young generation's threshold to 0 (which the
-    collector reads as "no automatic collections"), never by `gc.disable`, so an app's `gc.disable()` or
-    `gc.enable()` holds whatever a parse does. Parses on several worker threads share one pause: the first takes
-    the thresholds as they stand, the last gives them back, unless the app set others meanwhile, which then stay.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._holders = 0
-        self._kept = gc.get_threshold()
-
-    @contextmanager
-    def paused(self) -> Iterator[None]:
-        with self._lock:
-            if not self._holders:
-                self._kept = gc.get_threshold()
-                gc.set_threshold(0, *self._kept[1:])
-            self._holders += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._holders -= 1
-                if not self._holders and gc.get_threshold() == (0, *self._kept[1:]):
-                    gc.set_threshold(*self._kept)
-
-
-_COLLECTOR: Final = _CollectorPause()

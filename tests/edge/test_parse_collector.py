@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from unittest import mock
 
 import pytest
+from ag_ui.core import UserMessage
 
-# private on purpose: the edge's pause of the collector, and the large body's parse that takes it
-from adapter._edge._input import _COLLECTOR, _parse_large, parse_body
+# private on purpose: the pause of the collector, the large body's parse and the stored thread's that take it
+from adapter._collector import COLLECTOR
+from adapter._edge._input import _parse_large, parse_body
 from adapter._errors import InputRejected
+from adapter._thread._record import parse_messages, stored_message
+from adapter.stores import StoredMessage
 
 THRESHOLDS = (500, 7, 9)
 
@@ -36,8 +41,9 @@ def long_body(turns: int = 2000) -> bytes:
     return json.dumps(body).encode()
 
 
-def test_a_long_parse_triggers_no_young_collection() -> None:
-    body, started = long_body(), list[int]()
+def collections_during(parse: Callable[[], object]) -> list[int]:
+    """The generations of the collections that began while `parse` ran."""
+    started: list[int] = []
 
     def count(phase: str, info: dict[str, int]) -> None:
         if phase == "start":
@@ -45,11 +51,42 @@ def test_a_long_parse_triggers_no_young_collection() -> None:
 
     gc.callbacks.append(count)
     try:
-        checked = _parse_large(body)
+        parse()
     finally:
         gc.callbacks.remove(count)
-    assert len(checked.input.messages) == 2000
+    return started
+
+
+def test_a_long_parse_triggers_no_young_collection() -> None:
+    body = long_body()
+    started = collections_during(lambda: _parse_large(body))
     assert len(started) <= 1  # at most the one that counts the parse's objects, as it returns
+    assert gc.get_threshold() == THRESHOLDS
+
+
+def stored_thread(count: int) -> list[StoredMessage]:
+    return [stored_message(UserMessage(id=f"u-{i}", content=f"turn {i}")) for i in range(count)]
+
+
+def test_a_long_stored_thread_is_parsed_without_young_collections() -> None:
+    stored = stored_thread(2000)
+    started = collections_during(lambda: parse_messages(stored))
+    assert len(started) <= 1
+    assert gc.get_threshold() == THRESHOLDS
+
+
+@pytest.mark.parametrize(("count", "paused"), [pytest.param(2000, True, id="long"), pytest.param(9, False, id="short")])
+def test_only_a_long_stored_thread_pauses_the_collector(count: int, paused: bool) -> None:
+    seen: list[tuple[int, int, int]] = []
+
+    def validate_json(text: str) -> list[object]:
+        seen.append(gc.get_threshold())
+        return []
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("adapter._thread._record._messages", mock.Mock(validate_json=validate_json))
+        parse_messages(stored_thread(count))
+    assert seen == [(0, *THRESHOLDS[1:]) if paused else THRESHOLDS]
     assert gc.get_threshold() == THRESHOLDS
 
 
@@ -74,7 +111,7 @@ def test_a_disabled_collector_stays_disabled_and_an_enabled_one_enabled() -> Non
     _parse_large(long_body(10))
     assert not gc.isenabled()
     gc.enable()
-    with _COLLECTOR.paused():
+    with COLLECTOR.paused():
         assert gc.isenabled()  # the pause is the threshold's, never the switch an app holds
         gc.disable()
     assert not gc.isenabled()
@@ -82,7 +119,7 @@ def test_a_disabled_collector_stays_disabled_and_an_enabled_one_enabled() -> Non
 
 
 def test_overlapping_parses_share_one_pause_and_the_last_gives_it_back() -> None:
-    first, second = _COLLECTOR.paused(), _COLLECTOR.paused()
+    first, second = COLLECTOR.paused(), COLLECTOR.paused()
     first.__enter__()
     second.__enter__()
     first.__exit__(None, None, None)
@@ -92,6 +129,6 @@ def test_overlapping_parses_share_one_pause_and_the_last_gives_it_back() -> None
 
 
 def test_thresholds_the_app_sets_during_a_parse_stay() -> None:
-    with _COLLECTOR.paused():
+    with COLLECTOR.paused():
         gc.set_threshold(1000, 20, 20)
     assert gc.get_threshold() == (1000, 20, 20)
