@@ -4,7 +4,7 @@ A long history's parse makes some four tracked objects a message (the model, its
 every one of them alive until the parse returns. With the default thresholds (700 allocations) a body of 1,000
 prior turns triggered 32 young collections and 3 of the middle generation, which found nothing to free; and each
 middle one moves the collector towards a full one, which walks the whole heap, the parsed-thread cache included
-(40 ms and more, in a third of such resumes). Paused, the parse's objects are counted at once by the first young
+(40 ms and more, in one such resume in five). Paused, the parse's objects are counted at once by the first young
 collection after it, and move on as one (docs/benchmarks.md, "The resume's slope, round four").
 
 The pause is the process's, bounded by what one parse reads (a body under its size limit, a thread the load holds
