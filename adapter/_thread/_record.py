@@ -313,7 +313,7 @@ _plain = SchemaSerializer(_without_omitting(TypeAdapter(Message).core_schema))
 
 _PAUSED_FROM: Final = 256
 """Messages from which a thread is parsed with the collector paused (`adapter._collector`): below, the parse makes
-fewer objects than a young collection waits for."""
+about one young collection's worth of objects (700) or fewer."""
 
 
 def parse_messages(stored: Sequence[StoredMessage]) -> list[Message]:
