@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 
 from adapter import _errors as codes
+from adapter._collector import COLLECTOR
 from adapter._compat import upgrade_parts
 from adapter._errors import InputRejected
 from adapter._limits import (
@@ -334,4 +335,9 @@ async def parse_body(body: bytes) -> CheckedInput:
     """The run input in `body`, checked; a large body is parsed on a worker thread, off the event loop."""
     if len(body) <= _INLINE_PARSE_BYTES:
         return parse_run_input(body)
-    return await run_in_threadpool(parse_run_input, body)
+    return await run_in_threadpool(_parse_large, body)
+
+
+def _parse_large(body: bytes) -> CheckedInput:
+    with COLLECTOR.paused():  # its objects all live until it returns: young collections meanwhile free nothing
+        return parse_run_input(body)

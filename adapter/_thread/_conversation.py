@@ -107,9 +107,18 @@ def ids_held(messages: Sequence[Message]) -> HeldIds:
     The ids of two conversations together are those of each, joined: kept with a thread's parsed messages, they are
     carried to its next state by joining those of the messages a save appends (`adapter._thread._cache`).
     """
-    answered = frozenset(map(_CALL_ID, of_kind(messages, ToolMessage)))
-    calls = answered.union(c.id for m in of_kind(messages, AssistantMessage) for c in m.tool_calls or ())
-    return frozenset(map(_ID, messages)), calls, answered
+    # One walk by class for both kinds (a resume lists a whole thread's ids here), the call ids read in C.
+    kinds, answers, made = KIND_BY_CLASS, list[str](), list[str]()
+    for message in messages:
+        kind = kinds.get(message.__class__) or message_kind(message)
+        if kind is ToolMessage:
+            answers.append(_CALL_ID(message))
+        elif kind is AssistantMessage:
+            calls = _CALLS(message)
+            if calls:
+                made += map(_ID, calls)
+    answered = frozenset(answers)
+    return frozenset(map(_ID, messages)), answered.union(made), answered
 
 
 def refuse_second_answers(

@@ -12,6 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -21,6 +22,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticSerializationError, SchemaSerializer
 
 from adapter import _errors as codes
+from adapter._collector import COLLECTOR
 from adapter._errors import LimitExceeded
 from adapter._types import JSON, wire_json
 from adapter.stores import StoredMessage, ThreadHead
@@ -309,15 +311,21 @@ def _without_omitting(schema: Any) -> Any:
 _plain = SchemaSerializer(_without_omitting(TypeAdapter(Message).core_schema))
 
 
+_PAUSED_FROM: Final = 256
+"""Messages from which a thread is parsed with the collector paused (`adapter._collector`): below, the parse makes
+about one young collection's worth of objects (700) or fewer."""
+
+
 def parse_messages(stored: Sequence[StoredMessage]) -> list[Message]:
-    """Stored messages as protocol messages, validated in one pass."""
+    """Stored messages as protocol messages, validated in one pass (a long thread's with the collector paused)."""
     if not stored:
         return []
     text = "[" + ",".join(message.json for message in stored) + "]"
-    try:
-        return _messages.validate_json(text)
-    except ValidationError:
-        return _messages.validate_python(json.loads(text))  # pydantic's JSON parser refuses escaped lone surrogates
+    with COLLECTOR.paused() if len(stored) >= _PAUSED_FROM else nullcontext():
+        try:
+            return _messages.validate_json(text)
+        except ValidationError:
+            return _messages.validate_python(json.loads(text))  # pydantic's JSON parser refuses escaped lone surrogates
 
 
 def stored_conversation(stored: Sequence[StoredMessage], offered: Mapping[str, Message]) -> list[Message]:

@@ -9,7 +9,8 @@
 
 Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU seconds
 (`time.process_time()`, every thread), `GET /__rss` its peak resident set in kB (VmHWM),
-`POST /__profile/start` and `/__profile/stop` switch cProfile
+`GET /__gc` the cyclic garbage collector's collections of each generation since the process started and their CPU
+seconds (the collecting thread's), `POST /__profile/start` and `/__profile/stop` switch cProfile
 on the event loop's thread on and off (stop writes the stats to `--profile-out`).
 
 The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens. The
@@ -157,8 +158,25 @@ def journal_app(db_path: str, events_path: str) -> Starlette:
     return _with_bench_routes(Mount(MOUNT, app=inner), on_shutdown=close)
 
 
+class _Collections:
+    """Counts the collector's collections of each generation, and the CPU seconds of the thread that made them."""
+
+    def __init__(self) -> None:
+        self.counts = {f"gen{generation} {what}": 0.0 for generation in range(3) for what in ("collections", "seconds")}
+        self.started = 0.0
+        gc.callbacks.append(self.collected)
+
+    def collected(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self.started = time.thread_time()
+            return
+        self.counts[f"gen{info['generation']} collections"] += 1
+        self.counts[f"gen{info['generation']} seconds"] += time.thread_time() - self.started
+
+
 def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
     profilers: list[cProfile.Profile] = []
+    collections = _Collections()
 
     async def cpu(request: Request) -> Response:
         return PlainTextResponse(repr(time.process_time()))
@@ -167,6 +185,9 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
         status = Path("/proc/self/status").read_text()
         peak = next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))
         return PlainTextResponse(peak)  # kB
+
+    async def collected(request: Request) -> Response:
+        return PlainTextResponse(json.dumps(collections.counts))
 
     async def profile_start(request: Request) -> Response:
         profilers.append(cProfile.Profile())
@@ -189,6 +210,7 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
         routes=[
             Route("/__cpu", cpu),
             Route("/__rss", rss),
+            Route("/__gc", collected),
             Route("/__profile/start", profile_start, methods=["POST"]),
             Route("/__profile/stop", profile_stop, methods=["POST"]),
             mount,
@@ -281,6 +303,12 @@ class Server:
         response = await self.http.get("/__cpu")
         response.raise_for_status()
         return float(response.text)
+
+    async def collections(self) -> dict[str, float]:
+        """The collector's collections of each generation since the server started, and their CPU seconds."""
+        response = await self.http.get("/__gc")
+        response.raise_for_status()
+        return dict(json.loads(response.text))
 
     async def peak_rss_mb(self) -> float:
         """The process's peak resident set (VmHWM), MB."""

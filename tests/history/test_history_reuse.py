@@ -12,7 +12,7 @@ import copy
 import json
 from typing import Any
 
-from ag_ui.core import Message, RunAgentInput, UserMessage
+from ag_ui.core import AssistantMessage, Message, RunAgentInput, ToolMessage, UserMessage
 from agui import collect, frontend_tool, new_id, resolved, run_input, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -257,6 +257,38 @@ async def test_the_ids_kept_with_a_parsed_thread_are_those_of_its_messages_after
     assert kept is not None and kept.held is not None  # listed by the resume's step, carried by the saves since
     assert kept.held == ids_held(kept.messages)
     assert len(kept.held[2]) == 4  # the prior turns' three answers and the resumed call's; the new call waits
+
+
+class _Assistant(AssistantMessage):
+    """An app's own assistant message class: its kind is found by `issubclass`, not the class's table entry."""
+
+
+def _conversation(drawn: list[tuple[dict[str, Any], bool, int]]) -> list[Message]:
+    messages: list[Message] = []
+    for body, own_class, calls in drawn:
+        try:
+            message = _message.validate_python(body)
+        except ValidationError:
+            continue
+        if isinstance(message, AssistantMessage):
+            kept = message.tool_calls or []
+            more = [call.model_copy(update={"id": f"{call.id}-{k}"}) for call in kept for k in range(calls)]
+            message = message.model_copy(update={"tool_calls": [*kept, *more] if kept or more else message.tool_calls})
+            if own_class:
+                message = _Assistant.model_validate(message.model_dump())
+        messages.append(message)
+    return messages
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(fuzzed_messages(), st.booleans(), st.integers(0, 2)), max_size=12))
+def test_the_ids_a_conversation_holds_are_its_messages_calls_and_answers(
+    drawn: list[tuple[dict[str, Any], bool, int]],
+) -> None:
+    messages = _conversation(drawn)
+    answered = frozenset(m.tool_call_id for m in messages if isinstance(m, ToolMessage))
+    made = frozenset(call.id for m in messages if isinstance(m, AssistantMessage) for call in m.tool_calls or ())
+    assert ids_held(messages) == (frozenset(m.id for m in messages), answered | made, answered)
 
 
 async def test_a_history_is_walked_past_the_loaded_record_only_where_it_is_that_very_record() -> None:
