@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
-from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline
+from adapter.stores._deadline import DEFAULT_TIMEOUT
 from adapter.stores._listing import check_limit, from_micros, next_cursor, parse_cursor, to_micros
 from adapter.stores._protocol import (
     ANY_INCARNATION,
@@ -36,6 +34,7 @@ from adapter.stores._protocol import (
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 from adapter.stores._sqlite_open import open_file
+from adapter.stores._worker import Worker
 
 _T = TypeVar("_T")
 _LAST: Final = 2**63 - 1  # SQLite's largest integer: a bound past it is clipped, not an OverflowError
@@ -123,13 +122,12 @@ class SQLiteStore:
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        self._deadline = Deadline(timeout, "the SQLite store")
+        # One thread owns the connection: sqlite3 connections are bound to their creating thread.
+        self._worker = Worker(timeout, "the SQLite store", "agui-sqlite")
         self._synchronous = synchronous
         self._path = os.fspath(path)
         self._connection: sqlite3.Connection | None = None
         self._opened_read_only = False
-        # One thread owns the connection: sqlite3 connections are bound to their creating thread.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-sqlite")
         self._closed = False
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
@@ -259,15 +257,12 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        await self._deadline.settle()
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
-        self._executor.shutdown(wait=False)
+        await self._worker.stop(self._disconnect)
 
     async def _call(self, what: str, function: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("SQLiteStore is closed")
-        work = asyncio.get_running_loop().run_in_executor(self._executor, self._guarded, function, *args)
-        return await self._deadline.run(work, what)
+        return await self._worker.call(what, self._guarded, function, *args)
 
     # Everything below runs on the worker thread.
 
@@ -288,7 +283,7 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            self._connection = open_file(self._path, self._synchronous, self._deadline.seconds)
+            self._connection = open_file(self._path, self._synchronous, self._worker.seconds)
             # SQLite opens a file it may not write read-only, silently, and the connection stays so.
             self._opened_read_only = self._path not in ("", ":memory:") and not os.access(self._path, os.W_OK)
         return self._connection
