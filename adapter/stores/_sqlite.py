@@ -508,7 +508,78 @@ def _save_in(
     records: dict[str, object],
     expected: tuple[int, int | None, object],
 ) -> int:
-    """`save`'s checks and writes, in the caller's write transaction; the new version."""
+    """`save`'s checks and writes, in the caller's write transaction; the new version.
+
+    The head is written first, by a statement that holds the checks in its condition: an insert that creates the
+    thread unless it exists, or an update of the version expected (of the claim and life named, of enough messages).
+    Only when it writes nothing does a read find out why, and refuse the save with the error the checks name.
+    """
+    kept = _head_written(connection, thread_id, change, records, expected)
+    if kept is None:
+        kept = _save_checked(connection, thread_id, change, records, expected)
+    _write_messages(connection, thread_id, change, kept)
+    return expected[0] + 1
+
+
+def _head_written(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    change: ThreadChange,
+    records: dict[str, object],
+    expected: tuple[int, int | None, object],
+) -> int | None:
+    """The head written when the checks hold (one statement): the messages kept before the change's; else None."""
+    expected_version, fence, incarnation = expected
+    if (
+        change.keep is not None
+        and change.keep < 0
+        or any(
+            not 0 <= position < (change.keep if change.keep is not None else position + 1)
+            for position in change.replace
+        )
+    ):
+        return None  # `change.check` refuses it whatever the thread holds
+    appended = len(change.append)
+    if expected_version == 0:
+        if change.keep or change.replace or fence not in (None, 0):
+            return None  # a new thread has no message to keep or replace, and claim 0: refused below
+        created = {"owner": change.owner, "incarnation": change.incarnation, **records}
+        columns = ["version", "claim", "message_count", *created]  # record and retention column names, never input
+        marks = ", ".join("?" for _ in range(len(columns) + 1))
+        inserted = connection.execute(
+            f"INSERT INTO agui_threads (thread_id, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT DO NOTHING",
+            (thread_id, 1, int(change.claim), appended, *created.values()),
+        )
+        return 0 if inserted.rowcount == 1 else None
+    # The messages the change needs the thread to hold: those it keeps, or past the last it replaces.
+    needed = change.keep if change.keep is not None else max(change.replace, default=-1) + 1
+    assignments = "".join(f", {column} = ?" for column in records)  # record and retention column names, never input
+    conditions = ["thread_id = ?", "version = ?", "message_count >= ?"]
+    parameters: list[object] = [int(change.claim), change.keep, appended, *records.values()]
+    parameters += [thread_id, expected_version, needed]
+    if fence is not None:
+        conditions.append("claim = ?")
+        parameters.append(fence)
+    if incarnation is not ANY_INCARNATION:
+        conditions.append("incarnation IS ?")
+        parameters.append(incarnation)
+    row = connection.execute(
+        "UPDATE agui_threads SET version = version + 1, claim = claim + ?, "
+        f"message_count = coalesce(?, message_count) + ?{assignments} "
+        f"WHERE {' AND '.join(conditions)} RETURNING message_count",
+        parameters,
+    ).fetchone()
+    return None if row is None else int(row[0]) - appended
+
+
+def _save_checked(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    change: ThreadChange,
+    records: dict[str, object],
+    expected: tuple[int, int | None, object],
+) -> int:
+    """`save` read, checked and written step by step: refused with the error that names why; else the kept count."""
     expected_version, fence, incarnation = expected
     row = connection.execute(
         "SELECT version, claim, message_count, incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,)
@@ -520,28 +591,70 @@ def _save_in(
     if version != expected_version:
         raise StoreConflict(thread_id, expected_version)
     change.check(count)
-    count = _write_messages(connection, thread_id, change, count)
+    kept = count if change.keep is None else change.keep
     if row is None:  # set once, by the save that creates the thread
         records = {**records, "owner": change.owner, "incarnation": change.incarnation}
-    _write_head(connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None)
-    return int(version) + 1
+    numbers = (version + 1, claim + change.claim, kept + len(change.append))
+    _write_head(connection, thread_id, numbers, records, exists=row is not None)
+    return kept
 
 
 def _append_in(
     connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
 ) -> bool:
-    """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested."""
+    """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested.
+
+    The status is written first, by a statement that holds the check in its condition: an insert that creates the
+    journal with seq 1, or an update of the one whose last seq comes just before the batch's first and has not
+    ended. Only when it writes nothing (or the batch is empty) does a read find out why, or what to write.
+    """
+    stop = _status_written(connection, thread_id, run_id, events, ended)
+    if stop is None:
+        stop = _append_checked(connection, thread_id, run_id, events, ended)
+    if events:  # one row, whatever the batch's size
+        connection.execute(
+            "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) VALUES (?, ?, ?, ?, ?)",
+            (thread_id, run_id, events[0].seq, events[-1].seq, pack_events(events)),
+        )
+    return stop
+
+
+def _status_written(
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+) -> bool | None:
+    """The journal's status written when the batch continues it (one statement): whether a stop was requested."""
+    if not events:
+        return None
+    try:
+        check_append(thread_id, run_id, events, last_seq=None, ended=False)  # the batch's own order: the seqs below
+    except ValueError:
+        return None  # refused below, as the journal it meets says
+    first, last = events[0].seq, events[-1].seq
+    if first == 1:
+        inserted = connection.execute(
+            "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (thread_id, run_id, last, int(ended), time.time()),
+        )
+        return False if inserted.rowcount == 1 else None  # a journal no append made yet has no stop request
+    row = connection.execute(
+        "UPDATE agui_journals SET last_seq = ?, ended = ?, appended_at = ? "
+        "WHERE thread_id = ? AND run_id = ? AND last_seq = ? AND ended = 0 RETURNING stop_requested",
+        (last, int(ended), time.time(), thread_id, run_id, first - 1),
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _append_checked(
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+) -> bool:
+    """`append_events`' status read, checked and written: refused with the error that names why; else the stop."""
     row = connection.execute(
         "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
         (thread_id, run_id),
     ).fetchone()
     last, was_ended, stop = row if row is not None else (0, 0, 0)
     check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
-    if events:  # one row, whatever the batch's size
-        connection.execute(
-            "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) VALUES (?, ?, ?, ?, ?)",
-            (thread_id, run_id, last + 1, last + len(events), pack_events(events)),
-        )
     connection.execute(
         "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
@@ -551,20 +664,20 @@ def _append_in(
     return bool(stop)
 
 
-def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, count: int) -> int:
-    """Apply the change's messages; return the thread's new message count."""
+def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, kept: int) -> None:
+    """Apply the change's messages: those past `kept` dropped, the replaced rewritten, the appended from `kept` on."""
     if change.keep is not None:
         connection.execute("DELETE FROM agui_messages WHERE thread_id = ? AND position >= ?", (thread_id, change.keep))
-        count = change.keep
-    connection.executemany(
-        "UPDATE agui_messages SET message_id = ?, role = ?, body = ? WHERE thread_id = ? AND position = ?",
-        [(m.id, m.role, m.json, thread_id, position) for position, m in change.replace.items()],
-    )
-    connection.executemany(
-        "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
-        [(thread_id, count + offset, m.id, m.role, m.json) for offset, m in enumerate(change.append)],
-    )
-    return count + len(change.append)
+    if change.replace:
+        connection.executemany(
+            "UPDATE agui_messages SET message_id = ?, role = ?, body = ? WHERE thread_id = ? AND position = ?",
+            [(m.id, m.role, m.json, thread_id, position) for position, m in change.replace.items()],
+        )
+    if change.append:
+        connection.executemany(
+            "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
+            [(thread_id, kept + offset, m.id, m.role, m.json) for offset, m in enumerate(change.append)],
+        )
 
 
 def _write_head(
