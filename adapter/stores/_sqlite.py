@@ -76,15 +76,15 @@ class SQLiteStore:
 
     Behaviour:
 
-    - Every call runs on one worker thread that owns the connection, so the event loop never blocks
-      on disk or on a lock. Calls from one store instance are serialised in order.
+    - Every call runs on one worker thread of its own that owns the connection (`_worker`), so the event loop
+      never blocks on disk or on a lock. Calls from one store instance are serialised in order.
     - The file is opened, switched to WAL journal mode and given its tables on first use: a thread's
       head in `agui_threads`, its messages one row each in `agui_messages`, the runs' journals in
       `agui_journals` (one row per run: its status) and `agui_journal_events` (one row per append: its
       events' seqs from `first_seq` to `last_seq`, their JSON one line each). A file from before this
       layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one transaction.
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
-      version and claim number are read, so two instances (or processes) racing on one thread
+      version and claim number are checked, so two instances (or processes) racing on one thread
       serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
       that can't get the lock within the busy timeout (`timeout`) fails with `StoreUnavailable`,
       which is not a conflict. A save writes the rows it changes: appended messages, replaced ones,
@@ -92,7 +92,7 @@ class SQLiteStore:
     - Head records are serialised before the call returns to the loop, so callers may mutate their
       values afterwards; `load` returns fresh copies each time.
     - Every write (a save, an append, a stop request, a delete, a purge) is one transaction; an append
-      reads the journal's last seq under the write lock, so two appenders racing on one journal cannot
+      checks the journal's last seq under the write lock, so two appenders racing on one journal cannot
       both write one seq. `save_and_append` is a save and an append in one transaction.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
