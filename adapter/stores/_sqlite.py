@@ -530,14 +530,7 @@ def _head_written(
 ) -> int | None:
     """The head written when the checks hold (one statement): the messages kept before the change's; else None."""
     expected_version, fence, incarnation = expected
-    if (
-        change.keep is not None
-        and change.keep < 0
-        or any(
-            not 0 <= position < (change.keep if change.keep is not None else position + 1)
-            for position in change.replace
-        )
-    ):
+    if not _positions_possible(change):
         return None  # `change.check` refuses it whatever the thread holds
     appended = len(change.append)
     if expected_version == 0:
@@ -570,6 +563,14 @@ def _head_written(
         parameters,
     ).fetchone()
     return None if row is None else int(row[0]) - appended
+
+
+def _positions_possible(change: ThreadChange) -> bool:
+    """Whether some thread could hold the change's positions: `keep` not negative, each replaced one before it."""
+    keep = change.keep
+    if keep is not None and keep < 0:
+        return False
+    return all(0 <= position and (keep is None or position < keep) for position in change.replace)
 
 
 def _save_checked(
