@@ -36,6 +36,9 @@ class _Call(Generic[_T]):
 class Worker:
     """One thread, started by the first call, that runs `call`'s functions in order; `stop` ends it.
 
+    It serves one event loop at a time: a call from another loop than the last one's drops the calls of that loop
+    still waiting (their loop has ended: nobody can be told), and their timer.
+
     Args:
         seconds: How long one call may take, waiting behind earlier calls included, before `StoreUnavailable`.
         store: How messages name the store, e.g. "the SQLite store".
