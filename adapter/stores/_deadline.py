@@ -3,7 +3,8 @@
 A store that does not answer (a network partition that drops nothing but delivers nothing, a file
 system that hangs, a lock held by a frozen writer) must not hold a request for ever. The work a call
 stops waiting for is cancelled; it may still end later (a save may then be applied, as any
-`StoreUnavailable` save may), and the store waits for it when it closes.
+`StoreUnavailable` save may), and the store waits for it when it closes. `Deadline` serves a store whose calls
+are coroutines (PostgreSQL's); `SQLiteStore`'s thread keeps the same rule in `_worker`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Awaitable
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 from adapter.stores._protocol import StoreUnavailable
 
@@ -46,13 +47,11 @@ class Deadline:
         self._abandoned: set[asyncio.Future[Any]] = set()
 
     async def run(self, work: Awaitable[_T], what: str) -> _T:
-        """The result of `work` (a coroutine or a future), or `StoreUnavailable` once `seconds` have passed.
+        """The result of `work` (a coroutine), or `StoreUnavailable` once `seconds` have passed.
 
         Raises:
             StoreUnavailable: `work` did not end in time; it is cancelled, and `what` names it in the message.
         """
-        if isinstance(work, asyncio.Future) and not isinstance(work, asyncio.Task):
-            return await self._run_future(cast("asyncio.Future[_T]", work), what)
         future: asyncio.Future[_T] = asyncio.ensure_future(work)
         try:
             done, _ = await asyncio.wait({future}, timeout=self.seconds)
@@ -63,30 +62,6 @@ class Deadline:
             self._abandon(future)
             raise StoreUnavailable(f"{self._store} did not answer {what} within {self.seconds:g} s")
         return future.result()
-
-    async def _run_future(self, future: asyncio.Future[_T], what: str) -> _T:
-        """`run` for a future that a cancel ends at once (an executor's): awaited as it is, cancelled at the deadline.
-
-        No task waits beside it, so its answer reaches the caller in the loop's next turn, not the one after: some
-        30 µs of CPU a call. A task's cancel may take its time (psycopg's clean-up), which the caller must not wait
-        for: a task takes the path above.
-        """
-        expired = False
-
-        def expire() -> None:
-            nonlocal expired
-            expired = True
-            future.cancel()
-
-        timer = future.get_loop().call_later(self.seconds, expire)
-        try:
-            return await future
-        except asyncio.CancelledError:
-            if expired:
-                raise StoreUnavailable(f"{self._store} did not answer {what} within {self.seconds:g} s") from None
-            raise
-        finally:
-            timer.cancel()
 
     async def settle(self) -> None:
         """Cancel again, and wait for, the work calls stopped waiting for (a driver's clean-up); for `close`."""

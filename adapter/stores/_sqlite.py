@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any, Final, Literal, TypeVar
 
-from adapter.stores._deadline import DEFAULT_TIMEOUT, Deadline
+from adapter.stores._deadline import DEFAULT_TIMEOUT
 from adapter.stores._listing import check_limit, from_micros, next_cursor, parse_cursor, to_micros
 from adapter.stores._protocol import (
     ANY_INCARNATION,
@@ -36,6 +34,7 @@ from adapter.stores._protocol import (
 )
 from adapter.stores._retention import cutoffs, turn_expiry
 from adapter.stores._sqlite_open import open_file
+from adapter.stores._worker import Worker
 
 _T = TypeVar("_T")
 _LAST: Final = 2**63 - 1  # SQLite's largest integer: a bound past it is clipped, not an OverflowError
@@ -77,15 +76,15 @@ class SQLiteStore:
 
     Behaviour:
 
-    - Every call runs on one worker thread that owns the connection, so the event loop never blocks
-      on disk or on a lock. Calls from one store instance are serialised in order.
+    - Every call runs on one worker thread of its own that owns the connection (`_worker`), so the event loop
+      never blocks on disk or on a lock. Calls from one store instance are serialised in order.
     - The file is opened, switched to WAL journal mode and given its tables on first use: a thread's
       head in `agui_threads`, its messages one row each in `agui_messages`, the runs' journals in
       `agui_journals` (one row per run: its status) and `agui_journal_events` (one row per append: its
       events' seqs from `first_seq` to `last_seq`, their JSON one line each). A file from before this
       layout (one JSON document per thread, `agui_turns`) is migrated then, once, in one transaction.
     - `save` is a compare-and-set inside `BEGIN IMMEDIATE`: the write lock is taken before the
-      version and claim number are read, so two instances (or processes) racing on one thread
+      version and claim number are checked, so two instances (or processes) racing on one thread
       serialise, and the loser gets `StoreConflict` (or `StaleClaim`) with nothing changed. A writer
       that can't get the lock within the busy timeout (`timeout`) fails with `StoreUnavailable`,
       which is not a conflict. A save writes the rows it changes: appended messages, replaced ones,
@@ -93,7 +92,7 @@ class SQLiteStore:
     - Head records are serialised before the call returns to the loop, so callers may mutate their
       values afterwards; `load` returns fresh copies each time.
     - Every write (a save, an append, a stop request, a delete, a purge) is one transaction; an append
-      reads the journal's last seq under the write lock, so two appenders racing on one journal cannot
+      checks the journal's last seq under the write lock, so two appenders racing on one journal cannot
       both write one seq. `save_and_append` is a save and an append in one transaction.
     - `":memory:"` works but is private to this instance. After `close`, every call raises
       `RuntimeError`; `close` itself may be called again.
@@ -123,13 +122,12 @@ class SQLiteStore:
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ValueError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
-        self._deadline = Deadline(timeout, "the SQLite store")
+        # One thread owns the connection: sqlite3 connections are bound to their creating thread.
+        self._worker = Worker(timeout, "the SQLite store", "agui-sqlite")
         self._synchronous = synchronous
         self._path = os.fspath(path)
         self._connection: sqlite3.Connection | None = None
         self._opened_read_only = False
-        # One thread owns the connection: sqlite3 connections are bound to their creating thread.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="agui-sqlite")
         self._closed = False
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
@@ -259,15 +257,12 @@ class SQLiteStore:
         if self._closed:
             return
         self._closed = True
-        await self._deadline.settle()
-        await asyncio.get_running_loop().run_in_executor(self._executor, self._disconnect)
-        self._executor.shutdown(wait=False)
+        await self._worker.stop(self._disconnect)
 
     async def _call(self, what: str, function: Callable[..., _T], *args: Any) -> _T:
         if self._closed:
             raise RuntimeError("SQLiteStore is closed")
-        work = asyncio.get_running_loop().run_in_executor(self._executor, self._guarded, function, *args)
-        return await self._deadline.run(work, what)
+        return await self._worker.call(what, self._guarded, function, *args)
 
     # Everything below runs on the worker thread.
 
@@ -288,7 +283,7 @@ class SQLiteStore:
 
     def _connect(self) -> sqlite3.Connection:
         if self._connection is None:
-            self._connection = open_file(self._path, self._synchronous, self._deadline.seconds)
+            self._connection = open_file(self._path, self._synchronous, self._worker.seconds)
             # SQLite opens a file it may not write read-only, silently, and the connection stays so.
             self._opened_read_only = self._path not in ("", ":memory:") and not os.access(self._path, os.W_OK)
         return self._connection
@@ -513,7 +508,79 @@ def _save_in(
     records: dict[str, object],
     expected: tuple[int, int | None, object],
 ) -> int:
-    """`save`'s checks and writes, in the caller's write transaction; the new version."""
+    """`save`'s checks and writes, in the caller's write transaction; the new version.
+
+    The head is written first, by a statement that holds the checks in its condition: an insert that creates the
+    thread unless it exists, or an update of the version expected (of the claim and life named, of enough messages).
+    Only when it writes nothing does a read find out why, and refuse the save with the error the checks name.
+    """
+    kept = _head_written(connection, thread_id, change, records, expected)
+    if kept is None:
+        kept = _save_checked(connection, thread_id, change, records, expected)
+    _write_messages(connection, thread_id, change, kept)
+    return expected[0] + 1
+
+
+def _head_written(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    change: ThreadChange,
+    records: dict[str, object],
+    expected: tuple[int, int | None, object],
+) -> int | None:
+    """The head written when the checks hold (one statement): the messages kept before the change's; else None."""
+    expected_version, fence, incarnation = expected
+    if not _positions_possible(change):
+        return None  # `change.check` refuses it whatever the thread holds
+    appended = len(change.append)
+    if expected_version == 0:
+        if change.keep or change.replace or fence not in (None, 0):
+            return None  # a new thread has no message to keep or replace, and claim 0: refused below
+        created = {"owner": change.owner, "incarnation": change.incarnation, **records}
+        columns = ["version", "claim", "message_count", *created]  # record and retention column names, never input
+        marks = ", ".join("?" for _ in range(len(columns) + 1))
+        inserted = connection.execute(
+            f"INSERT INTO agui_threads (thread_id, {', '.join(columns)}) VALUES ({marks}) ON CONFLICT DO NOTHING",
+            (thread_id, 1, int(change.claim), appended, *created.values()),
+        )
+        return 0 if inserted.rowcount == 1 else None
+    # The messages the change needs the thread to hold: those it keeps, or past the last it replaces.
+    needed = change.keep if change.keep is not None else max(change.replace, default=-1) + 1
+    assignments = "".join(f", {column} = ?" for column in records)  # record and retention column names, never input
+    conditions = ["thread_id = ?", "version = ?", "message_count >= ?"]
+    parameters: list[object] = [int(change.claim), change.keep, appended, *records.values()]
+    parameters += [thread_id, expected_version, needed]
+    if fence is not None:
+        conditions.append("claim = ?")
+        parameters.append(fence)
+    if incarnation is not ANY_INCARNATION:
+        conditions.append("incarnation IS ?")
+        parameters.append(incarnation)
+    row = connection.execute(
+        "UPDATE agui_threads SET version = version + 1, claim = claim + ?, "
+        f"message_count = coalesce(?, message_count) + ?{assignments} "
+        f"WHERE {' AND '.join(conditions)} RETURNING message_count",
+        parameters,
+    ).fetchone()
+    return None if row is None else int(row[0]) - appended
+
+
+def _positions_possible(change: ThreadChange) -> bool:
+    """Whether some thread could hold the change's positions: `keep` not negative, each replaced one before it."""
+    keep = change.keep
+    if keep is not None and keep < 0:
+        return False
+    return all(0 <= position and (keep is None or position < keep) for position in change.replace)
+
+
+def _save_checked(
+    connection: sqlite3.Connection,
+    thread_id: str,
+    change: ThreadChange,
+    records: dict[str, object],
+    expected: tuple[int, int | None, object],
+) -> int:
+    """`save` read, checked and written step by step: refused with the error that names why; else the kept count."""
     expected_version, fence, incarnation = expected
     row = connection.execute(
         "SELECT version, claim, message_count, incarnation FROM agui_threads WHERE thread_id = ?", (thread_id,)
@@ -525,28 +592,70 @@ def _save_in(
     if version != expected_version:
         raise StoreConflict(thread_id, expected_version)
     change.check(count)
-    count = _write_messages(connection, thread_id, change, count)
+    kept = count if change.keep is None else change.keep
     if row is None:  # set once, by the save that creates the thread
         records = {**records, "owner": change.owner, "incarnation": change.incarnation}
-    _write_head(connection, thread_id, (version + 1, claim + change.claim, count), records, exists=row is not None)
-    return int(version) + 1
+    numbers = (version + 1, claim + change.claim, kept + len(change.append))
+    _write_head(connection, thread_id, numbers, records, exists=row is not None)
+    return kept
 
 
 def _append_in(
     connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
 ) -> bool:
-    """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested."""
+    """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested.
+
+    The status is written first, by a statement that holds the check in its condition: an insert that creates the
+    journal with seq 1, or an update of the one whose last seq comes just before the batch's first and has not
+    ended. Only when it writes nothing (or the batch is empty) does a read find out why, or what to write.
+    """
+    stop = _status_written(connection, thread_id, run_id, events, ended)
+    if stop is None:
+        stop = _append_checked(connection, thread_id, run_id, events, ended)
+    if events:  # one row, whatever the batch's size
+        connection.execute(
+            "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) VALUES (?, ?, ?, ?, ?)",
+            (thread_id, run_id, events[0].seq, events[-1].seq, pack_events(events)),
+        )
+    return stop
+
+
+def _status_written(
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+) -> bool | None:
+    """The journal's status written when the batch continues it (one statement): whether a stop was requested."""
+    if not events:
+        return None
+    try:
+        check_append(thread_id, run_id, events, last_seq=None, ended=False)  # the batch's own order: the seqs below
+    except ValueError:
+        return None  # refused below, as the journal it meets says
+    first, last = events[0].seq, events[-1].seq
+    if first == 1:
+        inserted = connection.execute(
+            "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (thread_id, run_id, last, int(ended), time.time()),
+        )
+        return False if inserted.rowcount == 1 else None  # a journal no append made yet has no stop request
+    row = connection.execute(
+        "UPDATE agui_journals SET last_seq = ?, ended = ?, appended_at = ? "
+        "WHERE thread_id = ? AND run_id = ? AND last_seq = ? AND ended = 0 RETURNING stop_requested",
+        (last, int(ended), time.time(), thread_id, run_id, first - 1),
+    ).fetchone()
+    return None if row is None else bool(row[0])
+
+
+def _append_checked(
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+) -> bool:
+    """`append_events`' status read, checked and written: refused with the error that names why; else the stop."""
     row = connection.execute(
         "SELECT last_seq, ended, stop_requested FROM agui_journals WHERE thread_id = ? AND run_id = ?",
         (thread_id, run_id),
     ).fetchone()
     last, was_ended, stop = row if row is not None else (0, 0, 0)
     check_append(thread_id, run_id, events, last_seq=last, ended=bool(was_ended))
-    if events:  # one row, whatever the batch's size
-        connection.execute(
-            "INSERT INTO agui_journal_events (thread_id, run_id, first_seq, last_seq, body) VALUES (?, ?, ?, ?, ?)",
-            (thread_id, run_id, last + 1, last + len(events), pack_events(events)),
-        )
     connection.execute(
         "INSERT INTO agui_journals (thread_id, run_id, last_seq, ended, appended_at) VALUES (?, ?, ?, ?, ?) "
         "ON CONFLICT (thread_id, run_id) DO UPDATE SET "
@@ -556,20 +665,20 @@ def _append_in(
     return bool(stop)
 
 
-def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, count: int) -> int:
-    """Apply the change's messages; return the thread's new message count."""
+def _write_messages(connection: sqlite3.Connection, thread_id: str, change: ThreadChange, kept: int) -> None:
+    """Apply the change's messages: those past `kept` dropped, the replaced rewritten, the appended from `kept` on."""
     if change.keep is not None:
         connection.execute("DELETE FROM agui_messages WHERE thread_id = ? AND position >= ?", (thread_id, change.keep))
-        count = change.keep
-    connection.executemany(
-        "UPDATE agui_messages SET message_id = ?, role = ?, body = ? WHERE thread_id = ? AND position = ?",
-        [(m.id, m.role, m.json, thread_id, position) for position, m in change.replace.items()],
-    )
-    connection.executemany(
-        "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
-        [(thread_id, count + offset, m.id, m.role, m.json) for offset, m in enumerate(change.append)],
-    )
-    return count + len(change.append)
+    if change.replace:
+        connection.executemany(
+            "UPDATE agui_messages SET message_id = ?, role = ?, body = ? WHERE thread_id = ? AND position = ?",
+            [(m.id, m.role, m.json, thread_id, position) for position, m in change.replace.items()],
+        )
+    if change.append:
+        connection.executemany(
+            "INSERT INTO agui_messages (thread_id, position, message_id, role, body) VALUES (?, ?, ?, ?, ?)",
+            [(thread_id, kept + offset, m.id, m.role, m.json) for offset, m in enumerate(change.append)],
+        )
 
 
 def _write_head(

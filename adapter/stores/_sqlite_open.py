@@ -1,7 +1,8 @@
 """Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
 
 A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention,
-ownership, the threads' listing, incarnations or grants gains those columns. Each upgrade runs in its own
+ownership, the threads' listing, incarnations or grants gains those columns; one from before issue 43 loses an
+index nothing read. Each upgrade runs in its own
 `BEGIN IMMEDIATE`, so processes opening the same file together upgrade it once. The journals' tables are new
 tables: a file from before them gains them empty.
 """
@@ -96,6 +97,7 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         _add_incarnation_column(connection)
         _add_stamp_column(connection)
         _add_grants_column(connection)
+        _drop_unread_index(connection)
     except sqlite3.Error as error:
         connection.close()
         raise naming(error, path) from error
@@ -138,7 +140,6 @@ def _add_retention_columns(connection: sqlite3.Connection) -> None:
         connection.execute("ALTER TABLE agui_threads ADD COLUMN saved_at REAL")
         connection.execute("ALTER TABLE agui_threads ADD COLUMN expires_at REAL")
         connection.execute("UPDATE agui_threads SET saved_at = ?", (time.time(),))
-        connection.execute("CREATE INDEX IF NOT EXISTS agui_threads_saved ON agui_threads (saved_at)")
 
     _once(connection, "saved_at", upgrade)
 
@@ -184,6 +185,28 @@ def _add_grants_column(connection: sqlite3.Connection) -> None:
     """Add `grants` (a head record, JSON text) to a file from before it, once: its threads have none."""
     add = "ALTER TABLE agui_threads ADD COLUMN grants TEXT NOT NULL DEFAULT 'null'"
     _once(connection, "grants", lambda: connection.execute(add))
+
+
+def _drop_unread_index(connection: sqlite3.Connection) -> None:
+    """Drop `agui_threads_saved` from a file from before issue 43, once: every save wrote it, and nothing read it.
+
+    `purge` tests `saved_at` in an OR with `expires_at`, which no index holds, so it scans the threads either way.
+    """
+    if not _has_index(connection, "agui_threads_saved"):
+        return
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        connection.execute("DROP INDEX IF EXISTS agui_threads_saved")  # another process may have dropped it meanwhile
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+
+
+def _has_index(connection: sqlite3.Connection, name: str) -> bool:
+    found = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?", (name,))
+    return found.fetchone() is not None
 
 
 def _once(connection: sqlite3.Connection, column: str, upgrade: Callable[[], object]) -> None:

@@ -36,7 +36,6 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,14 +145,15 @@ _TABLE = re.compile(r"\bagui_\w+")
 
 @asynccontextmanager
 async def plumbing_counted(loop: asyncio.AbstractEventLoop, store: SQLiteStore) -> AsyncIterator[None]:
-    """Count, while on, the tasks the loop starts, its timers, its executor submissions and SQLite's statements.
+    """Count, while on, the tasks the loop starts, its timers, the hops to the store's thread and SQLite's statements.
 
     Each with where it came from, as `Calls` counts: a task no adapter frame started is one the loop starts itself
     (an async generator the collector finalizes, a callback). SQLite's statements are counted on the store's
     worker thread (the connection's trace callback), by verb and table, without the profile's pause.
     """
     calls, factory = CALLS, loop.get_task_factory()
-    call_at, run_in_executor = loop.call_at, loop.run_in_executor
+    call_at, worker = loop.call_at, store._worker
+    submit = worker._submit
 
     def task(loop: asyncio.AbstractEventLoop, coro: Any, **kwargs: Any) -> asyncio.Future[Any]:
         calls.record("asyncio task", ())
@@ -163,9 +163,9 @@ async def plumbing_counted(loop: asyncio.AbstractEventLoop, store: SQLiteStore) 
         calls.record("asyncio timer", ())
         return call_at(when, callback, *args, **kwargs)
 
-    def submitted(executor: Any, function: Any, *args: Any) -> asyncio.Future[Any]:
-        calls.record("executor submission", ())
-        return run_in_executor(executor, function, *args)
+    def submitted(call: Any) -> None:
+        calls.record("store thread hop", ())
+        submit(call)
 
     def statement(sql: str) -> None:
         if calls.on:
@@ -175,16 +175,16 @@ async def plumbing_counted(loop: asyncio.AbstractEventLoop, store: SQLiteStore) 
             calls.counts[(f"SQL {verb} {table.group() if table else ''}".rstrip(), "(the store's thread)")] += 1
 
     connection: sqlite3.Connection = await store._call("the profile's look", store._connect)
-    await run_in_executor(store._executor, connection.set_trace_callback, statement)  # the connection's thread
+    await store._call("the profile's tracing", connection.set_trace_callback, statement)  # the connection's thread
     loop.set_task_factory(task)
     loop.call_at = timer  # type: ignore[method-assign,assignment]
-    loop.run_in_executor = submitted  # type: ignore[method-assign,assignment]
+    worker._submit = submitted  # type: ignore[method-assign]
     try:
         yield
     finally:
         loop.set_task_factory(factory)
-        del loop.call_at, loop.run_in_executor  # the class's own again
-        await run_in_executor(store._executor, connection.set_trace_callback, None)
+        del loop.call_at, worker._submit  # the class's own again
+        await store._call("the profile's tracing", connection.set_trace_callback, None)
 
 
 def instrument(store: SQLiteStore) -> None:
@@ -322,8 +322,8 @@ def bed(directory: str) -> Bed:
 class Probe:
     """Switches the measurement on for the parts of an iteration that count."""
 
-    profiles: tuple[cProfile.Profile, cProfile.Profile, ThreadPoolExecutor] | None = None
-    """The event loop's thread's profile, the store's worker thread's, and that thread: on while measured, and the
+    profiles: tuple[cProfile.Profile, cProfile.Profile, SQLiteStore] | None = None
+    """The event loop's thread's profile, the store's worker thread's, and that store: on while measured, and the
     counters count then too."""
     cpu: list[float] = field(default_factory=list)
     """The process's CPU seconds (every thread) of each measured part: one per iteration."""
@@ -336,8 +336,8 @@ class Probe:
     async def measured(self) -> AsyncIterator[None]:
         started, self.excluded = time.process_time(), 0.0
         if self.profiles is not None:
-            loop_profile, worker_profile, worker = self.profiles
-            await asyncio.get_running_loop().run_in_executor(worker, worker_profile.enable)
+            loop_profile, worker_profile, store = self.profiles
+            await store._call("the profile's start", worker_profile.enable)
             loop_profile.enable()
         CALLS.on = self.profiles is not None
         CALLS.profile = self.profiles[0] if self.profiles is not None else None
@@ -349,7 +349,7 @@ class Probe:
             CALLS.on, CALLS.profile = False, None
             if self.profiles is not None:
                 loop_profile.disable()
-                await asyncio.get_running_loop().run_in_executor(worker, worker_profile.disable)
+                await store._call("the profile's end", worker_profile.disable)
             self.cpu.append(time.process_time() - started - self.excluded)
 
     @contextmanager
@@ -511,7 +511,7 @@ async def measure(name: str, iteration: Iteration, runs: int, unit: int, directo
         # Each thread's own CPU time, not the wall clock: on a loaded machine the wall clock charges a function
         # for the time its thread waited for a CPU or for the GIL.
         loop_profile, worker_profile = cProfile.Profile(time.thread_time), cProfile.Profile(time.thread_time)
-        profiled = Probe((loop_profile, worker_profile, test_bed.store._executor))
+        profiled = Probe((loop_profile, worker_profile, test_bed.store))
         CALLS.counts = Counter()
         async with plumbing_counted(asyncio.get_running_loop(), test_bed.store):
             for _ in range(runs):
@@ -551,7 +551,7 @@ def report(result: Result) -> None:
     totals: Counter[str] = Counter()
     for (name, _), count in result.counts.items():
         totals["SQL statements" if name.startswith("SQL ") else name] += count
-    plumbing = ("asyncio task", "asyncio timer", "executor submission", "SQL statements")
+    plumbing = ("asyncio task", "asyncio timer", "store thread hop", "SQL statements")
     print("plumbing per unit (profiled pass): " + ", ".join(f"{result.per(totals[n]):.2f} {n}" for n in plumbing))
     print("exact calls per unit (where from: innermost adapter frame first):")
     for (name, where), count in sorted(result.counts.items(), key=lambda item: (item[0][0], -item[1])):

@@ -210,6 +210,32 @@ async def test_a_file_from_before_retention_gains_its_columns_and_its_threads_co
     assert (kept, purged) == (0, 1)
 
 
+async def test_a_file_from_before_issue_43_loses_the_index_nothing_read_and_keeps_its_threads(tmp_path: Path) -> None:
+    """`agui_threads_saved` cost every save a page and served no query: dropped once, by instances racing to open."""
+    path = tmp_path / "turns.db"
+    store = SQLiteStore(path)
+    await store.save("old", ThreadChange(append=[StoredMessage("m1", "user", "{}")]), expected_version=0)
+    await store.close()
+    with sqlite3.connect(path) as connection:  # the index as the retention upgrade made it before issue 43
+        connection.execute("CREATE INDEX agui_threads_saved ON agui_threads (saved_at)")
+    connection.close()
+    stores = [SQLiteStore(path) for _ in range(3)]
+    try:
+        loaded = await asyncio.gather(*(store.load("old") for store in stores))
+        purged = await stores[0].purge(timedelta(days=30), now=datetime.now(UTC) + timedelta(days=31))
+    finally:
+        for store in stores:
+            await store.close()
+    with sqlite3.connect(path) as connection:
+        indexes = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    connection.close()
+
+    assert [thread.head.message_count for thread in loaded if thread is not None] == [1, 1, 1]
+    assert purged == 1
+    assert "agui_threads_saved" not in indexes
+    assert {"agui_threads_listing", "agui_messages_id", "agui_journals_appended"} <= indexes
+
+
 async def test_a_file_from_before_ownership_gains_an_owner_column_and_its_threads_stay_unowned(tmp_path: Path) -> None:
     path = tmp_path / "turns.db"
     with sqlite3.connect(path) as connection:  # the layout as it was before thread ownership

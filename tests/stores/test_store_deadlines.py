@@ -12,7 +12,6 @@ import math
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -40,9 +39,10 @@ from adapter.stores import (
     TurnStore,
 )
 
-# Private on purpose: the deadline rule itself, and what /health asks of a store.
+# Private on purpose: the deadline rule itself, its worker thread's, and what /health asks of a store.
 from adapter.stores._deadline import Deadline, checked_timeout
 from adapter.stores._health import health
+from adapter.stores._worker import Worker
 
 if TYPE_CHECKING:
     from conftest import Serve, Served
@@ -318,38 +318,76 @@ async def test_a_cancelled_caller_cancels_its_work() -> None:
     await asyncio.wait_for(stopped.wait(), BOUND)
 
 
-async def test_an_executors_work_past_its_deadline_is_left_and_the_caller_told_at_the_deadline() -> None:
-    """A store's call on its worker thread (a future, not a task): awaited as it is, given up at the deadline."""
-    release = threading.Event()
-    loop = asyncio.get_running_loop()
-    with ThreadPoolExecutor(1) as worker:
-        assert await Deadline(BOUND, "the test store").run(loop.run_in_executor(worker, lambda: 7), "a quick call") == 7
-        frozen = loop.run_in_executor(worker, release.wait)
-        try:
-            caller = asyncio.ensure_future(Deadline(0.01, "the test store").run(frozen, "a frozen call"))
-            await asyncio.wait({caller}, timeout=BOUND)  # not cancelled from outside: the deadline alone ends it
+async def test_a_worker_call_past_its_deadline_is_left_and_the_caller_told_at_the_deadline() -> None:
+    """A store's call on its own thread: given up at the deadline, not cancelled from outside; the thread goes on."""
+    release, ran = threading.Event(), list[str]()
+    worker = Worker(0.01, "the test store", "test-worker")
+    assert await worker.call("a quick call", lambda: 7) == 7
+    frozen = asyncio.ensure_future(worker.call("a frozen call", release.wait))
+    behind = asyncio.ensure_future(worker.call("a call behind it", ran.append, "behind"))
+    try:
+        await asyncio.wait({frozen, behind}, timeout=BOUND)
+        for caller, what in ((frozen, "a frozen call"), (behind, "a call behind it")):
             assert caller.done(), "the caller was never told"
-            with pytest.raises(StoreUnavailable, match="the test store did not answer a frozen call within 0.01 s"):
+            with pytest.raises(StoreUnavailable, match=f"the test store did not answer {what} within 0.01 s"):
                 caller.result()
-            assert frozen.cancelled()
-        finally:
-            release.set()
+    finally:
+        release.set()
+    await worker.stop(lambda: ran.append("last"))
+    assert ran == ["last"], "a call given up before it began ran"
 
 
-async def test_a_cancelled_caller_cancels_its_executors_work() -> None:
-    release = threading.Event()
-    loop = asyncio.get_running_loop()
-    with ThreadPoolExecutor(1) as worker:
-        frozen = loop.run_in_executor(worker, release.wait)
-        caller = asyncio.ensure_future(Deadline(BOUND, "the test store").run(frozen, "a frozen call"))
-        try:
-            await asyncio.sleep(0)
-            caller.cancel()
-            with pytest.raises(asyncio.CancelledError):
-                await caller
-            assert frozen.cancelled()
-        finally:
-            release.set()
+async def test_a_cancelled_caller_cancels_its_workers_call_before_it_begins() -> None:
+    release, ran = threading.Event(), list[str]()
+    worker = Worker(BOUND, "the test store", "test-worker")
+    frozen = asyncio.ensure_future(worker.call("a frozen call", release.wait))
+    caller = asyncio.ensure_future(worker.call("a call", ran.append, "cancelled"))
+    await asyncio.sleep(0)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await caller
+    release.set()
+    assert await frozen is True
+    await worker.stop(lambda: ran.append("last"))
+    assert ran == ["last"]
+
+
+async def test_a_workers_call_raises_to_its_caller_and_the_thread_goes_on() -> None:
+    worker = Worker(BOUND, "the test store", "test-worker")
+
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        await worker.call("a call", interrupted)
+    with pytest.raises(ZeroDivisionError):
+        await worker.call("a call", lambda: 1 / 0)
+    assert await worker.call("a call", lambda: 9) == 9
+    await worker.stop(lambda: None)
+
+
+def test_a_worker_serves_one_event_loop_after_another() -> None:
+    """A call's loop ended with its calls: the next loop's calls get answers and deadlines of their own."""
+    began, release = threading.Event(), threading.Event()
+    worker = Worker(0.01, "the test store", "test-worker")
+
+    def frozen_work() -> None:
+        began.set()
+        release.wait()
+
+    async def frozen() -> None:
+        asyncio.ensure_future(worker.call("a frozen call", frozen_work))  # its loop closes before it ends
+        assert await asyncio.to_thread(began.wait, BOUND)
+
+    async def after() -> None:
+        with pytest.raises(StoreUnavailable, match="did not answer a call behind it"):
+            await worker.call("a call behind it", lambda: None)
+        release.set()
+        assert await worker.call("a call", lambda: 10) == 10
+        await worker.stop(lambda: None)
+
+    asyncio.run(frozen())
+    asyncio.run(after())
 
 
 async def healthy(server: Served) -> bool | None:
