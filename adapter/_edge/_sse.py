@@ -125,8 +125,8 @@ class EventStreamResponse(Response):
             else:
                 # Every frame that is ready goes in one write: joining adds no wait, and saves a send per event.
                 chunk, last = body(batch, ids=listener.ids), batch.last
-            await send({"type": "http.response.body", "body": chunk, "more_body": True})
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            # The last frames end the body in the same message: no empty send of its own through every layer.
+            await send({"type": "http.response.body", "body": chunk, "more_body": not last})
         return True
 
 
