@@ -507,7 +507,9 @@ class OneSlashForm:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            scope = {**scope, "path": _escaped_path(scope)}
+            escaped = _escaped_path(scope)
+            if escaped != scope["path"]:
+                scope = {**scope, "path": escaped}
         if scope["type"] == "http" and not self._matched(scope):
             other = _other_form(scope)
             if self._matched(other):
@@ -533,7 +535,7 @@ def _escaped_path(scope: Scope) -> str:
     """
     path: str = scope["path"]
     raw: bytes | None = scope.get("raw_path")
-    if raw is None:
+    if raw is None or b"%" not in raw:  # no `%` sent, none to keep: the walk below would give this too
         return path.replace("%", "%25")
     root: str = scope.get("root_path", "")
     segments = raw.decode("latin-1").split("/")
