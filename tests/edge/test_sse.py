@@ -106,6 +106,29 @@ async def test_stream_headers_and_lf_only_framing() -> None:
     assert comments == 0
 
 
+async def test_the_terminal_event_ends_the_body_in_its_own_send() -> None:
+    """No empty `send` after the last frames: every layer of the ASGI chain and the server pays one per response."""
+    inbox: list[Message] = [{"type": "http.request", "body": BODY, "more_body": False}]
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        if inbox:
+            return inbox.pop(0)
+        await asyncio.get_running_loop().create_future()  # the client stays
+        raise AssertionError("unreachable")
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    with anyio.fail_after(2):
+        await create_app(Adapter(Paced()))(body_scope(BODY), receive, send)
+
+    bodies = [message for message in sent if message["type"] == "http.response.body"]
+    assert all(message["body"] for message in bodies)
+    assert [message["more_body"] for message in bodies] == [True] * (len(bodies) - 1) + [False]
+    assert b'"type":"RUN_FINISHED"' in bodies[-1]["body"]
+
+
 async def test_keepalive_comments_fill_a_silent_gap() -> None:
     quiet = await post(Adapter(Paced()), keepalive_interval=0.05)
     slow = await post(Adapter(Paced(pause=0.2)), keepalive_interval=0.05)
