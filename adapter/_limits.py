@@ -58,6 +58,9 @@ _SPENT_ESCAPE: Final = b"  "  # what an escape is overwritten with: two bytes th
 _AS_PARENS: Final = bytes.maketrans(b"[]{}", b"()()")
 _AS_STEPS: Final = bytes.maketrans(b"()", b"\x01\xff")  # +1 and -1 once read as signed bytes
 _DIP_PASSES: Final = 3
+_SHORT_BODY: Final = 4096
+"""Bytes up to which a body's brackets are counted whole; a longer one's after the scan's first pass, which keeps
+every bracket in a text several times shorter (counting the body whole first would cost about what that pass does)."""
 
 
 def body_depth_exceeds(body: bytes, limit: int) -> bool:
@@ -67,9 +70,12 @@ def body_depth_exceeds(body: bytes, limit: int) -> bool:
     a step of +1 or -1, and the deepest point is the largest running sum. Every step is a C loop over
     bytes (`_brackets_outside_strings`), and any depth is measured safely.
     """
-    if body.count(b"[") + body.count(b"{") <= limit:
-        return False  # too few brackets to nest that deep: the common case, answered by two C loops
-    return _deepest(_brackets_outside_strings(body)) > limit
+    if len(body) <= _SHORT_BODY and _few_brackets(body, limit):
+        return False
+    marks = body.translate(None, _NOT_MARKS_OR_ESCAPES[_NOT_MARKS])
+    if _few_brackets(marks, limit):
+        return False
+    return _deepest(_outside_strings(marks, _NOT_MARKS)) > limit
 
 
 def body_depth_and_constants(body: bytes, limit: int) -> tuple[bool, bool | None]:
@@ -79,9 +85,12 @@ def body_depth_and_constants(body: bytes, limit: int) -> tuple[bool, bool | None
     the second answer is None then (unknown). The edge asks it of a body pydantic's parser took, which also
     takes those constants where JSON has none.
     """
-    if body.count(b"[") + body.count(b"{") <= limit:
+    if len(body) <= _SHORT_BODY and _few_brackets(body, limit):
         return False, None
-    outside = _brackets_outside_strings(body, _NOT_MARKS_OR_CONSTANTS)
+    marks = body.translate(None, _NOT_MARKS_OR_ESCAPES[_NOT_MARKS_OR_CONSTANTS])
+    if _few_brackets(marks, limit):
+        return False, None
+    outside = _outside_strings(marks, _NOT_MARKS_OR_CONSTANTS)
     constants = b"N" in outside or b"I" in outside
     if constants:
         outside = outside.translate(None, b"NI")
@@ -95,6 +104,11 @@ def _deepest(brackets: bytes) -> int:
         # A close right before an open (`},{` between two objects) is a dip that no maximum is at.
         parens = parens.replace(b")(", b"")
     return max(itertools.accumulate(memoryview(parens.translate(_AS_STEPS)).cast("b")), default=0)
+
+
+def _few_brackets(text: bytes, limit: int) -> bool:
+    """Whether `text` has too few brackets to nest more than `limit` levels: the common case, two C loops."""
+    return text.count(b"[") + text.count(b"{") <= limit
 
 
 def _brackets_outside_strings(body: bytes, others: bytes = _NOT_MARKS) -> bytes:
@@ -111,7 +125,11 @@ def _brackets_outside_strings(body: bytes, others: bytes = _NOT_MARKS) -> bytes:
     only after the point where the parser stops (an escape JSON has not, or a backslash outside a
     string, is such a point).
     """
-    marks = body.translate(None, _NOT_MARKS_OR_ESCAPES[others])
+    return _outside_strings(body.translate(None, _NOT_MARKS_OR_ESCAPES[others]), others)
+
+
+def _outside_strings(marks: bytes, others: bytes) -> bytes:
+    """`_brackets_outside_strings` after its first pass, which keeps every bracket and is where they are counted."""
     marks = marks.replace(b"\\\\", _SPENT_ESCAPE).replace(b'\\"', _SPENT_ESCAPE)
     marks = marks.translate(None, others).replace(b'""', b"")
     return b"".join(marks.split(b'"')[::2])

@@ -82,7 +82,13 @@ def model_view(messages: Sequence[Message], unanswered: Collection[str] = ()) ->
         if kind is AssistantMessage:
             view.append(message)
             calls = _CALLS(message)
-            if calls:  # an answer is placed after the call it answers
+            if not calls:
+                continue
+            # An answer is placed after the call it answers; one call with its answer (the common case) inline.
+            only = answers.pop(calls[0].id, None) if len(calls) == 1 else None
+            if only is not None:
+                view.append(only)
+            else:
                 view += _answers_for(calls, answers, unanswered)
         elif kind is not ToolMessage and kind is not ActivityMessage:
             view.append(message)

@@ -1,7 +1,7 @@
 """One change, before and after, in process: two checkouts' adapters on one workload, in alternating rounds.
 
-    python tests/bench/bench_ab.py --before COMMIT_OR_DIR [--after COMMIT_OR_DIR] [--workload frontend|fixed|stream]
-                                   [--rounds 15] [--units 20]
+    python tests/bench/bench_ab.py --before COMMIT_OR_DIR [--after COMMIT_OR_DIR]
+                                   [--workload frontend|fixed|stream|resume] [--rounds 15] [--units 20]
 
 Each side is a process of its own (this script as `child`), importing the adapter of its checkout: `--after` (this
 one by default) and `--before`, each a directory as it is, or a commit of this repository exported with
@@ -29,7 +29,8 @@ from typing import IO
 from _server import SOURCE
 from bench_floor import checkout
 
-WORKLOADS = ("frontend", "fixed", "stream")
+WORKLOADS = ("frontend", "fixed", "stream", "resume")
+RESUMED_TURNS = 1000  # the resume workload's prior turns, as `bench_floor.py --profile`'s resume row
 
 
 async def child() -> None:
@@ -38,7 +39,12 @@ async def child() -> None:
 
     import adapter
 
-    work = {"frontend": bed_of.frontend, "fixed": bed_of.concurrent, "stream": bed_of.one_stream}
+    work = {
+        "frontend": bed_of.frontend,
+        "fixed": bed_of.concurrent,
+        "stream": bed_of.one_stream,
+        "resume": bed_of.resumed(RESUMED_TURNS),  # the resume alone: its first run is not measured
+    }
     with tempfile.TemporaryDirectory(prefix="agui-ab-") as directory:
         bed = bed_of.bed(directory)
         print("ready", adapter.__file__, flush=True)

@@ -29,6 +29,7 @@ from adapter import Adapter
 from adapter._thread._conversation import (  # private on purpose: the view rule, for any selection
     MISSING_RESULT,
     chosen_view,
+    model_view,
 )
 from adapter.backends import Rule, ScriptedBackend
 from adapter.stores import SQLiteStore
@@ -113,6 +114,63 @@ def test_any_view_the_app_picks_keeps_every_call_paired(
     assert_paired(view, history, picked)
     shown = [m.id for m in picked if not isinstance(m, ActivityMessage | ToolMessage)]
     assert [m.id for m in view if not isinstance(m, ToolMessage)] == shown
+
+
+def view_by_the_rule(history: Sequence[Message], unanswered: set[str]) -> list[Message]:
+    """`model_view`'s rule, plainly: after each call its first answer anywhere, once; a deferred call may wait."""
+    answers: dict[str, ToolMessage] = {}
+    for message in history:
+        if isinstance(message, ToolMessage):
+            answers.setdefault(message.tool_call_id, message)
+    view: list[Message] = []
+    for message in history:
+        if isinstance(message, ToolMessage | ActivityMessage):
+            continue
+        view.append(message)
+        for tool_call in message.tool_calls or [] if isinstance(message, AssistantMessage) else []:
+            answer = answers.pop(tool_call.id, None)
+            if answer is None and tool_call.id not in unanswered:
+                view.append(
+                    ToolMessage(id=f"{tool_call.id}:missing", tool_call_id=tool_call.id, content=MISSING_RESULT)
+                )
+            elif answer is not None:
+                view.append(answer)
+    return view
+
+
+CALL_IDS = ["x", "y", "z"]
+
+
+@st.composite
+def tangled_histories(draw: st.DrawFn) -> list[Message]:
+    """Calls that repeat an id, answers before their call, twice or to no call, cards: any order of a few ids."""
+    messages: list[Message] = []
+    for n in range(draw(st.integers(0, 12))):
+        kind = draw(st.sampled_from(["user", "calls", "answer", "card", "text"]))
+        if kind == "user":
+            messages.append(UserMessage(id=f"m{n}", content="question"))
+        elif kind == "calls":
+            ids = draw(st.lists(st.sampled_from(CALL_IDS), min_size=1, max_size=3))
+            messages.append(AssistantMessage(id=f"m{n}", tool_calls=[call(c) for c in ids]))
+        elif kind == "answer":
+            messages.append(ToolMessage(id=f"m{n}", tool_call_id=draw(st.sampled_from(CALL_IDS)), content=f"r{n}"))
+        elif kind == "card":
+            messages.append(ActivityMessage(id=f"m{n}", activity_type="agent_form", content={"v": 1}))
+        else:
+            messages.append(AssistantMessage(id=f"m{n}", content="answer"))
+    return messages
+
+
+@settings(max_examples=500)
+@given(st.one_of(tangled_histories(), conversations()), st.sets(st.sampled_from([*CALL_IDS, "c0-0", "c1-1"])))
+def test_the_model_view_answers_each_call_by_the_rule(history: list[Message], unanswered: set[str]) -> None:
+    """One call with its answer is placed by a fast path; any other case by the general one, to the same view."""
+    view = model_view(history, unanswered)
+    expected = view_by_the_rule(history, unanswered)
+    assert [(m.id, m.role, getattr(m, "content", None)) for m in view] == [
+        (m.id, m.role, getattr(m, "content", None)) for m in expected
+    ]
+    assert all(a is b for a, b in zip(view, expected, strict=True) if not a.id.endswith(":missing"))
 
 
 def test_without_a_view_the_model_sees_the_whole_repaired_history() -> None:
