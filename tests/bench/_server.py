@@ -10,8 +10,9 @@
 Both apps get the same bench-only routes: `GET /__cpu` answers the process's CPU seconds
 (`time.process_time()`, every thread), `GET /__rss` its peak resident set in kB (VmHWM),
 `GET /__gc` the cyclic garbage collector's collections of each generation since the process started and their CPU
-seconds (the collecting thread's), `POST /__profile/start` and `/__profile/stop` switch cProfile
-on the event loop's thread on and off (stop writes the stats to `--profile-out`).
+seconds (the collecting thread's), `GET /__threads` the name of each live thread by its native id (`bench_threads.py`
+reads each one's CPU), `POST /__profile/start` and `/__profile/stop` switch cProfile on the event loop's thread on
+and off (stop writes the stats to `--profile-out`).
 
 The child binds 127.0.0.1 port 0 itself and prints `PORT <n>` on stdout once it listens. The
 benchmarks start it through `Server`, below with the other client-side helpers they share.
@@ -31,6 +32,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -189,6 +191,9 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
     async def collected(request: Request) -> Response:
         return PlainTextResponse(json.dumps(collections.counts))
 
+    async def threads(request: Request) -> Response:
+        return PlainTextResponse(json.dumps({thread.native_id: thread.name for thread in threading.enumerate()}))
+
     async def profile_start(request: Request) -> Response:
         profilers.append(cProfile.Profile())
         profilers[-1].enable()
@@ -211,6 +216,7 @@ def _with_bench_routes(mount: BaseRoute, on_shutdown: Any = None) -> Starlette:
             Route("/__cpu", cpu),
             Route("/__rss", rss),
             Route("/__gc", collected),
+            Route("/__threads", threads),
             Route("/__profile/start", profile_start, methods=["POST"]),
             Route("/__profile/stop", profile_stop, methods=["POST"]),
             mount,
