@@ -31,8 +31,10 @@ from adapter.stores import (
     TurnStore,
 )
 from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
-from adapter.stores._protocol import save_and_append  # private on purpose: the fallback for a store of one's own
-from adapter.stores._protocol import JournalBatch  # private on purpose: the batches a live run's writer hands over
+from adapter.stores._protocol import (
+    JournalBatch,  # private on purpose: the batches a live run's writer hands over
+    save_and_append,  # private on purpose: the fallback for a store of one's own
+)
 
 # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
 # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
