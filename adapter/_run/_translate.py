@@ -7,9 +7,9 @@ assistant message, the message, the answers to the calls the backend ran) it add
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ag_ui.core import (
     AssistantMessage,
@@ -129,15 +129,26 @@ def model_request(
     )
 
 
-async def backend_items(backend: Backend, request: ModelRequest) -> AsyncGenerator[BackendItem, None]:
+async def backend_items(backend: Backend, request: ModelRequest) -> AsyncGenerator[BackendItem | str, None]:
     """Ask the backend for one step: its items as it streams them, untranslated (`step_events` translates them).
 
+    A piece of text with no id (most of a stream) comes as its text alone: the stop's race holds what it reads ahead
+    (up to 1,024 items), and a `str` is no object the garbage collector tracks, where a `TextDelta` is one its young
+    collections walk and move on towards a full collection (docs/benchmarks.md, "The stream's collections").
+
     Raises:
-        BackendError: The backend failed without saying how (an `AdapterError` it raised passes as is).
+        BackendError: The backend failed without saying how (an `AdapterError` it raised passes as is); or
+            UNKNOWN_BACKEND_ITEM for a bare `str`, after the items before it (`_check_kind`).
     """
     try:
-        async for item in aiter(backend.stream(request)):
-            yield item
+        made: AsyncIterator[object] = aiter(backend.stream(request))
+        async for item in made:
+            if type(item) is TextDelta and item.message_id is None and type(item.text) is str:
+                yield item.text
+            elif isinstance(item, str):  # a backend's bare str is no item: never taken for a piece of text
+                _check_kind(item)
+            else:
+                yield cast(BackendItem, item)
     except (AdapterError, StoreUnavailable):
         raise
     except Exception as exc:
@@ -150,20 +161,20 @@ SLICE: Final = 32
 (some ten times their size) a slice at a time, each taken by the journal before the next is made."""
 
 
-async def step_events(items: Sequence[BackendItem], step: Step) -> AsyncGenerator[list[BaseEvent], None]:
+async def step_events(items: Sequence[BackendItem | str], step: Step) -> AsyncGenerator[list[BaseEvent], None]:
     """Record a run of the backend's items in `step` and stream the AG-UI events they make, a slice at a time.
 
     A tool call is emitted whole (START, ARGS, END) the moment the backend hands it over, or piece by piece when
     the backend streams its arguments (`ToolCallChunk`); `Step.close_all` ends a call the backend left open, and
-    `step_end` what a step that ended leaves open.
+    `step_end` what a step that ended leaves open. A `str` is a `TextDelta` with no id, as `backend_items` hands it.
     """
     for start in range(0, len(items), SLICE):
         events: list[BaseEvent] = []
         refused: Exception | None = None
         for item in items[start : start + SLICE]:
             try:
-                if step.elsewhere is not None:  # only a run that read the thread's tail alone has ids to look up
-                    await _look_up_named(item, step)
+                if step.elsewhere is not None and not isinstance(item, str):  # a run that read the tail alone
+                    await _look_up_named(item, step)  # looks up the ids it names
                 events += _item_events(item, step)
             except (AdapterError, StoreUnavailable) as exc:  # the items before it were said: their events go first
                 refused = exc
@@ -183,10 +194,12 @@ def step_end(step: Step) -> list[BaseEvent]:
     return step.close_reasoning() + step.close_text() + settle_deferred(step)
 
 
-def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
+def _item_events(item: BackendItem | str, step: Step) -> list[BaseEvent]:
     """Record one backend item in `step` and return the events it makes; refuse it whole if an id is not keepable."""
-    if type(item) is TextDelta and item.message_id is None:  # most items: a piece of text, with no id to check
+    if isinstance(item, str):  # most items: a piece of text with no id (`backend_items`), nothing to check
         return _text(item, step) if step.thinking is None else step.close_reasoning() + _text(item, step)
+    if type(item) is TextDelta and item.message_id is None:  # a text delta handed over as it is
+        return _text(item.text, step) if step.thinking is None else step.close_reasoning() + _text(item.text, step)
     _check_kind(item)
     _check_ids(item)
     _check_new_call(item, step)
@@ -194,7 +207,7 @@ def _item_events(item: BackendItem, step: Step) -> list[BaseEvent]:
         return _reasoning(item, step)
     thought = step.close_reasoning() if isinstance(item, TextDelta | ToolCallChunk | _WholeCall) else []
     if isinstance(item, TextDelta):
-        return thought + _text(item, step)
+        return thought + _text(item.text, step, item.message_id)
     if isinstance(item, ToolCallChunk):
         return thought + _chunk(item, step)
     if isinstance(item, ToolCall | ExecutedToolCall | DeferredToolCall):
@@ -315,18 +328,19 @@ def _item_ids(item: BackendItem) -> Iterator[tuple[str, str]]:
                 yield "tool call id", interrupt.tool_call_id
 
 
-def _text(delta: TextDelta, step: Step) -> list[BaseEvent]:
-    if not delta.text:
+def _text(text: str, step: Step, message_id: str | None = None) -> list[BaseEvent]:
+    """A piece of text (`message_id`: the backend's id for its message): opens the message at its first piece."""
+    if not text:
         return []  # an empty delta is legal but noisy (TXT-4)
-    events = [] if delta.message_id is None else _enter(step, delta.message_id)
+    events = [] if message_id is None else _enter(step, message_id)
     if not step.text_open:
         if step.current.calls:
             step.segments.append(Segment(new_id("msg")))
         step.text_open = True
         events.append(TextMessageStartEvent(message_id=step.current.message_id, role="assistant"))
     segment = step.current
-    segment.text.append(delta.text)
-    events.append(_text_content({"message_id": segment.message_id, "delta": delta.text}))
+    segment.text.append(text)
+    events.append(_text_content({"message_id": segment.message_id, "delta": text}))
     return events
 
 

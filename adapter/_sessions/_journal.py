@@ -56,7 +56,7 @@ from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAUL
 from adapter._run._stop import StopSignal
 from adapter._wire import event_json
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable, TurnStore
-from adapter.stores._protocol import journal_events, keeps_journals
+from adapter.stores._protocol import JournalBatch, journal_events, keeps_journals
 
 log = logging.getLogger("adapter.journal")
 
@@ -470,7 +470,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._sealed = (ending, texts)
-        return JournalAppend(self.journal, journal_events([*self.entries[start:], *texts], start + 1), ended=True)
+        return JournalAppend(self.journal, JournalBatch([*self.entries[start:], *texts], start + 1), ended=True)
 
     def unseal(self, stored: bool | None) -> None:
         """The run's last save is done: its batch `stored` (True: the ending goes to the readers now), or not.
@@ -504,7 +504,7 @@ class LiveRun:
             self._appending.release()
             return None
         self._opening = len(self._unopened)
-        return JournalAppend(self.journal, journal_events([text for _, text in self._unopened], 1))
+        return JournalAppend(self.journal, JournalBatch([text for _, text in self._unopened], 1))
 
     def opened(self, stored: bool | None) -> None:
         """The claim that carried `opening`'s batch is done: stored (True: its events go to the readers now), or not.
@@ -759,7 +759,7 @@ class LiveRun:
         start = self.flushed
         if start == len(self.entries):
             return True  # a sealed ending took them, with the run's last save
-        batch = journal_events(self.entries[start : start + MAX_BATCH], start + 1)
+        batch = JournalBatch(self.entries[start : start + MAX_BATCH], start + 1)
         ended = self.complete and start + len(batch) == len(self.entries)
         try:
             stop = await store.append_events(self.thread_id, self.journal, batch, ended=ended)

@@ -27,11 +27,11 @@ first save), and it goes with its thread (`delete_thread`, `purge`).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from secrets import token_hex
-from typing import Any, Final, Protocol, runtime_checkable
+from typing import Any, Final, Protocol, cast, overload, runtime_checkable
 
 JSONValue = Any
 """A JSON value (dict, list, str, number, bool or None) that the store keeps without looking inside."""
@@ -195,6 +195,54 @@ def journal_events(texts: Iterable[str], first: int) -> list[JournalEvent]:
     return events
 
 
+class JournalBatch(Sequence[JournalEvent]):
+    """Consecutive journal events held as their wire JSON: each `JournalEvent` is made when read, none is kept.
+
+    What a live run's writer hands the store (`append_events`, `JournalAppend`): an append of 1,000 events held
+    1,000 tracked objects for the length of the store call, which the garbage collector's young collections then
+    walked and moved on to the old generation, towards a full collection; a list of strings is one tracked object
+    (docs/benchmarks.md, "The stream's collections"). It is a `Sequence[JournalEvent]` to every store, and it
+    never changes: a store may keep it past the call as it is.
+    """
+
+    __slots__ = ("first", "texts")
+
+    def __init__(self, texts: list[str], first: int) -> None:
+        self.texts: Final = texts
+        """The events' wire JSON, in order; the batch's own list, which nothing changes."""
+        self.first: Final = first
+        """The seq of the first event."""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @overload
+    def __getitem__(self, index: int) -> JournalEvent: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[JournalEvent]: ...
+
+    def __getitem__(self, index: int | slice) -> JournalEvent | Sequence[JournalEvent]:
+        if isinstance(index, slice):
+            start, _, step = index.indices(len(self.texts))
+            return JournalBatch(self.texts[index], self.first + start) if step == 1 else list(self)[index]
+        text = self.texts[index]  # an IndexError as a list's
+        event = _new_object(JournalEvent)
+        _set_seq(event, self.first + index if index >= 0 else self.first + len(self.texts) + index)
+        _set_json(event, text)
+        return cast(JournalEvent, event)
+
+    def __repr__(self) -> str:
+        return f"JournalBatch({self.texts!r}, {self.first})"
+
+    def __iter__(self) -> Iterator[JournalEvent]:
+        for seq, text in enumerate(self.texts, self.first):
+            event = _new_object(JournalEvent)
+            _set_seq(event, seq)
+            _set_json(event, text)
+            yield event
+
+
 _new_object: Final[Any] = object.__new__
 _set_seq: Final[Any] = vars(JournalEvent)["seq"].__set__
 _set_json: Final[Any] = vars(JournalEvent)["json"].__set__
@@ -261,6 +309,13 @@ def check_append(
     first = (events[0].seq if events else 1) if last_seq is None else last_seq + 1
     if first < 1:
         raise ValueError(f"{journal} numbers its events from 1, not {first}")
+    if type(events) is JournalBatch and events.first == first:  # numbered with no gap: only the lines to check
+        for offset, text in enumerate(events.texts):
+            if "\n" in text:
+                raise ValueError(
+                    f"{journal} keeps compact JSON, one line an event: event {first + offset} holds a newline"
+                )
+        return
     for offset, event in enumerate(events):
         if event.seq != first + offset:
             raise ValueError(f"{journal} takes seq {first + offset} next, not {event.seq}: no gap, no repeat")
@@ -275,6 +330,8 @@ def check_append(
 
 def pack_events(events: Sequence[JournalEvent]) -> str:
     """The body of the row that keeps `events` (consecutive, checked by `check_append`): their JSON, one line each."""
+    if type(events) is JournalBatch:
+        return "\n".join(events.texts)
     return "\n".join([event.json for event in events])
 
 

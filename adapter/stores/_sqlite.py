@@ -16,6 +16,7 @@ from adapter.stores._protocol import (
     ANY_INCARNATION,
     KEEP,
     JournalAppend,
+    JournalBatch,
     JournalEvent,
     JSONValue,
     RunJournal,
@@ -178,7 +179,8 @@ class SQLiteStore:
             ThreadGone, StaleClaim, StoreConflict, ValueError: As `save` and `append_events`; nothing was written.
         """
         records = _records(change)
-        events = tuple(journal.events)  # the caller's sequence may change once the call returns to the loop
+        # The caller's sequence may change once the call returns to the loop; a `JournalBatch` never does.
+        events = journal.events if type(journal.events) is JournalBatch else tuple(journal.events)
         expected = (expected_version, fence, incarnation)
         appended = (journal.run_id, events, journal.ended)
         return await self._call("a save", self._save_and_append, thread_id, change, records, expected, appended)
@@ -203,7 +205,8 @@ class SQLiteStore:
         written, or nothing (`ValueError` for seqs that do not continue it, an ended journal, or a newline in an
         event's JSON).
         """
-        batch = tuple(events)  # the caller's sequence may change once the call returns to the loop
+        # The caller's sequence may change once the call returns to the loop; a `JournalBatch` never does.
+        batch = events if type(events) is JournalBatch else tuple(events)
         return await self._call("an append", self._append, thread_id, run_id, batch, ended)
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
@@ -310,7 +313,7 @@ class SQLiteStore:
             raise
         return count.rowcount
 
-    def _append(self, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool) -> bool:
+    def _append(self, thread_id: str, run_id: str, events: Sequence[JournalEvent], ended: bool) -> bool:
         connection = self._connect()
         # IMMEDIATE: the last seq is read under the write lock, so no other appender can slip in between.
         connection.execute("BEGIN IMMEDIATE")
@@ -471,7 +474,7 @@ class SQLiteStore:
         change: ThreadChange,
         records: dict[str, object],
         expected: tuple[int, int | None, object],
-        appended: tuple[str, tuple[JournalEvent, ...], bool],
+        appended: tuple[str, Sequence[JournalEvent], bool],
     ) -> tuple[int, bool]:
         connection = self._connect()
         connection.execute("BEGIN IMMEDIATE")
@@ -601,7 +604,7 @@ def _save_checked(
 
 
 def _append_in(
-    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: Sequence[JournalEvent], ended: bool
 ) -> bool:
     """`append_events`' check and writes, in the caller's write transaction; whether a stop was requested.
 
@@ -621,7 +624,7 @@ def _append_in(
 
 
 def _status_written(
-    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: Sequence[JournalEvent], ended: bool
 ) -> bool | None:
     """The journal's status written when the batch continues it (one statement): whether a stop was requested."""
     if not events:
@@ -647,7 +650,7 @@ def _status_written(
 
 
 def _append_checked(
-    connection: sqlite3.Connection, thread_id: str, run_id: str, events: tuple[JournalEvent, ...], ended: bool
+    connection: sqlite3.Connection, thread_id: str, run_id: str, events: Sequence[JournalEvent], ended: bool
 ) -> bool:
     """`append_events`' status read, checked and written: refused with the error that names why; else the stop."""
     row = connection.execute(

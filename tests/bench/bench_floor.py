@@ -1,7 +1,7 @@
 """Issue 43's rows, each against its floor, in one run: the durable-journal floor and the bare one.
 
     python tests/bench/bench_floor.py [--reps 7] [--sizes 0,100,1000] [--long 10000] [--only ROWS] [--check]
-                                      [--before COMMIT_OR_DIR]
+                                      [--before COMMIT_OR_DIR] [--gc]
     python tests/bench/bench_floor.py --profile [--runs 100] [--turns 1000]
 
 The servers run under uvicorn in processes of their own (`_server.py`), the adapter on a SQLiteStore in a temp
@@ -36,6 +36,9 @@ spread of the ratios of the pairs (each adapter sample over its floor's sample b
 and the 1-minute load average when the row started. With `--before COMMIT_OR_DIR` a second adapter is measured in
 the same run against the same floors, so that before and after meet the same load: a directory is a checkout of
 another version, anything else a commit of this repository, exported with `git archive` to a temp dir.
+
+With `--gc` each row also prints, for every side, the cyclic garbage collector's collections of each generation per
+sample and their CPU ms per sample (the servers' `GET /__gc`, read around each sample, outside its CPU reading).
 
 `--profile` measures nothing over HTTP: it runs the adapter in this process under cProfile (`_floor_profile.py`)
 and counts what each run calls.
@@ -120,13 +123,45 @@ def table(adapters: list[str], figures: list[Figure]) -> str:
     return "\n".join([head, "-" * (len(head) + 16), *(figure.line() for figure in figures)])
 
 
-async def alternate(benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int) -> dict[str, list[Any]]:
-    """`work` on each side in turn, `reps` times: the samples of each side, by name."""
+COLLECTED: dict[str, dict[str, list[float]]] = {}
+"""With `--gc`: per row label, each side's collector figures summed over the row's samples, and their count."""
+
+
+async def alternate(
+    benches: list[Bench], work: Callable[[Bench], Awaitable[Any]], reps: int, collected: str | None = None
+) -> dict[str, list[Any]]:
+    """`work` on each side in turn, `reps` times: the samples of each side, by name.
+
+    `collected`: the row's label, to sum each side's collections over its samples in `COLLECTED` (`--gc`).
+    """
     samples: dict[str, list[Any]] = {bench.server.name: [] for bench in benches}
     for _ in range(reps):
         for bench in benches:
+            if collected is None:
+                samples[bench.server.name].append(await work(bench))
+                continue
+            before = await bench.server.collections()
             samples[bench.server.name].append(await work(bench))
+            after = await bench.server.collections()
+            sums = COLLECTED.setdefault(collected, {}).setdefault(bench.server.name, [0.0] * 7)
+            for generation in range(3):
+                for at, key in ((generation, "collections"), (3 + generation, "seconds")):
+                    name = f"gen{generation} {key}"
+                    sums[at] += after.get(name, 0.0) - before.get(name, 0.0)
+            sums[6] += 1
     return samples
+
+
+def collections_table() -> str:
+    """`COLLECTED` per sample: each generation's collections and their CPU ms, each side of each row."""
+    head = "".join(f" {f'gen{g}':>6} {'ms':>6}" for g in range(3))
+    lines = [f"{'collections per sample':<56} {'side':>9}{head} {'all ms':>7}"]
+    for label, sides in COLLECTED.items():
+        for side, sums in sides.items():
+            n = sums[6]
+            cells = "".join(f" {sums[g] / n:>6.2f} {1000 * sums[3 + g] / n:>6.2f}" for g in range(3))
+            lines.append(f"{label:<56} {side:>9}{cells} {1000 * sum(sums[3:6]) / n:>7.2f}")
+    return "\n".join(lines)
 
 
 def figure(
@@ -193,17 +228,18 @@ async def measure(benches: list[Bench], args: argparse.Namespace) -> list[Figure
     rows: list[Figure] = []
     if "stream" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(sides(BARE), stream, args.reps)
-        rows.append(figure("stream, ms CPU / 1,000 events", adapters, samples, BARE, load, GOALS["stream"]))
+        label = "stream, ms CPU / 1,000 events"
+        samples = await alternate(sides(BARE), stream, args.reps, label if args.gc else None)
+        rows.append(figure(label, adapters, samples, BARE, load, GOALS["stream"]))
     if "fixed" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(sides(JOURNAL, BARE), fixed, args.reps)
         label = "fixed, ms CPU / run (100 concurrent x 50 deltas)"
+        samples = await alternate(sides(JOURNAL, BARE), fixed, args.reps, label if args.gc else None)
         rows.append(figure(label, adapters, samples, JOURNAL, load, GOALS["fixed"]))
     if "trip" in args.only:
         load = os.getloadavg()[0]
-        samples = await alternate(sides(JOURNAL, BARE), trip, args.reps * 3)
         label = "round trip on SQLite, ms CPU (call, interrupt, resume)"
+        samples = await alternate(sides(JOURNAL, BARE), trip, args.reps * 3, label if args.gc else None)
         rows.append(figure(label, adapters, samples, JOURNAL, load, GOALS["trip"]))
     if "resume" in args.only:
         rows += await history_rows(sides(BARE), adapters, args.sizes, args.long or None, args.reps)
@@ -300,6 +336,8 @@ async def main_async(args: argparse.Namespace) -> int:
             only_fixed.write_text(json.dumps({"fixed": captured["fixed"]}))
             rows.append(await memory([*starts, *floors(tmp, only_fixed)], captured))
     print(table([s.name for s in servers if s.name not in (JOURNAL, BARE)], rows))
+    if COLLECTED:
+        print("\n" + collections_table())
     after = os.getloadavg()
     print(
         f"\n(medians of {args.reps} samples per side and row, {args.reps * 3} for the round trip, alternating; "
@@ -319,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--long", type=int, default=10_000, help="one more size, for a second slope (0: none)")
     parser.add_argument("--only", default=",".join(ROWS), help=f"rows to measure, of {','.join(ROWS)}")
     parser.add_argument("--before", help="also measure the adapter of this commit or checkout dir, in the same run")
+    parser.add_argument("--gc", action="store_true", help="also print each side's collections per sample and row")
     parser.add_argument("--profile", action="store_true", help="profile the adapter in this process instead")
     parser.add_argument("--runs", type=int, default=100, help="--profile: iterations per workload")
     parser.add_argument("--turns", type=int, default=1000, help="--profile: prior turns of the resume workload")

@@ -137,10 +137,15 @@ class Said:
     text: str
 
 
+class Words(str):
+    """Text of a class of its own: no more a backend item than a bare `str` (never taken for a piece of text)."""
+
+
 @pytest.mark.parametrize(
     ("item", "named"),
     [
         pytest.param("Hello", "a str", id="str"),
+        pytest.param(Words("Hello"), f"a {__name__}.Words", id="str-subclass"),
         pytest.param({"type": "text", "text": "Hello"}, "a dict", id="dict"),
         pytest.param(None, "a NoneType", id="none"),
         pytest.param(Said("Hello"), f"a {__name__}.Said", id="own-class"),

@@ -24,7 +24,7 @@ from pg import every_store, fresh_schema_dsn
 from adapter.stores import JournalEvent, PostgresStore, RunJournal, SQLiteStore, TurnStore, _postgres, _sqlite
 
 # Private on purpose: the rows' packing and unpacking, and the tables the stores write, are what is checked.
-from adapter.stores._protocol import journal_events, pack_events, unpack_rows
+from adapter.stores._protocol import JournalBatch, check_append, journal_events, pack_events, unpack_rows
 
 Rows = list[tuple[int, int]]
 """A journal's rows as `(first_seq, last_seq)`, in seq order."""
@@ -219,3 +219,25 @@ def test_journal_events_are_the_events_the_constructor_makes(first: int) -> None
     assert all(type(event) is JournalEvent for event in built)
     with pytest.raises(AttributeError):
         built[0].seq = 9  # type: ignore[misc]
+
+
+def test_a_batch_held_as_texts_reads_as_the_list_of_its_events() -> None:
+    """`JournalBatch` makes each event as it is read: by index (from either end), slice and iteration, the events
+    `journal_events` makes; its row and its checks are the list's."""
+    texts = ['{"a":1}', '{"b":2}', '{"c":3}', '{"d":4}']
+    held, made = JournalBatch(texts, 7), journal_events(texts, 7)
+
+    assert list(held) == made
+    assert len(held) == 4
+    assert [held[i] for i in range(-4, 4)] == made + made
+    assert all(type(event) is JournalEvent for event in held)
+    assert list(held[1:3]) == made[1:3] and list(held[::2]) == made[::2] and list(held[5:]) == []
+    with pytest.raises(IndexError):
+        held[4]
+    assert pack_events(held) == pack_events(made)
+    check_append("t", "r", held, last_seq=6, ended=False)
+    for last_seq in (5, 7):
+        with pytest.raises(ValueError, match="seq 8 next, not 7|seq 6 next, not 7"):
+            check_append("t", "r", held, last_seq=last_seq, ended=False)
+    with pytest.raises(ValueError, match="event 8 holds a newline"):
+        check_append("t", "r", JournalBatch(['{"a":1}', '{"b":\n2}'], 7), last_seq=None, ended=False)

@@ -31,7 +31,10 @@ from adapter.stores import (
     TurnStore,
 )
 from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
-from adapter.stores._protocol import save_and_append  # private on purpose: the fallback for a store of one's own
+from adapter.stores._protocol import (
+    JournalBatch,  # private on purpose: the batches a live run's writer hands over
+    save_and_append,  # private on purpose: the fallback for a store of one's own
+)
 
 # Eight connections from the start, so that the concurrent tests' saves can overlap in separate transactions
 # (from one, the pool grows too slowly for that); test_postgres_store.py holds the deterministic race.
@@ -639,6 +642,25 @@ async def test_a_stop_request_is_kept_and_reported_until_the_journal_goes(store:
     assert await store.request_stop("t1", "r1") is False  # it ended
     assert await journal(store) == RunJournal(events(1, 3), ended=True, stop_requested=True, last_seq=3)
     assert (await store.request_stop("t1", "r2"), await store.read_events("t1", "r2")) == (False, None)
+
+
+def batch(first: int, count: int, tag: str = "e") -> JournalBatch:
+    """`events(first, count, tag)` held as a live run's writer holds them: their texts."""
+    return JournalBatch([event.json for event in events(first, count, tag)], first)
+
+
+async def test_a_batch_held_as_texts_is_appended_and_refused_as_its_events(store: TurnStore) -> None:
+    """What a live run's writer hands over (`JournalBatch`, a sequence of `JournalEvent`s made as read) is stored,
+    and refused, as the same events in a list."""
+    assert await store.append_events("t1", "r1", batch(1, 2)) is False
+    with pytest.raises(ValueError, match="seq"):
+        await store.append_events("t1", "r1", batch(4, 1))
+    with pytest.raises(ValueError, match="newline"):
+        await store.append_events("t1", "r1", JournalBatch(['{"a":\n1}'], 3))
+    await merged(store)("t1", ThreadChange(append=[msg("m0")]), JournalAppend("r1", batch(3, 2)), expected_version=0)
+    await store.append_events("t1", "r1", batch(5, 1), ended=True)
+
+    assert await journal(store) == RunJournal(events(1, 5), ended=True, stop_requested=False, last_seq=5)
 
 
 async def test_concurrent_appends_of_one_seq_have_exactly_one_winner(store: TurnStore) -> None:
