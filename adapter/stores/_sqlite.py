@@ -294,7 +294,8 @@ class SQLiteStore:
             "SELECT thread_id FROM agui_threads WHERE (open_turn = 'null' AND saved_at < ?) "
             "OR (expires_at IS NOT NULL AND expires_at < ?)"
         )
-        # The journals of the doomed threads, and every journal idle past the cutoff, whatever its thread.
+        # The journals of the doomed threads, and every journal idle past the cutoff, whatever its thread: a scan of
+        # the journals (one row per run), as of the threads; an index on `appended_at` would cost every append a page.
         journals = f"SELECT thread_id, run_id FROM agui_journals WHERE appended_at < ? OR thread_id IN ({doomed})"
         connection.execute("BEGIN IMMEDIATE")
         try:
