@@ -120,14 +120,34 @@ class Meter:
         self.statements += 1
 
 
-async def replay(calls: list[Recorded], store: Any, units: int, prefix: str) -> None:
+async def replay(calls: list[Recorded], store: Any, units: int, prefix: str, busy: bool = False) -> None:
+    spinning = asyncio.create_task(spin()) if busy else None
+    try:
+        await _replay(calls, store, units, prefix)
+    finally:
+        if spinning is not None:
+            spinning.cancel()
+
+
+async def spin() -> None:
+    """The engine's share of the loop, roughly: Python work in slices, so the store's thread meets a held GIL."""
+    while True:
+        total = 0
+        for number in range(2_000):  # some 50 us of bytecode
+            total += number * number
+        await asyncio.sleep(0)
+
+
+async def _replay(calls: list[Recorded], store: Any, units: int, prefix: str) -> None:
     for _ in range(units):
         thread_id = f"{prefix}-{uuid.uuid4()}"  # random, as clients' ids are: a new thread lands anywhere in a key
         for name, args, kwargs in calls:
             await getattr(store, name)(thread_id, *args[1:], **kwargs)
 
 
-async def measure(calls: list[Recorded], directory: str, units: int, reps: int, frames: bool) -> dict[str, Any]:
+async def measure(
+    calls: list[Recorded], directory: str, units: int, reps: int, *, frames: bool, busy: bool
+) -> dict[str, Any]:
     from adapter.stores import SQLiteStore
 
     cpu: list[float] = []
@@ -138,7 +158,7 @@ async def measure(calls: list[Recorded], directory: str, units: int, reps: int, 
         await meter.connect(checkpoints=True)
         await replay(calls, store, WARM, "warm")
         meter.cpu, meter.statements = 0.0, 0
-        await replay(calls, store, units, "unit")
+        await replay(calls, store, units, "unit", busy)
         cpu.append(meter.cpu / max(units, 1))
         statements = meter.statements
         await store.close()
@@ -168,7 +188,7 @@ def compare(options: argparse.Namespace) -> None:
         order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
         for side in order:
             command = [sys.executable, __file__, "--src", sides[side], "--workload", options.workload, "--json"]
-            command += ["--units", str(options.units), "--reps", str(options.reps)]
+            command += ["--units", str(options.units), "--reps", str(options.reps)] + ["--busy"] * options.busy
             output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             figures[side].append(json.loads(output.splitlines()[-1]))
     cpu = {side: [statistics.median(f["cpu_us"]) for f in figures[side]] for side in sides}
@@ -194,6 +214,7 @@ async def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quiet", action="store_true", help="measure, print nothing (under valgrind)")
     parser.add_argument("--json", action="store_true", help="print the figures as one JSON line")
+    parser.add_argument("--busy", action="store_true", help="keep the loop busy meanwhile, as the engine would")
     parser.add_argument("--before", help="a checkout to compare with, in alternating processes")
     parser.add_argument("--rounds", type=int, default=8)
     options = parser.parse_args()
@@ -208,7 +229,9 @@ async def main() -> None:
         raise SystemExit(f"the adapter of {source} did not load ({adapter.__file__})")
     with tempfile.TemporaryDirectory(prefix="agui-sqlite-calls-") as directory:
         calls = await record(options.workload, directory)
-        result = await measure(calls, directory, options.units, options.reps, frames=not options.quiet)
+        result = await measure(
+            calls, directory, options.units, options.reps, frames=not options.quiet, busy=options.busy
+        )
     if options.quiet:
         return
     if options.json:
