@@ -11,7 +11,8 @@ round trip, `short` one new run of a short reply), and the store calls of its la
 calls are replayed through the public methods of a fresh `SQLiteStore`, `--units` times, each unit on a thread id
 of its own, so the store does exactly the work of the engine's calls and nothing else runs:
 
-- the worker thread's CPU per unit (`time.thread_time` around each call on the thread), the median of `--reps`;
+- the worker thread's CPU per unit in the calls (`time.thread_time` around each call on the thread), the median of
+  `--reps`, and the whole thread's (`schedstat`: its waits for calls and its answers to the loop too);
 - SQL statements per unit (the connection's trace callback);
 - WAL frames per unit: a pass with the automatic checkpoint off, the WAL file's growth over the units (a frame is
   a page and its 24-byte header), and the frames each call's commit wrote.
@@ -120,6 +121,12 @@ class Meter:
         self.statements += 1
 
 
+def ran(store: Any) -> float:
+    """The worker thread's CPU seconds so far, its waits for calls and its answers to the loop included."""
+    thread = store._worker._thread
+    return int(Path(f"/proc/self/task/{thread.native_id}/schedstat").read_text().split()[0]) / 1e9
+
+
 async def replay(calls: list[Recorded], store: Any, units: int, prefix: str, busy: bool = False) -> None:
     spinning = asyncio.create_task(spin()) if busy else None
     try:
@@ -151,6 +158,7 @@ async def measure(
     from adapter.stores import SQLiteStore
 
     cpu: list[float] = []
+    whole: list[float] = []
     statements = 0
     for rep in range(reps):
         store = SQLiteStore(str(Path(directory, f"cpu-{rep}.db")))
@@ -158,7 +166,9 @@ async def measure(
         await meter.connect(checkpoints=True)
         await replay(calls, store, WARM, "warm")
         meter.cpu, meter.statements = 0.0, 0
+        started = ran(store)
         await replay(calls, store, units, "unit", busy)
+        whole.append((ran(store) - started) / max(units, 1))
         cpu.append(meter.cpu / max(units, 1))
         statements = meter.statements
         await store.close()
@@ -174,6 +184,7 @@ async def measure(
     per_unit = max(units, 1)
     return {
         "cpu_us": [round(1e6 * c, 1) for c in cpu],
+        "thread_us": [round(1e6 * c, 1) for c in whole],
         "statements": statements / per_unit,
         "frames": {name: round(count / per_unit, 2) for name, count in meter.frames.items()},
         "frames_total": round(sum(meter.frames.values()) / per_unit, 2),
@@ -239,6 +250,7 @@ async def main() -> None:
         return
     print(f"{options.workload} from {source}: {len(calls)} calls a unit ({', '.join(c[0] for c in calls)})")
     print(f"  worker CPU per unit, us: median {statistics.median(result['cpu_us']):.1f} of {result['cpu_us']}")
+    print(f"  the whole worker thread, us: median {statistics.median(result['thread_us']):.1f}")
     print(f"  statements per unit: {result['statements']:.1f}")
     print(f"  WAL frames per unit: {result['frames_total']} {result['frames']}")
     print(f"  load average: {os.getloadavg()[0]:.1f}")

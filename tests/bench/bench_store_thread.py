@@ -4,10 +4,10 @@
 
 The servers of `bench_floor.py` (`_server.py`: the adapter on a SQLiteStore, the durable-journal floor replaying the
 adapter's captured events), each in its own process; the client is httpx in this one. Each round sends `--trips`
-round trips to each server in turn and reads every thread's CPU (user and system, `/proc/PID/task/TID/stat`) before
-and after: the store's thread (the adapter's worker, the floor's executor thread) and the whole process, per round
-trip.
-With `--before`, a second adapter (a commit of this repository or a checkout dir) is measured in the same rounds.
+round trips to each server in turn and reads every thread's CPU (the scheduler's run time in ns,
+`/proc/PID/task/TID/schedstat`) before and after: the store's thread (the adapter's worker, the floor's executor
+thread) and the whole process, per round trip. With `--before`, a second adapter (a commit of this repository or a
+checkout dir) is measured in the same rounds.
 """
 
 from __future__ import annotations
@@ -24,18 +24,16 @@ import bench_floor
 from _server import Server
 from bench_adapter import round_trip
 
-TICK = os.sysconf("SC_CLK_TCK")
-
 
 def threads(pid: int) -> dict[int, float]:
-    """CPU seconds (user + system) by thread id."""
+    """CPU seconds by thread id: the time the scheduler ran each (`schedstat`, in ns), user and system alike."""
     seconds: dict[int, float] = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
         try:
-            fields = Path(f"/proc/{pid}/task/{tid}/stat").read_text().rsplit(")", 1)[1].split()
+            ran = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]
         except FileNotFoundError:  # a thread that ended meanwhile
             continue
-        seconds[int(tid)] = (int(fields[11]) + int(fields[12])) / TICK
+        seconds[int(tid)] = int(ran) / 1e9
     return seconds
 
 
