@@ -295,7 +295,7 @@ class SQLiteStore:
             "OR (expires_at IS NOT NULL AND expires_at < ?)"
         )
         # The journals of the doomed threads, and every journal idle past the cutoff, whatever its thread: a scan of
-        # the journals (one row per run), as of the threads; an index on `appended_at` would cost every append a page.
+        # the journals (one row per run), like the threads'. An index on `appended_at` would cost every append a page.
         journals = f"SELECT thread_id, run_id FROM agui_journals WHERE appended_at < ? OR thread_id IN ({doomed})"
         connection.execute("BEGIN IMMEDIATE")
         try:
@@ -640,8 +640,8 @@ def _status_written(
             (thread_id, run_id, last, int(ended), time.time()),
         )
         return False if inserted.rowcount == 1 else None  # a journal no append made yet has no stop request
-    # No stop request in the condition, not `RETURNING stop_requested`: RETURNING costs the statement some 2 us (half
-    # of it), and a journal asked to stop is rare. Its append writes nothing here, and the read below finds why.
+    # "Not asked to stop" is a condition rather than `RETURNING stop_requested`, which costs the statement some 2 us
+    # (half of it): a journal asked to stop is rare, so its append writes nothing here and takes the read below.
     updated = connection.execute(
         "UPDATE agui_journals SET last_seq = ?, ended = ?, appended_at = ? "
         "WHERE thread_id = ? AND run_id = ? AND last_seq = ? AND ended = 0 AND stop_requested = 0",
