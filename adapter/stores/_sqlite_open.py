@@ -1,8 +1,8 @@
 """Opening an SQLite store's file: the busy timeout, WAL, the tables, and what an older file needs, once.
 
 A file from before the append-only layout is migrated (`_sqlite_migrate`); one from before retention,
-ownership, the threads' listing, incarnations or grants gains those columns; one from before issue 43 loses an
-index nothing read. Each upgrade runs in its own
+ownership, the threads' listing, incarnations or grants gains those columns; one from before issue 43 loses the
+indexes nothing read or a scan serves as well. Each upgrade runs in its own
 `BEGIN IMMEDIATE`, so processes opening the same file together upgrade it once. The journals' tables are new
 tables: a file from before them gains them empty.
 """
@@ -18,6 +18,8 @@ from typing import Final
 from adapter.stores._sqlite_migrate import migrate_documents
 
 _WAL_RETRY_PAUSE: Final = 0.01
+_UNREAD_INDEXES: Final = ("agui_threads_saved", "agui_journals_appended")
+"""Indexes of older files that cost every save or append a page and that no read needs (`_drop_unread_indexes`)."""
 _SCHEMA: Final = (
     """
     CREATE TABLE IF NOT EXISTS agui_threads (
@@ -69,8 +71,6 @@ _SCHEMA: Final = (
         PRIMARY KEY (thread_id, run_id, last_seq)
     )
     """,
-    # `purge`: the journals last appended to before the cutoff.
-    "CREATE INDEX IF NOT EXISTS agui_journals_appended ON agui_journals (appended_at)",
 )
 
 
@@ -97,7 +97,7 @@ def open_file(path: str, synchronous: str, busy_timeout: float = 5.0) -> sqlite3
         _add_incarnation_column(connection)
         _add_stamp_column(connection)
         _add_grants_column(connection)
-        _drop_unread_index(connection)
+        _drop_unread_indexes(connection)
     except sqlite3.Error as error:
         connection.close()
         raise naming(error, path) from error
@@ -187,16 +187,20 @@ def _add_grants_column(connection: sqlite3.Connection) -> None:
     _once(connection, "grants", lambda: connection.execute(add))
 
 
-def _drop_unread_index(connection: sqlite3.Connection) -> None:
-    """Drop `agui_threads_saved` from a file from before issue 43, once: every save wrote it, and nothing read it.
+def _drop_unread_indexes(connection: sqlite3.Connection) -> None:
+    """Drop the indexes a file from before issue 43 has and this layout does not, once: each cost a write a page.
 
-    `purge` tests `saved_at` in an OR with `expires_at`, which no index holds, so it scans the threads either way.
+    `agui_threads_saved` (every save wrote it): `purge` tests `saved_at` in an OR with `expires_at`, which no index
+    holds, so it scans the threads either way. `agui_journals_appended` (every append wrote it, moving the journal's
+    entry to the newest end): only `purge` read it, and it now scans the journals (one row per run) beside the threads.
     """
-    if not _has_index(connection, "agui_threads_saved"):
+    unread = [name for name in _UNREAD_INDEXES if _has_index(connection, name)]
+    if not unread:
         return
     connection.execute("BEGIN IMMEDIATE")
     try:
-        connection.execute("DROP INDEX IF EXISTS agui_threads_saved")  # another process may have dropped it meanwhile
+        for name in unread:  # fixed names, never input; another process may have dropped them meanwhile
+            connection.execute(f"DROP INDEX IF EXISTS {name}")
         connection.execute("COMMIT")
     except BaseException:
         if connection.in_transaction:

@@ -233,7 +233,40 @@ async def test_a_file_from_before_issue_43_loses_the_index_nothing_read_and_keep
     assert [thread.head.message_count for thread in loaded if thread is not None] == [1, 1, 1]
     assert purged == 1
     assert "agui_threads_saved" not in indexes
-    assert {"agui_threads_listing", "agui_messages_id", "agui_journals_appended"} <= indexes
+    assert {"agui_threads_listing", "agui_messages_id"} <= indexes
+
+
+async def test_a_file_with_the_journals_appended_index_loses_it_and_purges_its_idle_journals_by_a_scan(
+    tmp_path: Path,
+) -> None:
+    """`agui_journals_appended` cost every append a page and served only `purge`: dropped once, by racing opens."""
+    path = tmp_path / "turns.db"
+    store = SQLiteStore(path)
+    await store.save("old", ThreadChange(append=[msg("m1")], open_turn={"open": ["i1"]}), expected_version=0)
+    for thread in ("old", "gone"):
+        await store.append_events(thread, "r1", [JournalEvent(1, '{"type": "RUN_STARTED"}')])
+    await store.close()
+    with sqlite3.connect(path) as connection:  # the index as every file had it before this change (e376502)
+        connection.execute("CREATE INDEX agui_journals_appended ON agui_journals (appended_at)")
+    connection.close()
+    stores = [SQLiteStore(path) for _ in range(3)]
+    try:
+        read = await asyncio.gather(*(store.read_events("old", "r1") for store in stores))
+        purged = await stores[0].purge(timedelta(days=30), now=datetime.now(UTC) + timedelta(days=31))
+        left = [await stores[1].read_events(thread, "r1") for thread in ("old", "gone")]
+        kept = await stores[2].load("old")
+    finally:
+        for store in stores:
+            await store.close()
+    with sqlite3.connect(path) as connection:
+        indexes = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    connection.close()
+
+    assert [journal.last_seq for journal in read if journal is not None] == [1, 1, 1]
+    assert (purged, left) == (0, [None, None])  # its turn waits, so the thread stays; both idle journals go
+    assert kept is not None and kept.head.open_turn == {"open": ["i1"]}
+    assert "agui_journals_appended" not in indexes
+    assert {"agui_threads_listing", "agui_messages_id"} <= indexes
 
 
 async def test_a_file_from_before_ownership_gains_an_owner_column_and_its_threads_stay_unowned(tmp_path: Path) -> None:
