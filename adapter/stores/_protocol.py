@@ -567,6 +567,51 @@ async def save_and_append(
     return version, stop
 
 
+CREATE_ATTEMPTS: Final = 3
+"""Looks `load_or_create` takes at a thread another request creates and deletes again meanwhile, before it gives up."""
+
+
+async def load_or_create(
+    store: TurnStore,
+    thread_id: str,
+    change: ThreadChange,
+    journal: JournalAppend | None = None,
+    *,
+    since: int | None = 0,
+) -> StoredThread | None:
+    """The thread as `store.load` reads it, untouched; or, when it is absent, the save that creates it, in one call.
+
+    The creation is `save(thread_id, change, expected_version=0)` with `journal`'s events appended in the same
+    transaction (`save_and_append`): None says the thread was absent and is now created, at version 1. A thread that
+    exists is returned as it is, whoever created it, even an instant before: nothing of `change` or `journal` is
+    written then. A store that has `load_or_create` does it in one round trip to its own thread or connection (the
+    stores that ship do); a store of one's own without it gets `load`, then the creating save, as two calls.
+
+    Raises:
+        StoreConflict: The thread was created and deleted again by others while the call looked, `CREATE_ATTEMPTS`
+            times: nothing was written.
+        ValueError: `journal` does not open its journal (as `append_events`); nothing was written.
+        StoreUnavailable: The store could not be reached; the thread and its journal may have been created.
+    """
+    merged = getattr(store, "load_or_create", None)
+    if callable(merged):
+        found: StoredThread | None = await merged(thread_id, change, journal, since=since)
+        return found
+    for _ in range(CREATE_ATTEMPTS):
+        stored = await store.load(thread_id, since=since)
+        if stored is not None:
+            return stored
+        try:
+            if journal is None:
+                await store.save(thread_id, change, expected_version=0)
+            else:
+                await save_and_append(store, thread_id, change, journal, expected_version=0)
+        except StoreConflict:
+            continue  # another request created it since the load: read it
+        return None
+    raise StoreConflict(thread_id, 0)
+
+
 def merges_appends(store: object) -> bool:
     """Whether `store` writes a save and an append in one call (`save_and_append`): else two calls, as before it."""
     return callable(getattr(store, "save_and_append", None))
