@@ -26,6 +26,7 @@ first save), and it goes with its thread (`delete_thread`, `purge`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -593,9 +594,9 @@ async def load_or_create(
         ValueError: `journal` does not open its journal (as `append_events`); nothing was written.
         StoreUnavailable: The store could not be reached; the thread and its journal may have been created.
     """
-    merged = getattr(store, "load_or_create", None)
-    if callable(merged):
-        found: StoredThread | None = await merged(thread_id, change, journal, since=since)
+    if _merges_loads(type(store)):
+        merged: Any = store  # its class defines the method (`_merges_loads`), which the protocol leaves optional
+        found: StoredThread | None = await merged.load_or_create(thread_id, change, journal, since=since)
         return found
     for _ in range(CREATE_ATTEMPTS):
         stored = await store.load(thread_id, since=since)
@@ -610,6 +611,24 @@ async def load_or_create(
             continue  # another request created it since the load: read it
         return None
     raise StoreConflict(thread_id, 0)
+
+
+@functools.cache
+def _merges_loads(kind: type) -> bool:
+    """Whether stores of `kind` make a new thread's load and creation in one call (their class's `load_or_create`).
+
+    Not when a subclass hooks `load` or `save_and_append` below the class that defines it: the merged call would
+    pass the hook by, so such a store gets the two calls, through the hooks, as before the method was added. Nor when
+    no class defines it (an attribute forwarded by `__getattr__`, or None).
+    """
+    owner = next((klass for klass in kind.__mro__ if "load_or_create" in vars(klass)), None)
+    if owner is None or not callable(vars(owner)["load_or_create"]):
+        return False
+    for name in ("load", "save_and_append"):
+        definer = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
+        if definer is not None and definer is not owner and issubclass(definer, owner):
+            return False
+    return True
 
 
 def merges_appends(store: object) -> bool:

@@ -67,7 +67,16 @@ PLUMBING = (
     *("threading.py", "selectors.py", "queue.SimpleQueue", "select.epoll", "_contextvars.Context"),
 )
 """What the profile's top lists leave out: the event loop, threads, and Starlette's layers (the floor's too)."""
-STORE_CALLS = ("load", "save", "append_events", "read_events", "find_message", "request_stop")
+STORE_CALLS = (
+    "load",
+    "load_or_create",
+    "save",
+    "save_and_append",
+    "append_events",
+    "read_events",
+    "find_message",
+    "request_stop",
+)
 
 
 class Calls:

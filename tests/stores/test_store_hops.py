@@ -140,6 +140,29 @@ async def test_a_store_without_the_merged_load_gets_the_load_and_the_creation_ap
     assert store.hops == Counter(load=1, save_and_append=2)
 
 
+class HooksLoad(MemoryStore):
+    """A store that ships, subclassed to hook `load` alone: the merged call would pass the hook by."""
+
+    loads = 0
+
+    async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
+        self.loads += 1
+        return await super().load(thread_id, since=since, until=until)
+
+
+async def test_a_subclass_that_hooks_load_sees_a_new_runs_load() -> None:
+    store = HooksLoad()
+    adapter = Adapter(ScriptedBackend([Rule("hi", reply="Hello.")]), store=store)
+
+    events = [event async for event in adapter.run(opening("hi"))]
+
+    assert events[-1].type == "RUN_FINISHED"
+    assert store.loads == 1
+    stored = await store.load("t")
+    assert stored is not None
+    assert [m.id for m in stored.messages][0] == "u"
+
+
 async def test_a_frontend_tool_round_trip_makes_five_hops() -> None:
     store = CountingStore()
     rules = [Rule(r"go to (\w+)", steps=[[Call("navigate", {"path": "/{1}"})]], reply="Opened it.")]
