@@ -201,7 +201,8 @@ def instrument(store: SQLiteStore) -> None:
     calls = CALLS
     stores = (str(Path(ADAPTER, "stores")),)
     for name in STORE_CALLS:
-        calls.wrap(store, name, f"store.{name}", stores)
+        if hasattr(store, name):  # an older checkout's store (`bench_ab.py --before`) lacks the newer calls
+            calls.wrap(store, name, f"store.{name}", stores)
     if calls.installed:
         return
     calls.installed = True
