@@ -328,7 +328,7 @@ class Run:
     async def open_journal(self, journal: str, first: JournalEvent) -> bool:
         """Write the journal's first event (`Journals.begin`), unless the store call that created the thread did.
 
-        A resume of a waiting turn writes nothing here (False): its claim carries the event (`_claims_later`),
+        A resume of a waiting turn writes nothing here (False): its claim carries the event (`_claim_opening`),
         or, when it claims nothing, it opens the journal alone once its gate decided.
 
         Raises:
