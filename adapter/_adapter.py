@@ -275,7 +275,7 @@ class Adapter:
         journals = self.journals
         journals.check_detached(principal)
         run = Run(self.config, run_input, principal)
-        events = await run.start()
+        events = await run.start(journals.first_name)
         ids = run_input.thread_id, run_input.run_id
         life = run.handle.incarnation
         return await journals.begin(

@@ -1,10 +1,11 @@
 """A store that forwards every call to an inner store: a test's store wrapper overrides only what it watches.
 
-Each method of the `TurnStore` protocol (and `save_and_append`, which the stores that ship have beside it) is
-one line here, `forwarded(...)` of the protocol's own function: it takes that function's signature, so a wrapper's
-`super().save(...)` is checked against the protocol, and it calls the inner store's method of that name. A method
-the protocol gains is one more line; `tests/stores/test_forwarding_store.py` fails until it is there. What the
-protocol does not name (`watch_journal`, a PostgreSQL store's) is forwarded as the inner store has it, or not.
+Each method of the `TurnStore` protocol (and `save_and_append` and `load_or_create`, which the stores that ship
+have beside it) is one line here, `forwarded(...)` of the protocol's own function: it takes that function's
+signature, so a wrapper's `super().save(...)` is checked against the protocol, and it calls the inner store's
+method of that name. A method the protocol gains is one more line; `tests/stores/test_forwarding_store.py` fails
+until it is there. What the protocol does not name (`watch_journal`, a PostgreSQL store's) is forwarded as the
+inner store has it, or not.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 from adapter.stores import TurnStore
-from adapter.stores._protocol import save_and_append  # private on purpose: the signature of the merged call
+from adapter.stores._protocol import (  # private on purpose: the signatures of the merged calls
+    load_or_create,
+    save_and_append,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -44,6 +48,7 @@ class ForwardingStore(Generic[S]):
     find_message = forwarded(TurnStore.find_message)
     save = forwarded(TurnStore.save)
     save_and_append = forwarded(save_and_append)
+    load_or_create = forwarded(load_or_create)
     purge = forwarded(TurnStore.purge)
     append_events = forwarded(TurnStore.append_events)
     read_events = forwarded(TurnStore.read_events)

@@ -46,7 +46,7 @@ from pydantic import TypeAdapter
 from adapter import _errors as codes
 from adapter import _telemetry as telemetry
 from adapter._compat import CARRY_1_1, downgraded, speaks_1_1, without_1_1
-from adapter._errors import AdapterError, BackendError, ResumeError
+from adapter._errors import AdapterError, BackendError, Forbidden, InputRejected, ResumeError
 from adapter._ids import new_id
 from adapter._jsonpatch import WORK_FACTOR, StateWork
 from adapter._run._access import View
@@ -73,9 +73,10 @@ from adapter._thread._conversation import declared_tail, of_kind
 from adapter._thread._handle import RecordHandle
 from adapter._thread._record import Grant, OpenTurn, ThreadRecord, default_title
 from adapter._types import wire_json
+from adapter._wire import event_json
 from adapter.backends._seam import ModelRequest, ToolCall, Usage
 from adapter.stores import JournalAppend, JournalEvent, StoreUnavailable
-from adapter.stores._protocol import keeps_journals, merges_appends
+from adapter.stores._protocol import merges_appends
 
 log = logging.getLogger("adapter.runner")
 
@@ -85,6 +86,9 @@ _STORE_DOWN = "The store could not be used; what this run changed may not be sto
 
 Outcome = RunFinishedSuccessOutcome | RunFinishedInterruptOutcome | RunFinishedCancelledOutcome
 _outcome = TypeAdapter[Outcome](Outcome)
+
+JournalNamer = Callable[[str, str | None], str | None]
+"""Names the journal a run id opens first in a life of its thread (`Journals.first_name`); None: none is kept."""
 
 
 class Phase(enum.Enum):
@@ -229,8 +233,15 @@ class Run:
         """The run's journal, as this replica drives it (`bind_journal`): the run's last save carries its last batch."""
         self.stop = StopSignal()
         """Raised by a stop request (`adapter._run._stop`): the run ends, cancelled, at its next safe point."""
-        self.creating: str | None = None
-        """The title of the thread this run creates when its journal opens (`open_journal`); None once created."""
+        self.started = RunStartedEvent(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            parent_run_id=run_input.parent_run_id,
+            protocol_version=PROTOCOL_VERSION,
+        )
+        """The run's first event: stored with the thread this run creates, when it does (`_read_or_create`)."""
+        self.opened: str | None = None
+        """The journal whose RUN_STARTED the store call that created the thread wrote (`open_journal`)."""
         self.stored = 0
         """How many of the history's first messages the store holds as they are: each save is given the rest."""
 
@@ -238,44 +249,84 @@ class Run:
         """Whether this run may store into the thread another request created meanwhile (owned by `owner`)."""
         return await self.config.access.allows(self.principal, owner, "run")
 
-    async def start(self) -> AsyncGenerator[list[BaseEvent], None]:
+    async def start(self, journal_of: JournalNamer | None = None) -> AsyncGenerator[list[BaseEvent], None]:
         """Read the thread, authorize the input and build the run's tools; then the run's events, not yet started.
 
         The events come in runs (lists), RUN_STARTED alone first: the journal's reader takes each run in a plain loop,
         not one generator step per event through each of the run's layers (docs/benchmarks.md, "The stream, round
-        three").
+        three"). `journal_of` names the journal the run opens first in a life of its thread (`Journals.first_name`):
+        a thread this run creates is stored with its RUN_STARTED in the store call that reads it (`_read_or_create`).
 
-        Everything that can refuse the run happens here, before any event; the events then go from
-        RUN_STARTED to exactly one terminal event, and fail only after RUN_STARTED.
+        Everything that can refuse the run happens here, before any event and before anything is stored; the events
+        then go from RUN_STARTED to exactly one terminal event, and fail only after RUN_STARTED.
 
         Raises:
-            StoreUnavailable: When the thread cannot be read; nothing changed.
+            StoreUnavailable: When the thread cannot be read (or created: then it may have been); nothing changed.
             Forbidden: When the `authorize` policy refuses the input; nothing changed.
             InputRejected: When the client's tools are over the adapter's limits (`LimitExceeded`), clash by
                 name (`ToolNameConflict`) or have a schema the policy refuses (`InvalidClientTool`); nothing changed.
         """
-        record = await self.handle.load(messages=self.tail is None)  # with a tail: the head, then `_messages`
-        await self.config.access.check_input(self.principal, record, self.input)
+        messages = self.tail is None  # with a tail: the head, then `_messages`
+        if self.input.resume:  # a resume never creates its thread
+            record = await self.handle.load(messages=messages)
+            return self._events(record, await self._admit(record))
+        record, toolset = await self._read_or_create(messages, journal_of)
+        return self._events(record, toolset)
+
+    async def _admit(self, record: ThreadRecord | None, built: Toolset | None = None) -> Toolset:
+        """Decide what can refuse the run on the thread of `record`: the policy, the view, the client's tools.
+
+        `built` is the toolset already built from this input's tools, used again when the view leaves them in it.
+
+        Raises:
+            Forbidden, InputRejected: As `start`.
+        """
+        asked = self.input
+        await self.config.access.check_input(self.principal, record, asked)
         self.view = await View.of(self.config.access, self.principal, record)
-        self.input = self.view.used(self.input)
-        toolset = await client_toolset(
+        self.input = self.view.used(asked)
+        if built is not None and self.input is asked:
+            return built
+        return await client_toolset(
             self.config.tools,
             self.input.tools or [],
             client_policy=self.config.client_tool_policy,
             limits=self.config.client_tool_limits,
         )
-        if record is None and not self.input.resume:
-            # Stored before the first event, so that a reattach anywhere knows whose the thread is, and a listing
-            # shows it while its first answer streams: with the journal's RUN_STARTED, in one store call
-            # (`open_journal`), unless the store keeps no journals.
-            self.creating = default_title(self.input.messages)
-            if not keeps_journals(self.config.store):
-                await self.handle.create(self.creating)
-                self.creating = None
-        return self._events(record, toolset)
+
+    async def _read_or_create(
+        self, messages: bool, journal_of: JournalNamer | None
+    ) -> tuple[ThreadRecord | None, Toolset]:
+        """A new run's thread, read; or, when it is absent, created by the same store call (docs/stores.md).
+
+        The run is decided first as on a thread not there yet, which is what it meets when it creates the thread:
+        only then is anything stored, and nothing of a refused run is. A thread found is decided again, as it is (the
+        policy is asked of the absent thread, then of the stored one), and the run goes on as on a thread it read:
+        its journal opens with a call of its own. When the absent thread's decision refuses, the thread is only
+        read: a thread found is decided as it is, and a thread not there is refused as it was.
+        """
+        asked = self.input
+        try:
+            toolset = await self._admit(None)
+        except (Forbidden, InputRejected) as refusal:
+            self.input = asked
+            record = await self.handle.load(messages=messages)
+            if record is None:
+                raise refusal from None
+            return record, await self._admit(record)
+        # Stored before the first event, so that a reattach anywhere knows whose the thread is, and a listing shows
+        # it while its first answer streams: its journal's RUN_STARTED in the same call, unless nothing is journaled.
+        name = journal_of(self.input.run_id, self.handle.incarnation) if journal_of is not None else None
+        opening = None if name is None else JournalAppend(name, [JournalEvent(1, event_json(self.started))])
+        title = default_title(self.input.messages)
+        record, created = await self.handle.load_or_create(title, opening, messages=messages)
+        if record is None:
+            self.opened = name if created else None
+            return None, toolset
+        return record, await self._admit(record, toolset)
 
     async def open_journal(self, journal: str, first: JournalEvent) -> bool:
-        """Write the journal's first event (`Journals.begin`): with the save that creates the thread, when it does.
+        """Write the journal's first event (`Journals.begin`), unless the store call that created the thread did.
 
         A resume of a waiting turn writes nothing here (False): its claim carries the event (`_claim_opening`),
         or, when it claims nothing, it opens the journal alone once its gate decided.
@@ -284,13 +335,9 @@ class Run:
             ValueError: That journal exists (a run id used again); nothing was stored.
             StoreUnavailable: As the store's calls; the run's events are closed then, and it never started.
         """
-        title = self.creating
-        if title is not None:
-            created = await self.handle.create(title, JournalAppend(journal, [first]))
-            self.creating = None  # created now, or by another request first
-            if created:
-                return True
-        elif self._claims_later():
+        if journal == self.opened:
+            return True  # written with the thread's creation (`_read_or_create`)
+        if self._claims_later():
             return False
         await self.config.store.append_events(self.input.thread_id, journal, [first])
         return True
@@ -310,14 +357,7 @@ class Run:
         self.journal = live
 
     async def _events(self, record: ThreadRecord | None, toolset: Toolset) -> AsyncGenerator[list[BaseEvent], None]:
-        yield [
-            RunStartedEvent(
-                thread_id=self.input.thread_id,
-                run_id=self.input.run_id,
-                parent_run_id=self.input.parent_run_id,
-                protocol_version=PROTOCOL_VERSION,
-            )
-        ]
+        yield [self.started]
         thread_id, run_id = self.input.thread_id, self.input.run_id
         self.span = span = telemetry.start("agui.run", thread_id, run_id)
         outcome, code = "left", None  # cut before the end, unless said otherwise below

@@ -965,9 +965,9 @@ class Journals:
         """Drive a started run of the thread's life `incarnation`: journaled and fanned out.
 
         Its events come in runs (`Run.start`), the first RUN_STARTED alone. That event, which comes before any of its
-        work, is written to the store before the run is read (by `opens` when given: the save that creates the
-        thread carries it), so the journal exists on every replica before any client could ask for it. `binds` is
-        given the `LiveRun` before it is driven:
+        work, is written to the store before the run is read (by `opens` when given; for a run that created its
+        thread, the store call that did wrote it, and `opens` says so), so the journal exists on every replica before
+        any client could ask for it. `binds` is given the `LiveRun` before it is driven:
         the run's last save then carries the journal's last batch (`LiveRun.seal`). A run id used
         before in this life starts the next attempt, in a journal of its own (`journal_name`), found in the
         same calls. With `on_disconnect="continue"` the run goes on now, whoever listens; with "stop", from its
@@ -1016,6 +1016,14 @@ class Journals:
         if not self.stop_on_leave:
             live.start()
         return run
+
+    def first_name(self, run_id: str, incarnation: str | None) -> str | None:
+        """The journal the run id opens first in that life of its thread; None when this adapter journals nothing.
+
+        A run that creates its thread stores its RUN_STARTED there in the same call (`Run.start`): the life is new,
+        so no attempt of the run id is taken in it, and `_open` finds the first one written (its `opens` says so).
+        """
+        return journal_name(run_id, incarnation) if self.store is not None else None
 
     async def _open(
         self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str

@@ -19,10 +19,10 @@ import asyncio
 import dataclasses
 import logging
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Final
+from typing import Final, TypeVar
 
 from ag_ui.core import Message
 
@@ -38,9 +38,11 @@ from adapter.stores import (
     ThreadHead,
     TurnStore,
 )
-from adapter.stores._protocol import save_and_append
+from adapter.stores._protocol import load_or_create, save_and_append
 
 log = logging.getLogger("adapter.record")
+
+_T = TypeVar("_T")
 
 DEFAULT_CHARS: Final = 4_000_000
 """How much stored text (and the messages parsed from it) one adapter keeps, across threads.
@@ -193,22 +195,31 @@ class ParsedStore:
                 return StoredThread(head.head, 0, kept.stored)
         return await self._read(thread_id, since=since, until=until)
 
+    async def load_or_create(
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend | None, *, since: int | None
+    ) -> StoredThread | None:
+        """`load`, or, for an absent thread, the save that creates it with `journal` in the same store call (None).
+
+        A long thread kept here exists (most likely): it is read as `load` reads it, by its head first, and created
+        only if that finds it gone. A call that failed fast is made again, as a read is: should the first have
+        created the thread, the next finds it, and the run goes on as on a thread that exists.
+        """
+        kept = self.parsed.checkable(thread_id) if self.parsed is not None and since == 0 else None
+        if kept is not None:
+            found = await self.load(thread_id, since=since)
+            if found is not None:
+                return found
+        found = await _retried(thread_id, lambda: load_or_create(self.store, thread_id, change, journal, since=since))
+        if found is None:
+            self._follow(thread_id, None, change, (), {}, 1)
+        return found
+
     async def _read(self, thread_id: str, since: int | None, until: int | None) -> StoredThread | None:
         """Load the thread, again after a pause when the store failed fast.
 
         A store that took long to fail (a pool that waited its timeout for a connection) is not asked again.
         """
-        clock = asyncio.get_running_loop().time
-        for pause in _READ_RETRIES:
-            started = clock()
-            try:
-                return await self.store.load(thread_id, since=since, until=until)
-            except StoreUnavailable:
-                if clock() - started > _FAST_FAILURE:
-                    raise
-                log.warning("thread %s: the store could not be reached; reading again in %ss", thread_id, pause)
-                await asyncio.sleep(pause)
-        return await self.store.load(thread_id, since=since, until=until)
+        return await _retried(thread_id, lambda: self.store.load(thread_id, since=since, until=until))
 
     def conversation(self, thread_id: str, read: StoredThread, client: Sequence[Message] = ()) -> list[Message]:
         """The messages `read` holds, as protocol messages: those kept here when its head names them.
@@ -262,11 +273,39 @@ class ParsedStore:
             version, _ = await save_and_append(
                 self.store, thread_id, change, journal, expected_version=expected, fence=fence, incarnation=incarnation
             )
-        if self.parsed is not None:
-            known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
-            after = known.changed(change, appended, replaced or {}, version) if known is not None else None
-            if after is None:
-                self.parsed.forget(thread_id)
-            else:
-                self.parsed.keep(thread_id, after)
+        self._follow(thread_id, built_on, change, appended, replaced or {}, version)
         return version
+
+    def _follow(
+        self,
+        thread_id: str,
+        built_on: ThreadHead | None,
+        change: ThreadChange,
+        appended: Sequence[Message],
+        replaced: Mapping[int, Message],
+        version: int,
+    ) -> None:
+        """What is kept of `built_on` (None: a thread the change created) is kept of the saved state; else nothing."""
+        if self.parsed is None:
+            return
+        known = KnownThread() if built_on is None else self.parsed.named(thread_id, built_on)
+        after = known.changed(change, appended, replaced, version) if known is not None else None
+        if after is None:
+            self.parsed.forget(thread_id)
+        else:
+            self.parsed.keep(thread_id, after)
+
+
+async def _retried(thread_id: str, read: Callable[[], Awaitable[_T]]) -> _T:
+    """`read()`, again after a pause when the store failed fast (`_READ_RETRIES`); not when it failed slowly."""
+    clock = asyncio.get_running_loop().time
+    for pause in _READ_RETRIES:
+        started = clock()
+        try:
+            return await read()
+        except StoreUnavailable:
+            if clock() - started > _FAST_FAILURE:
+                raise
+            log.warning("thread %s: the store could not be reached; reading again in %ss", thread_id, pause)
+            await asyncio.sleep(pause)
+    return await read()

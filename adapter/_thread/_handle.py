@@ -112,8 +112,33 @@ class RecordHandle:
     async def load(self, *, messages: bool = True) -> ThreadRecord | None:
         """Read the thread's records (and its messages from `base`, unless told not to); None for a new thread."""
         stored = await self.threads.load(self.thread_id, since=self.base if messages else None)
-        if stored is None:
-            return None
+        return None if stored is None else self._read(stored, messages)
+
+    async def load_or_create(
+        self, title: str | None, journal: JournalAppend | None = None, *, messages: bool = True
+    ) -> tuple[ThreadRecord | None, bool]:
+        """`load`; for a thread not there, the save that creates it, in the same store call; and whether it did.
+
+        A thread found is read as `load` reads it, and nothing of this call is stored. A thread created is stored
+        before the run's first event, with no message yet: its owner (the run's principal), `title`, the life this
+        handle drew, and `journal`'s events (the run's RUN_STARTED) in the same transaction, so a reattach on any
+        replica knows whose the thread is, and a listing shows it while its first answer streams. A thread the store
+        saw made and deleted again by others, each time it looked, is neither found nor created: the run goes on as
+        on a thread another request creates meanwhile, which its first save finds (`_rebase`).
+        """
+        change = ThreadChange(title=title, owner=self.record.owner, incarnation=self.incarnation)
+        since = self.base if messages else None
+        try:
+            stored = await self.threads.load_or_create(self.thread_id, change, journal, since=since)
+        except StoreConflict:
+            return None, False
+        if stored is not None:
+            return self._read(stored, messages), False
+        self._saved(_Change(change), 1)
+        return None, True
+
+    def _read(self, stored: StoredThread, messages: bool) -> ThreadRecord:
+        """Take `stored` as what this run read (its messages too, unless it read the head alone)."""
         self._head, self._expected, self.version = stored.head, stored.head, stored.head.version
         self.incarnation = stored.head.incarnation
         self.record = ThreadRecord.from_head(self.thread_id, stored.head)
@@ -365,22 +390,6 @@ class RecordHandle:
         assert self._head is not None  # a turn to claim was loaded
         self._fence = self._head.claim + 1
 
-    async def create(self, title: str | None, journal: JournalAppend | None = None) -> bool:
-        """Store a thread this run found missing, before its first event: its owner and title, no message yet.
-
-        With `journal`, its events go in the same store call (the run's RUN_STARTED). A reattach on any replica
-        then knows whose the thread is, and a listing shows it while its first answer streams. Another request that
-        created it first keeps it: this run's first save finds it then (`_rebase`), and nothing of this call was
-        stored (False).
-        """
-        if self.version != 0:
-            return False
-        try:
-            await self._save(_Change(ThreadChange(title=title)), journal=journal)
-        except StoreConflict:
-            return False
-        return True
-
     async def release(self) -> None:
         """Give the turn back as it was read, after a resume failed before it applied anything."""
         head = self._head
@@ -630,6 +639,10 @@ class RecordHandle:
             except StoreConflict:
                 if attempt == _RENAMES_TOLERATED or not await self._only_renamed(change.change.grants is not KEEP):
                     raise
+        self._saved(change, version)
+
+    def _saved(self, change: _Change, version: int) -> None:
+        """`change` is stored, at `version`: what the next save builds on."""
         self._expected = _after(self._expected, change.change, version)
         self.version = version
         self._known = [*self._known, *(message.id for message in change.appended)]

@@ -125,6 +125,24 @@ class MemoryStore:
             version = self._write(thread_id, current, change)
             return version, self._append(thread_id, journal.run_id, journal.events, journal.ended)
 
+    async def load_or_create(
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend | None = None, *, since: int | None = 0
+    ) -> StoredThread | None:
+        """The thread as `load` reads it; or, when it is absent, created by `change` with `journal` (None then).
+
+        Under the lock: no other save comes between the look and the creation.
+        """
+        async with self._lock:
+            if thread_id in self._threads:
+                return await self.load(thread_id, since=since)
+            current = self._checked(thread_id, change, (0, None, ANY_INCARNATION))
+            if journal is not None:
+                self._check_append(thread_id, journal.run_id, journal.events)
+            self._write(thread_id, current, change)
+            if journal is not None:
+                self._append(thread_id, journal.run_id, journal.events, journal.ended)
+            return None
+
     def _checked(self, thread_id: str, change: ThreadChange, expected: tuple[int, int | None, object]) -> _Thread:
         """The thread `change` is written to (a new one when it creates it), once every check of `save` passed."""
         expected_version, fence, incarnation = expected

@@ -14,6 +14,7 @@ from adapter.stores._postgres_notify import Notifier, Watch
 from adapter.stores._postgres_schema import migrate
 from adapter.stores._protocol import (
     ANY_INCARNATION,
+    CREATE_ATTEMPTS,
     KEEP,
     JournalAppend,
     JournalEvent,
@@ -214,30 +215,55 @@ class PostgresStore:
 
     async def load(self, thread_id: str, *, since: int | None = 0, until: int | None = None) -> StoredThread | None:
         """Return the thread's head and its messages from position `since` on (before `until`), or None."""
-        from_position = _LAST if since is None else min(max(since, 0), _LAST)
-        before = _LAST if until is None else min(max(until, 0), _LAST)
-        rows = await self._rows("a load", _LOAD, {"thread": thread_id, "since": from_position, "until": before})
-        if not rows:
-            return None
-        first = rows[0]
-        open_turn, applied = (json.loads(text) for text in first[3:5])
-        updated_at = first[7].astimezone(UTC)
-        head = ThreadHead(
-            first[0],
-            first[1],
-            first[2],
-            open_turn,
-            applied,
-            first[5],
-            first[6],
-            updated_at,
-            first[8],
-            first[9],
-            grants=json.loads(first[10]),
-        )
-        start = min(from_position, head.message_count)
-        messages = [StoredMessage(row[11], row[12], row[13]) for row in rows if row[11] is not None]
-        return StoredThread(head, start, messages)
+        keys = _load_keys(thread_id, since, until)
+        return _stored(await self._rows("a load", _LOAD, keys), keys["since"])
+
+    async def load_or_create(
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend | None = None, *, since: int | None = 0
+    ) -> StoredThread | None:
+        """The thread as `load` reads it; or, when it is absent, created by `change` with `journal` (None then).
+
+        One pooled connection: the load's statement, and only for an absent thread the save's (`agui_save_append`
+        with a journal); a thread another request created in between is read then.
+
+        Raises:
+            StoreConflict: The thread was created and deleted again meanwhile, each time it was looked at.
+            ValueError: `journal` does not open its journal; nothing was written.
+        """
+        import psycopg
+
+        keys = _load_keys(thread_id, since, None)
+        if journal is not None:
+            check_append(thread_id, journal.run_id, journal.events, last_seq=None, ended=False)
+            statements = [(_SAVE_APPEND, _save_append_params(thread_id, change, journal, 0))]
+        else:
+            statements = [
+                (_SAVE, _save_params(thread_id, change, 0, None, ANY_INCARNATION)),
+                *_also(thread_id, change, 0),
+            ]
+
+        async def found_or_created(connection: Any) -> list[Any] | None:
+            for _ in range(CREATE_ATTEMPTS):
+                rows = list(await (await connection.execute(_LOAD, keys)).fetchall())
+                if rows:
+                    return rows
+                try:
+                    await _in_one_transaction(connection, statements)
+                except psycopg.Error as error:
+                    if error.sqlstate not in (_CONFLICT, _UNIQUE_VIOLATION):
+                        raise
+                    continue  # another request created it since the load: read it
+                return None
+            raise StoreConflict(thread_id, 0)
+
+        try:
+            rows = await self._call("a load", found_or_created)
+        except psycopg.Error as error:
+            refused = None if journal is None else _journal_refusal(error, thread_id, journal.run_id, journal.events)
+            if refused is None:
+                raise
+            raise refused from None
+        return None if rows is None else _stored(rows, keys["since"])
 
     async def find_message(self, thread_id: str, message_id: str) -> int | None:
         """The position of the thread's first message with this id, or None: one lookup in an index."""
@@ -268,15 +294,7 @@ class PostgresStore:
 
         params = _save_params(thread_id, change, expected_version, fence, incarnation)
 
-        # A save that creates the thread sets its owner and incarnation, and one that names a title or grants sets
-        # them: in its transaction.
-        also: list[tuple[str, tuple[str | None, ...]]] = []
-        if _creates(change, expected_version):
-            also.append((_SET_CREATED, (change.owner, change.incarnation, thread_id)))
-        if change.title is not KEEP:
-            also.append((_SET_TITLE, (change.title, thread_id)))
-        if change.grants is not KEEP:
-            also.append((_SET_GRANTS, (_record(change.records(), "grants")[1], thread_id)))
+        also = _also(thread_id, change, expected_version)
 
         async def saved(connection: Any) -> Any:
             if also:
@@ -321,21 +339,7 @@ class PostgresStore:
 
         events = journal.events
         check_append(thread_id, journal.run_id, events, last_seq=None, ended=False)
-        grants = _record(change.records(), "grants")
-        params = (
-            *_save_params(thread_id, change, expected_version, fence, incarnation),
-            _creates(change, expected_version),
-            change.owner,
-            change.incarnation,
-            change.title is not KEEP,
-            None if change.title is KEEP else change.title,
-            *grants,
-            journal.run_id,
-            events[0].seq if events else None,
-            len(events),
-            pack_events(events),
-            journal.ended,
-        )
+        params = _save_append_params(thread_id, change, journal, expected_version, fence, incarnation)
         try:
             rows = await self._rows("a save", _SAVE_APPEND, params)
         except psycopg.Error as error:
@@ -574,6 +578,86 @@ def _unusable(error: Exception) -> str | None:
     if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError) or sqlstate.startswith(("08", "57", "58")):
         return "could not be reached or did not answer"
     return None
+
+
+async def _in_one_transaction(connection: Any, statements: Sequence[tuple[str, Any]]) -> None:
+    """`statements` in one transaction: a single one alone (autocommit: no BEGIN and COMMIT to send)."""
+    if len(statements) == 1:
+        await connection.execute(*statements[0])
+        return
+    async with connection.transaction():
+        for statement, values in statements:
+            await connection.execute(statement, values)
+
+
+def _load_keys(thread_id: str, since: int | None, until: int | None) -> dict[str, Any]:
+    """`_LOAD`'s parameters: the messages from `since` (None: none) to `until` (None: the last), clipped."""
+    from_position = _LAST if since is None else min(max(since, 0), _LAST)
+    before = _LAST if until is None else min(max(until, 0), _LAST)
+    return {"thread": thread_id, "since": from_position, "until": before}
+
+
+def _stored(rows: Sequence[Any], since: int) -> StoredThread | None:
+    """The thread `_LOAD`'s rows hold (its head on each, a message on each but for a thread of none), or None."""
+    if not rows:
+        return None
+    first = rows[0]
+    open_turn, applied = (json.loads(text) for text in first[3:5])
+    updated_at = first[7].astimezone(UTC)
+    head = ThreadHead(
+        first[0],
+        first[1],
+        first[2],
+        open_turn,
+        applied,
+        first[5],
+        first[6],
+        updated_at,
+        first[8],
+        first[9],
+        grants=json.loads(first[10]),
+    )
+    start = min(since, head.message_count)
+    messages = [StoredMessage(row[11], row[12], row[13]) for row in rows if row[11] is not None]
+    return StoredThread(head, start, messages)
+
+
+def _also(thread_id: str, change: ThreadChange, expected_version: int) -> list[tuple[str, tuple[str | None, ...]]]:
+    """What `save` sets beside `agui_save`, in its transaction: a created thread's owner and life, a title, grants."""
+    also: list[tuple[str, tuple[str | None, ...]]] = []
+    if _creates(change, expected_version):
+        also.append((_SET_CREATED, (change.owner, change.incarnation, thread_id)))
+    if change.title is not KEEP:
+        also.append((_SET_TITLE, (change.title, thread_id)))
+    if change.grants is not KEEP:
+        also.append((_SET_GRANTS, (_record(change.records(), "grants")[1], thread_id)))
+    return also
+
+
+def _save_append_params(
+    thread_id: str,
+    change: ThreadChange,
+    journal: JournalAppend,
+    expected_version: int,
+    fence: int | None = None,
+    incarnation: object = ANY_INCARNATION,
+) -> tuple[Any, ...]:
+    """The arguments of `agui_save_append`: `agui_save`'s, what `save` sets beside it, the append's."""
+    events = journal.events
+    return (
+        *_save_params(thread_id, change, expected_version, fence, incarnation),
+        _creates(change, expected_version),
+        change.owner,
+        change.incarnation,
+        change.title is not KEEP,
+        None if change.title is KEEP else change.title,
+        *_record(change.records(), "grants"),
+        journal.run_id,
+        events[0].seq if events else None,
+        len(events),
+        pack_events(events),
+        journal.ended,
+    )
 
 
 def _creates(change: ThreadChange, expected_version: int) -> bool:

@@ -26,6 +26,7 @@ first save), and it goes with its thread (`delete_thread`, `purge`).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -622,6 +623,69 @@ async def save_and_append(
     )
     stop = await store.append_events(thread_id, journal.run_id, journal.events, ended=journal.ended)
     return version, stop
+
+
+CREATE_ATTEMPTS: Final = 3
+"""Looks `load_or_create` takes at a thread another request creates and deletes again meanwhile, before it gives up."""
+
+
+async def load_or_create(
+    store: TurnStore,
+    thread_id: str,
+    change: ThreadChange,
+    journal: JournalAppend | None = None,
+    *,
+    since: int | None = 0,
+) -> StoredThread | None:
+    """The thread as `store.load` reads it, untouched; or, when it is absent, the save that creates it, in one call.
+
+    The creation is `save(thread_id, change, expected_version=0)` with `journal`'s events appended in the same
+    transaction (`save_and_append`): None says the thread was absent and is now created, at version 1. A thread that
+    exists is returned as it is, whoever created it, even an instant before: nothing of `change` or `journal` is
+    written then. A store that has `load_or_create` does it in one round trip to its own thread or connection (the
+    stores that ship do); a store of one's own without it gets `load`, then the creating save, as two calls.
+
+    Raises:
+        StoreConflict: The thread was created and deleted again by others while the call looked, `CREATE_ATTEMPTS`
+            times: nothing was written.
+        ValueError: `journal` does not open its journal (as `append_events`); nothing was written.
+        StoreUnavailable: The store could not be reached; the thread and its journal may have been created.
+    """
+    if _merges_loads(type(store)):
+        merged: Any = store  # its class defines the method (`_merges_loads`), which the protocol leaves optional
+        found: StoredThread | None = await merged.load_or_create(thread_id, change, journal, since=since)
+        return found
+    for _ in range(CREATE_ATTEMPTS):
+        stored = await store.load(thread_id, since=since)
+        if stored is not None:
+            return stored
+        try:
+            if journal is None:
+                await store.save(thread_id, change, expected_version=0)
+            else:
+                await save_and_append(store, thread_id, change, journal, expected_version=0)
+        except StoreConflict:
+            continue  # another request created it since the load: read it
+        return None
+    raise StoreConflict(thread_id, 0)
+
+
+@functools.cache
+def _merges_loads(kind: type) -> bool:
+    """Whether stores of `kind` make a new thread's load and creation in one call (their class's `load_or_create`).
+
+    Not when a subclass hooks `load` or `save_and_append` below the class that defines it: the merged call would
+    pass the hook by, so such a store gets the two calls, through the hooks, as before the method was added. Nor when
+    no class defines it (an attribute forwarded by `__getattr__`, or None).
+    """
+    owner = next((klass for klass in kind.__mro__ if "load_or_create" in vars(klass)), None)
+    if owner is None or not callable(vars(owner)["load_or_create"]):
+        return False
+    for name in ("load", "save_and_append"):
+        definer = next((klass for klass in kind.__mro__ if name in vars(klass)), None)
+        if definer is not None and definer is not owner and issubclass(definer, owner):
+            return False
+    return True
 
 
 def merges_appends(store: object) -> bool:

@@ -14,6 +14,7 @@ from adapter.stores._deadline import DEFAULT_TIMEOUT
 from adapter.stores._listing import check_limit, from_micros, next_cursor, parse_cursor, to_micros
 from adapter.stores._protocol import (
     ANY_INCARNATION,
+    CREATE_ATTEMPTS,
     KEEP,
     JournalAppend,
     JournalBatch,
@@ -184,6 +185,22 @@ class SQLiteStore:
         expected = (expected_version, fence, incarnation)
         appended = (journal.run_id, events, journal.ended)
         return await self._call("a save", self._save_and_append, thread_id, change, records, expected, appended)
+
+    async def load_or_create(
+        self, thread_id: str, change: ThreadChange, journal: JournalAppend | None = None, *, since: int | None = 0
+    ) -> StoredThread | None:
+        """The thread as `load` reads it; or, when it is absent, created by `change` with `journal` (None then).
+
+        One call to the worker: the load's read transaction, and only for an absent thread the save's (and
+        append's) `BEGIN IMMEDIATE`; a thread another writer created in between is read then.
+
+        Raises:
+            StoreConflict: The thread was created and deleted again meanwhile, each time it was looked at.
+            ValueError: `journal` does not open its journal; nothing was written.
+        """
+        records = _records(change)
+        appended = None if journal is None else (journal.run_id, tuple(journal.events), journal.ended)
+        return await self._call("a load", self._load_or_create, thread_id, change, records, appended, since)
 
     async def purge(
         self, older_than: timedelta, *, grace: timedelta = timedelta(0), now: datetime | None = None
@@ -488,6 +505,29 @@ class SQLiteStore:
                 connection.execute("ROLLBACK")
             raise
         return version, stop
+
+    def _load_or_create(
+        self,
+        thread_id: str,
+        change: ThreadChange,
+        records: dict[str, object],
+        appended: tuple[str, tuple[JournalEvent, ...], bool] | None,
+        since: int | None,
+    ) -> StoredThread | None:
+        creation = (0, None, ANY_INCARNATION)
+        for _ in range(CREATE_ATTEMPTS):
+            found = self._load(thread_id, since, None)
+            if found is not None:
+                return found
+            try:
+                if appended is None:
+                    self._save(thread_id, change, records, creation)
+                else:
+                    self._save_and_append(thread_id, change, records, creation, appended)
+            except StoreConflict:
+                continue  # another writer created it since the read: read it
+            return None
+        raise StoreConflict(thread_id, 0)
 
 
 def _records(change: ThreadChange) -> dict[str, object]:

@@ -95,8 +95,7 @@ async def test_a_long_thread_this_adapter_wrote_is_read_again_by_its_head_alone(
     parsed = ParsedThreads()
     try:
         first = RecordHandle(ParsedStore(store, parsed), THREAD)
-        await first.load()
-        await first.create("a thread")
+        await first.load_or_create("a thread")
         history = said("x", HEAD_FIRST, 0)  # as a new run: its messages after the create
         await first.finish(history, "run", None)
         store.reads.clear()

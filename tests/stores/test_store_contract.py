@@ -33,6 +33,7 @@ from adapter.stores import (
 from adapter.stores._listing import next_cursor, parse_cursor, to_micros  # private on purpose: the cursor rule
 from adapter.stores._protocol import (
     JournalBatch,  # private on purpose: the batches a live run's writer hands over
+    load_or_create,  # private on purpose: the fallback for a store of one's own
     save_and_append,  # private on purpose: the fallback for a store of one's own
 )
 
@@ -841,6 +842,88 @@ async def test_a_store_without_the_merged_method_gets_the_save_then_the_append(s
     assert loaded is not None
     assert ids(loaded.messages) == ["m0"]
     assert (await journal(store)).last_seq == 1
+
+
+def loads_or_creates(store: TurnStore) -> Any:
+    """The store's `load_or_create`: every store that ships has it (the load and the creation in one call)."""
+    method = getattr(store, "load_or_create", None)
+    assert callable(method), f"{type(store).__name__} lacks load_or_create"
+    return method
+
+
+CREATING = ThreadChange(owner="al", incarnation="life", title="Hi")
+
+
+async def test_a_load_that_finds_no_thread_creates_it_with_its_journals_opening(store: TurnStore) -> None:
+    found = await loads_or_creates(store)("t1", CREATING, JournalAppend("r1", events(1, 1)))
+
+    loaded = await store.load("t1")
+    assert found is None
+    assert loaded is not None
+    head = loaded.head
+    assert (head.version, head.claim, head.message_count) == (1, 0, 0)
+    assert (head.owner, head.incarnation, head.title, head.stamp) == ("al", "life", "Hi", CREATING.stamp)
+    assert await journal(store) == RunJournal(events(1, 1), ended=False, stop_requested=False, last_seq=1)
+
+
+async def test_a_load_that_creates_without_a_journal_creates_the_thread_alone(store: TurnStore) -> None:
+    assert await loads_or_creates(store)("t1", CREATING) is None
+
+    loaded = await store.load("t1", since=None)
+    assert loaded is not None
+    assert (loaded.head.version, loaded.head.owner, loaded.head.title) == (1, "al", "Hi")
+
+
+@pytest.mark.parametrize("since", [0, 1, None])
+async def test_a_load_that_finds_the_thread_returns_it_and_writes_nothing(store: TurnStore, since: int | None) -> None:
+    await store.save("t1", ThreadChange(append=[msg("m0"), msg("m1")], owner="bob", title="Theirs"), expected_version=0)
+    before = await store.load("t1", since=since)
+
+    found = await loads_or_creates(store)("t1", CREATING, JournalAppend("r1", events(1, 1)), since=since)
+
+    assert found == before
+    assert await store.load("t1", since=since) == before
+    assert await store.read_events("t1", "r1") is None
+
+
+async def test_a_creation_whose_journal_is_refused_writes_nothing(store: TurnStore) -> None:
+    await store.append_events("t1", "r1", events(1, 1))  # a journal may exist before its thread
+
+    with pytest.raises(ValueError, match="seq"):
+        await loads_or_creates(store)("t1", CREATING, JournalAppend("r1", events(1, 1)))
+
+    assert await store.load("t1") is None
+    assert (await journal(store)).last_seq == 1
+
+
+async def test_of_concurrent_loads_that_create_one_creates_and_the_others_find_its_thread(store: TurnStore) -> None:
+    results = await asyncio.gather(
+        *(
+            loads_or_creates(store)("t1", ThreadChange(owner=f"w{i}"), JournalAppend(f"r{i}", events(1, 1)))
+            for i in range(6)
+        )
+    )
+
+    won = [i for i, result in enumerate(results) if result is None]
+    assert len(won) == 1, results
+    assert {result.head.owner for result in results if result is not None} <= {f"w{won[0]}"}
+    assert [await store.read_events("t1", f"r{i}") is not None for i in range(6)] == [i in won for i in range(6)]
+
+
+async def test_a_store_without_the_merged_load_gets_the_load_then_the_creation(store: TurnStore) -> None:
+    class Plain:
+        load, save, append_events = store.load, store.save, store.append_events
+
+    plain = cast("TurnStore", Plain())
+    created = await load_or_create(plain, "t1", CREATING, JournalAppend("r1", events(1, 1)))
+    found = await load_or_create(plain, "t1", ThreadChange(owner="bob"), JournalAppend("r2", events(1, 1)))
+
+    assert created is None
+    assert found == await store.load("t1")
+    assert found is not None
+    assert found.head.owner == "al"
+    assert (await journal(store)).last_seq == 1
+    assert await store.read_events("t1", "r2") is None
 
 
 async def test_every_save_sets_updated_at_and_the_title_it_names(store: TurnStore) -> None:
