@@ -282,6 +282,8 @@ class LiveRun:
         """While idle: when to start the writer, to append what gathered or to look for a stop request."""
         self._gathering = False
         """The alarm is the gather's (`GATHER` after an event not written), not the stop-request look's."""
+        self._deadline: asyncio.TimerHandle | None = None
+        """While driven: when the run passes `max_run_time`."""
         if first is not None and not opened and store is not None:
             self._unopened, first = [(first, event_json(first))], None
         self.first = first
@@ -301,15 +303,22 @@ class LiveRun:
             return
         self.driver = asyncio.ensure_future(self._drive())
         if self.limits.max_run_time is not None:
-            deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
-            self.driver.add_done_callback(lambda _: deadline.cancel())
+            self._deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
         if self.store is not None:  # the writer starts when there is work (`_look`): a short run ends before it
             self._idle = True  # `_drive` arms the alarm when it first runs, as the writer task started then did
-            self.driver.add_done_callback(lambda _: self._look())
-        elif self._forget is not None:
-            self.driver.add_done_callback(lambda _: self._forget(self) if self._forget else None)
+        self.driver.add_done_callback(self._driven)  # one callback, not one per concern: each is a loop handle
         if self._keep is not None:
             self._keep(self.driver)
+
+    def _driven(self, driver: asyncio.Future[None]) -> None:
+        """The driver ended: its deadline goes; the writer's work is looked at (journaled), or the run is forgotten."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self.store is not None:
+            self._look()
+        elif self._forget is not None:
+            self._forget(self)
 
     def _past_deadline(self) -> None:
         if not self.complete and self.stop is not None:  # a handler's own run lives only as long as its client
