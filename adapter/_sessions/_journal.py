@@ -182,6 +182,79 @@ def over_limit(limits: JournalLimits) -> RunErrorEvent:
     return _error(codes.JOURNAL_LIMIT, message)
 
 
+class Alarm:
+    """One alarm of `Alarms`: it rings once, unless cancelled first."""
+
+    __slots__ = ("due", "ring", "_alarms")
+
+    def __init__(self, due: float, ring: Callable[[], object], alarms: Alarms) -> None:
+        self.due = due
+        self.ring: Callable[[], object] | None = ring
+        self._alarms = alarms
+
+    def cancel(self) -> None:
+        if self.ring is not None:
+            self.ring = None
+            self._alarms.dropped()
+
+
+class Alarms:
+    """Alarms of one delay for every run this replica drives: one loop timer, not one a run.
+
+    Each rings `delay` seconds after it was set, so they ring in the order they were set: a queue holds them, and
+    one timer, armed for the oldest still set, serves them all (as the stores' worker serves its calls' deadlines).
+    A loop timer costs a run some 1.9 µs (its handle, the heap, its cancel), an alarm here 0.25. Meant for the long
+    delays a run sets and most often cancels (the stop-request look, `max_run_time`): a cancelled alarm stays
+    queued until its time, or until most of the queue is cancelled ones, and a timer armed for one rings once for
+    nothing (a loop turn) where a loop timer would have gone with its cancel. An alarm set on another event loop
+    than the last one's drops those of that loop (their loop has ended: they ring for nobody).
+    """
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self._queue: deque[Alarm] = deque()
+        self._cancelled = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def set(self, ring: Callable[[], object]) -> Alarm:
+        """An alarm that calls `ring` in `delay` seconds, unless cancelled first."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._timer, self._cancelled = loop, None, 0
+            self._queue.clear()
+        alarm = Alarm(loop.time() + self.delay, ring, self)
+        self._queue.append(alarm)
+        if self._timer is None:
+            self._timer = loop.call_at(alarm.due, self._ring)
+        return alarm
+
+    def dropped(self) -> None:
+        """An alarm was cancelled: the queue is rebuilt without them once they are most of it."""
+        self._cancelled += 1
+        if self._cancelled > 64 and 2 * self._cancelled > len(self._queue):
+            self._queue = deque(alarm for alarm in self._queue if alarm.ring is not None)
+            self._cancelled = 0
+
+    def _ring(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        now, queue = loop.time(), self._queue
+        try:
+            while queue:  # `_timer` stays set meanwhile: an alarm a ring sets joins the queue, and arms nothing
+                alarm = queue[0]
+                if alarm.ring is not None and alarm.due > now:
+                    break
+                queue.popleft()
+                ring, alarm.ring = alarm.ring, None
+                if ring is None:
+                    self._cancelled -= 1
+                else:
+                    ring()
+        finally:  # a ring that raised (the loop reports it) leaves the others set
+            self._timer = loop.call_at(queue[0].due, self._ring) if queue else None
+
+
 class LiveRun:
     """One run as this replica drives it: its events in memory, its listeners, its journal in the store.
 
@@ -203,6 +276,7 @@ class LiveRun:
         opened: Whether `first` is in the journal; False when the run's claim is to carry it (`opening`).
         reopen: Opens the journal with an append of its own, under the run id's next free attempt: its name
             (`Journals.begin` gives it with `opened=False`).
+        alarms: The replica's `Alarms` for a delay (the stop-request look's, `max_run_time`); the run's own without.
     """
 
     def __init__(
@@ -222,6 +296,7 @@ class LiveRun:
         first: BaseEvent | None = None,
         opened: bool = True,
         reopen: Callable[[LiveRun, JournalEvent], Awaitable[str]] | None = None,
+        alarms: Callable[[float], Alarms] | None = None,
     ) -> None:
         self.thread_id, self.run_id = key
         self.journal = journal if journal is not None else self.run_id
@@ -278,11 +353,12 @@ class LiveRun:
         self._reopen = reopen
         self._idle = False
         """Journaled and driven, with no writer task yet: the alarm starts one when there is work (`_look`)."""
-        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm: asyncio.TimerHandle | Alarm | None = None
         """While idle: when to start the writer, to append what gathered or to look for a stop request."""
+        self._alarms = alarms if alarms is not None else _own_alarms()
         self._gathering = False
         """The alarm is the gather's (`GATHER` after an event not written), not the stop-request look's."""
-        self._deadline: asyncio.TimerHandle | None = None
+        self._deadline: Alarm | None = None
         """While driven: when the run passes `max_run_time`."""
         if first is not None and not opened and store is not None:
             self._unopened, first = [(first, event_json(first))], None
@@ -303,7 +379,7 @@ class LiveRun:
             return
         self.driver = asyncio.ensure_future(self._drive())
         if self.limits.max_run_time is not None:
-            self._deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
+            self._deadline = self._alarms(self.limits.max_run_time).set(self._past_deadline)
         if self.store is not None:  # the writer starts when there is work (`_look`): a short run ends before it
             self._idle = True  # `_drive` arms the alarm when it first runs, as the writer task started then did
         self.driver.add_done_callback(self._driven)  # one callback, not one per concern: each is a loop handle
@@ -663,7 +739,10 @@ class LiveRun:
 
     def _arm(self, delay: float) -> None:
         self._disarm()
-        self._alarm = asyncio.get_running_loop().call_later(delay, self._due)
+        if delay == GATHER:  # short: queued cancelled, it would ring for nothing a loop turn later; a timer goes
+            self._alarm = asyncio.get_running_loop().call_later(delay, self._due)
+        else:
+            self._alarm = self._alarms(delay).set(self._due)
 
     def _disarm(self) -> None:
         alarm, self._alarm = self._alarm, None
@@ -958,6 +1037,8 @@ class Journals:
         self._runs: set[LiveRun] = set()
         self._over = asyncio.Event()
         """Set when a run is forgotten: `wait_over` looks again."""
+        self._alarms: dict[float, Alarms] = {}
+        """The runs' alarms, one queue (and one loop timer) for each delay (`Alarms`)."""
 
     async def begin(
         self,
@@ -1015,6 +1096,7 @@ class Journals:
             first=first,
             opened=opened,
             reopen=self._reopen,
+            alarms=self.alarms,
         )
         if journal is not None:
             self._live[(thread_id, journal)] = live
@@ -1025,6 +1107,13 @@ class Journals:
         if not self.stop_on_leave:
             live.start()
         return run
+
+    def alarms(self, delay: float) -> Alarms:
+        """The replica's alarms of this delay, for every run it drives."""
+        alarms = self._alarms.get(delay)
+        if alarms is None:
+            alarms = self._alarms[delay] = Alarms(delay)
+        return alarms
 
     async def _open(
         self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str
@@ -1146,6 +1235,12 @@ class Journals:
         if self._live.get((live.thread_id, live.journal)) is live:
             del self._live[(live.thread_id, live.journal)]
         self._over.set()
+
+
+def _own_alarms() -> Callable[[float], Alarms]:
+    """Alarms for a run of its own, outside a replica's `Journals`."""
+    made: dict[float, Alarms] = {}
+    return lambda delay: made.setdefault(delay, Alarms(delay))
 
 
 def _appender(store: TurnStore, thread_id: str) -> Opener:
