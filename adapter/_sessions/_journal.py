@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -76,6 +77,9 @@ RETRY_PAUSE: Final = 0.5
 GIVE_UP_AFTER: Final = 20
 """Appends in a row the store may refuse (`StoreUnavailable`) before the writer gives the journal up (1 once the
 adapter is closing): some 10 s of pauses, besides the store's own deadline on each call."""
+
+MAX_DELAYS: Final = 8
+"""Delays a replica keeps `Alarms` for (the look's, `max_run_time`, the listeners' keep-alive intervals)."""
 
 MAX_ATTEMPTS: Final = 64
 """Runs one run id may start in one life of a thread (each a journal of its own); the next is refused."""
@@ -204,10 +208,10 @@ class Alarms:
     Each rings `delay` seconds after it was set, so they ring in the order they were set: a queue holds them, and
     one timer, armed for the oldest still set, serves them all (as the stores' worker serves its calls' deadlines).
     A loop timer costs a run some 1.9 µs (its handle, the heap, its cancel), an alarm here 0.25. Meant for the long
-    delays a run sets and most often cancels (the stop-request look, `max_run_time`): a cancelled alarm stays
-    queued until its time, or until most of the queue is cancelled ones, and a timer armed for one rings once for
-    nothing (a loop turn) where a loop timer would have gone with its cancel. An alarm set on another event loop
-    than the last one's drops those of that loop (their loop has ended: they ring for nobody).
+    delays a run sets and most often cancels (the stop-request look, `max_run_time`, a listener's keep-alive
+    interval): a cancelled alarm stays queued until its time, or until most of the queue is cancelled ones, and a
+    timer armed for one rings once for nothing (a loop turn) where a loop timer would have gone with its cancel. An
+    alarm set on another event loop than the last one's drops those of that loop (they ring for nobody).
     """
 
     def __init__(self, delay: float) -> None:
@@ -215,6 +219,8 @@ class Alarms:
         self._queue: deque[Alarm] = deque()
         self._cancelled = 0
         self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0
+        """When the timer is due."""
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def set(self, ring: Callable[[], object]) -> Alarm:
@@ -226,7 +232,7 @@ class Alarms:
         alarm = Alarm(loop.time() + self.delay, ring, self)
         self._queue.append(alarm)
         if self._timer is None:
-            self._timer = loop.call_at(alarm.due, self._ring)
+            self._arm(loop, alarm.due)
         return alarm
 
     def dropped(self) -> None:
@@ -239,7 +245,7 @@ class Alarms:
     def _ring(self) -> None:
         loop = self._loop
         assert loop is not None
-        now, queue = loop.time(), self._queue
+        now, queue = max(loop.time(), self._armed), self._queue  # the loop may run a timer a clock tick early
         try:
             while queue:  # `_timer` stays set meanwhile: an alarm a ring sets joins the queue, and arms nothing
                 alarm = queue[0]
@@ -252,7 +258,12 @@ class Alarms:
                 else:
                     ring()
         finally:  # a ring that raised (the loop reports it) leaves the others set
-            self._timer = loop.call_at(queue[0].due, self._ring) if queue else None
+            self._timer = None
+            if queue:
+                self._arm(loop, queue[0].due)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        self._timer, self._armed = loop.call_at(due, self._ring), due
 
 
 class LiveRun:
@@ -326,10 +337,8 @@ class LiveRun:
         self._events = events
         self._keep = keep
         self._forget = forget
-        self._waiters: dict[asyncio.Future[bool], float] = {}
-        """The listeners waiting for an event (`grew`), each with its deadline."""
-        self._keepalive: asyncio.TimerHandle | None = None
-        """One alarm for the waiters' deadlines, at the earliest: a response waits at each event, not a timer a wait."""
+        self._waiters: dict[asyncio.Future[bool], None] = {}
+        """The listeners waiting for an event (`grew`), in the order they came."""
         self.closing = False
         """The adapter is closing: the writer tries once more, then gives the journal up."""
         self._quiet = False
@@ -522,9 +531,6 @@ class LiveRun:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(True)
-        if self.complete and self._keepalive is not None:  # no one waits past the end
-            self._keepalive.cancel()
-            self._keepalive = None
         self._wake.set()
         if self._idle and (self.complete or not self._gathering) and not self._appending.locked():
             self._look()  # a save that holds the lock looks when it is done (`unseal`, `opened`, `open_alone`)
@@ -645,34 +651,14 @@ class LiveRun:
 
     async def grew(self, timeout: float) -> None:
         """Wait until an event is added, or `timeout` seconds."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bool] = loop.create_future()
-        deadline = loop.time() + timeout
-        self._waiters[waiter] = deadline
-        alarm = self._keepalive
-        if alarm is None or deadline < alarm.when():  # a later deadline is found when the alarm rings
-            if alarm is not None:
-                alarm.cancel()
-            self._keepalive = loop.call_at(deadline, self._ring, deadline)
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters[waiter] = None
+        keepalive = self._alarms(timeout).set(functools.partial(_no_event, waiter))  # the replica's: not a timer
         try:
             await waiter
         finally:
             self._waiters.pop(waiter, None)
-
-    def _ring(self, due: float) -> None:
-        """The keep-alive alarm: the waiters whose deadline passed get no event; it is set again for the others."""
-        self._keepalive = None
-        loop = asyncio.get_running_loop()
-        now, earliest = max(loop.time(), due), None  # the loop may run a timer a clock tick early
-        for waiter, deadline in list(self._waiters.items()):
-            if deadline <= now:
-                del self._waiters[waiter]
-                if not waiter.done():
-                    waiter.set_result(False)
-            elif earliest is None or deadline < earliest:
-                earliest = deadline
-        if earliest is not None:
-            self._keepalive = loop.call_at(earliest, self._ring, earliest)
+            keepalive.cancel()
 
     async def finished(self) -> None:
         """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds, then cancel it.
@@ -1112,7 +1098,9 @@ class Journals:
         """The replica's alarms of this delay, for every run it drives."""
         alarms = self._alarms.get(delay)
         if alarms is None:
-            alarms = self._alarms[delay] = Alarms(delay)
+            alarms = Alarms(delay)
+            if len(self._alarms) < MAX_DELAYS:  # a caller that varies its timeouts gets alarms of their own
+                self._alarms[delay] = alarms
         return alarms
 
     async def _open(
@@ -1235,6 +1223,12 @@ class Journals:
         if self._live.get((live.thread_id, live.journal)) is live:
             del self._live[(live.thread_id, live.journal)]
         self._over.set()
+
+
+def _no_event(waiter: asyncio.Future[bool]) -> None:
+    """A listener's wait is over with no event (`LiveRun.grew`): it sends a keep-alive."""
+    if not waiter.done():
+        waiter.set_result(False)
 
 
 def _own_alarms() -> Callable[[float], Alarms]:
