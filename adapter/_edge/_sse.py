@@ -113,6 +113,8 @@ class EventStreamResponse(Response):
             return False
         finally:
             watching = False
+            if not watcher.done():  # its callback would cost a loop turn of its own after the cancel, to do nothing
+                watcher.remove_done_callback(gone)
             watcher.cancel()
 
     async def _write(self, send: Send) -> bool:

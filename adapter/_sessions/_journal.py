@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections import deque
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
@@ -76,6 +77,9 @@ RETRY_PAUSE: Final = 0.5
 GIVE_UP_AFTER: Final = 20
 """Appends in a row the store may refuse (`StoreUnavailable`) before the writer gives the journal up (1 once the
 adapter is closing): some 10 s of pauses, besides the store's own deadline on each call."""
+
+MAX_DELAYS: Final = 8
+"""Delays a replica keeps `Alarms` for (the look's, `max_run_time`, the listeners' keep-alive intervals)."""
 
 MAX_ATTEMPTS: Final = 64
 """Runs one run id may start in one life of a thread (each a journal of its own); the next is refused."""
@@ -182,6 +186,86 @@ def over_limit(limits: JournalLimits) -> RunErrorEvent:
     return _error(codes.JOURNAL_LIMIT, message)
 
 
+class Alarm:
+    """One alarm of `Alarms`: it rings once, unless cancelled first."""
+
+    __slots__ = ("due", "ring", "_alarms")
+
+    def __init__(self, due: float, ring: Callable[[], object], alarms: Alarms) -> None:
+        self.due = due
+        self.ring: Callable[[], object] | None = ring
+        self._alarms = alarms
+
+    def cancel(self) -> None:
+        if self.ring is not None:
+            self.ring = None
+            self._alarms.dropped()
+
+
+class Alarms:
+    """Alarms of one delay for every run this replica drives: one loop timer, not one a run.
+
+    Each rings `delay` seconds after it was set, so they ring in the order they were set: a queue holds them, and
+    one timer, armed for the oldest still set, serves them all (as the stores' worker serves its calls' deadlines).
+    A loop timer costs a run some 1.9 µs (its handle, the heap, its cancel), an alarm here 0.25. Meant for the long
+    delays a run sets and most often cancels (the stop-request look, `max_run_time`, a listener's keep-alive
+    interval): a cancelled alarm stays queued until its time, or until most of the queue is cancelled ones, and a
+    timer armed for one rings once for nothing (a loop turn) where a loop timer would have gone with its cancel. An
+    alarm set on another event loop than the last one's drops those of that loop (they ring for nobody).
+    """
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+        self._queue: deque[Alarm] = deque()
+        self._cancelled = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0
+        """When the timer is due."""
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def set(self, ring: Callable[[], object]) -> Alarm:
+        """An alarm that calls `ring` in `delay` seconds, unless cancelled first."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._timer, self._cancelled = loop, None, 0
+            self._queue.clear()
+        alarm = Alarm(loop.time() + self.delay, ring, self)
+        self._queue.append(alarm)
+        if self._timer is None:
+            self._arm(loop, alarm.due)
+        return alarm
+
+    def dropped(self) -> None:
+        """An alarm was cancelled: the queue is rebuilt without them once they are most of it."""
+        self._cancelled += 1
+        if self._cancelled > 64 and 2 * self._cancelled > len(self._queue):
+            self._queue = deque(alarm for alarm in self._queue if alarm.ring is not None)
+            self._cancelled = 0
+
+    def _ring(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        now, queue = max(loop.time(), self._armed), self._queue  # the loop may run a timer a clock tick early
+        try:
+            while queue:  # `_timer` stays set meanwhile: an alarm a ring sets joins the queue, and arms nothing
+                alarm = queue[0]
+                if alarm.ring is not None and alarm.due > now:
+                    break
+                queue.popleft()
+                ring, alarm.ring = alarm.ring, None
+                if ring is None:
+                    self._cancelled -= 1
+                else:
+                    ring()
+        finally:  # a ring that raised (the loop reports it) leaves the others set
+            self._timer = None
+            if queue:
+                self._arm(loop, queue[0].due)
+
+    def _arm(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
+        self._timer, self._armed = loop.call_at(due, self._ring), due
+
+
 class LiveRun:
     """One run as this replica drives it: its events in memory, its listeners, its journal in the store.
 
@@ -203,6 +287,7 @@ class LiveRun:
         opened: Whether `first` is in the journal; False when the run's claim is to carry it (`opening`).
         reopen: Opens the journal with an append of its own, under the run id's next free attempt: its name
             (`Journals.begin` gives it with `opened=False`).
+        alarms: The replica's `Alarms` for a delay (the stop-request look's, `max_run_time`); the run's own without.
     """
 
     def __init__(
@@ -222,6 +307,7 @@ class LiveRun:
         first: BaseEvent | None = None,
         opened: bool = True,
         reopen: Callable[[LiveRun, JournalEvent], Awaitable[str]] | None = None,
+        alarms: Callable[[float], Alarms] | None = None,
     ) -> None:
         self.thread_id, self.run_id = key
         self.journal = journal if journal is not None else self.run_id
@@ -251,10 +337,8 @@ class LiveRun:
         self._events = events
         self._keep = keep
         self._forget = forget
-        self._waiters: dict[asyncio.Future[bool], float] = {}
-        """The listeners waiting for an event (`grew`), each with its deadline."""
-        self._keepalive: asyncio.TimerHandle | None = None
-        """One alarm for the waiters' deadlines, at the earliest: a response waits at each event, not a timer a wait."""
+        self._waiters: dict[asyncio.Future[bool], None] = {}
+        """The listeners waiting for an event (`grew`), in the order they came."""
         self.closing = False
         """The adapter is closing: the writer tries once more, then gives the journal up."""
         self._quiet = False
@@ -278,10 +362,13 @@ class LiveRun:
         self._reopen = reopen
         self._idle = False
         """Journaled and driven, with no writer task yet: the alarm starts one when there is work (`_look`)."""
-        self._alarm: asyncio.TimerHandle | None = None
+        self._alarm: asyncio.TimerHandle | Alarm | None = None
         """While idle: when to start the writer, to append what gathered or to look for a stop request."""
+        self._alarms = alarms if alarms is not None else _own_alarms()
         self._gathering = False
         """The alarm is the gather's (`GATHER` after an event not written), not the stop-request look's."""
+        self._deadline: Alarm | None = None
+        """While driven: when the run passes `max_run_time`."""
         if first is not None and not opened and store is not None:
             self._unopened, first = [(first, event_json(first))], None
         self.first = first
@@ -301,15 +388,22 @@ class LiveRun:
             return
         self.driver = asyncio.ensure_future(self._drive())
         if self.limits.max_run_time is not None:
-            deadline = asyncio.get_running_loop().call_later(self.limits.max_run_time, self._past_deadline)
-            self.driver.add_done_callback(lambda _: deadline.cancel())
+            self._deadline = self._alarms(self.limits.max_run_time).set(self._past_deadline)
         if self.store is not None:  # the writer starts when there is work (`_look`): a short run ends before it
             self._idle = True  # `_drive` arms the alarm when it first runs, as the writer task started then did
-            self.driver.add_done_callback(lambda _: self._look())
-        elif self._forget is not None:
-            self.driver.add_done_callback(lambda _: self._forget(self) if self._forget else None)
+        self.driver.add_done_callback(self._driven)  # one callback, not one per concern: each is a loop handle
         if self._keep is not None:
             self._keep(self.driver)
+
+    def _driven(self, driver: asyncio.Future[None]) -> None:
+        """The driver ended: its deadline goes; the writer's work is looked at (journaled), or the run is forgotten."""
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self.store is not None:
+            self._look()
+        elif self._forget is not None:
+            self._forget(self)
 
     def _past_deadline(self) -> None:
         if not self.complete and self.stop is not None:  # a handler's own run lives only as long as its client
@@ -437,9 +531,6 @@ class LiveRun:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(True)
-        if self.complete and self._keepalive is not None:  # no one waits past the end
-            self._keepalive.cancel()
-            self._keepalive = None
         self._wake.set()
         if self._idle and (self.complete or not self._gathering) and not self._appending.locked():
             self._look()  # a save that holds the lock looks when it is done (`unseal`, `opened`, `open_alone`)
@@ -560,34 +651,14 @@ class LiveRun:
 
     async def grew(self, timeout: float) -> None:
         """Wait until an event is added, or `timeout` seconds."""
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[bool] = loop.create_future()
-        deadline = loop.time() + timeout
-        self._waiters[waiter] = deadline
-        alarm = self._keepalive
-        if alarm is None or deadline < alarm.when():  # a later deadline is found when the alarm rings
-            if alarm is not None:
-                alarm.cancel()
-            self._keepalive = loop.call_at(deadline, self._ring, deadline)
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters[waiter] = None
+        keepalive = self._alarms(timeout).set(functools.partial(_no_event, waiter))  # the replica's: not a timer
         try:
             await waiter
         finally:
             self._waiters.pop(waiter, None)
-
-    def _ring(self, due: float) -> None:
-        """The keep-alive alarm: the waiters whose deadline passed get no event; it is set again for the others."""
-        self._keepalive = None
-        loop = asyncio.get_running_loop()
-        now, earliest = max(loop.time(), due), None  # the loop may run a timer a clock tick early
-        for waiter, deadline in list(self._waiters.items()):
-            if deadline <= now:
-                del self._waiters[waiter]
-                if not waiter.done():
-                    waiter.set_result(False)
-            elif earliest is None or deadline < earliest:
-                earliest = deadline
-        if earliest is not None:
-            self._keepalive = loop.call_at(earliest, self._ring, earliest)
+            keepalive.cancel()
 
     async def finished(self) -> None:
         """Wait for the driver to end (the run's events closed), at most `STOP_TIMEOUT` seconds, then cancel it.
@@ -654,7 +725,10 @@ class LiveRun:
 
     def _arm(self, delay: float) -> None:
         self._disarm()
-        self._alarm = asyncio.get_running_loop().call_later(delay, self._due)
+        if delay == GATHER:  # short: queued cancelled, it would ring for nothing a loop turn later; a timer goes
+            self._alarm = asyncio.get_running_loop().call_later(delay, self._due)
+        else:
+            self._alarm = self._alarms(delay).set(self._due)
 
     def _disarm(self) -> None:
         alarm, self._alarm = self._alarm, None
@@ -949,6 +1023,8 @@ class Journals:
         self._runs: set[LiveRun] = set()
         self._over = asyncio.Event()
         """Set when a run is forgotten: `wait_over` looks again."""
+        self._alarms: dict[float, Alarms] = {}
+        """The runs' alarms, one queue (and one loop timer) for each delay (`Alarms`)."""
 
     async def begin(
         self,
@@ -1006,6 +1082,7 @@ class Journals:
             first=first,
             opened=opened,
             reopen=self._reopen,
+            alarms=self.alarms,
         )
         if journal is not None:
             self._live[(thread_id, journal)] = live
@@ -1024,6 +1101,15 @@ class Journals:
         so no attempt of the run id is taken in it, and `_open` finds the first one written (its `opens` says so).
         """
         return journal_name(run_id, incarnation) if self.store is not None else None
+
+    def alarms(self, delay: float) -> Alarms:
+        """The replica's alarms of this delay, for every run it drives."""
+        alarms = self._alarms.get(delay)
+        if alarms is None:
+            alarms = Alarms(delay)
+            if len(self._alarms) < MAX_DELAYS:  # a caller that varies its timeouts gets alarms of their own
+                self._alarms[delay] = alarms
+        return alarms
 
     async def _open(
         self, opens: Opener, thread_id: str, run_id: str, incarnation: str | None, first: str
@@ -1145,6 +1231,18 @@ class Journals:
         if self._live.get((live.thread_id, live.journal)) is live:
             del self._live[(live.thread_id, live.journal)]
         self._over.set()
+
+
+def _no_event(waiter: asyncio.Future[bool]) -> None:
+    """A listener's wait is over with no event (`LiveRun.grew`): it sends a keep-alive."""
+    if not waiter.done():
+        waiter.set_result(False)
+
+
+def _own_alarms() -> Callable[[float], Alarms]:
+    """Alarms for a run of its own, outside a replica's `Journals`."""
+    made: dict[float, Alarms] = {}
+    return lambda delay: made.setdefault(delay, Alarms(delay))
 
 
 def _appender(store: TurnStore, thread_id: str) -> Opener:

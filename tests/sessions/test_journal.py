@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
 from adapter import Adapter, ConfigurationError, Limits
+from adapter._sessions._journal import Alarms  # private on purpose: one loop timer serves every run's alarm
 from adapter.backends import BackendItem, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import JournalEvent, MemoryStore, RunJournal, SQLiteStore
 
@@ -317,3 +318,33 @@ async def test_listeners_waiting_with_different_timeouts_each_get_their_keep_ali
     await hasty.close(left=False)
     await patient.close(left=False)
     await run.aclose()
+
+
+async def test_a_replicas_alarms_ring_in_order_skip_the_cancelled_and_survive_a_ring_that_raises() -> None:
+    alarms, rang, done = Alarms(0.001), [], asyncio.Event()
+
+    def ring(name: str) -> None:
+        rang.append(name)
+        if name == "boom":
+            alarms.set(lambda: ring("set by a ring"))
+            raise RuntimeError("a ring failed")
+        if name == "set by a ring":
+            done.set()
+
+    first = alarms.set(lambda: ring("first"))
+    dropped = alarms.set(lambda: ring("dropped"))
+    alarms.set(lambda: ring("boom"))
+    alarms.set(lambda: ring("after"))
+    dropped.cancel()
+    first.cancel()  # cancelled before its time: never rings, whatever its place
+    for _ in range(100):  # cancelled ones past the bound are dropped from the queue at once
+        alarms.set(lambda: ring("never")).cancel()
+    loop = asyncio.get_running_loop()
+    handler = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: rang.append(f"reported: {context.get('exception')}"))
+    try:
+        await asyncio.wait_for(done.wait(), 5)
+    finally:
+        loop.set_exception_handler(handler)
+
+    assert rang == ["boom", "reported: a ring failed", "after", "set by a ring"]

@@ -457,3 +457,57 @@ async def test_a_stop_gives_what_was_read_then_the_cut_even_from_a_stream_that_s
 
 def _input(body: dict[str, Any]) -> RunAgentInput:
     return RunAgentInput.model_validate(json.loads(json.dumps(body)))
+
+
+async def test_a_stop_cuts_a_waiting_stream_in_the_consumers_own_task_and_leaves_it_uncancelled() -> None:
+    """The stream is read in the consumer's task: the stop cancels it where the stream waits, and takes it back."""
+    signal, waiting = StopSignal(), asyncio.Event()
+    seen: dict[str, Any] = {}
+
+    async def silent() -> AsyncIterator[str]:
+        yield "said"
+        seen["reader"] = asyncio.current_task()
+        waiting.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            seen["cancelled"] = True
+            raise
+        yield "never"
+
+    async def consume() -> list[str]:
+        got = [item async for run in signal.until_stopped(silent(), "cut") for item in run]
+        seen["cancelling"] = asyncio.current_task().cancelling()  # type: ignore[union-attr]
+        return got
+
+    consumer = asyncio.ensure_future(consume())
+    await waiting.wait()
+    signal.request()
+    got = await consumer
+
+    assert got == ["said", "cut"]
+    assert seen["reader"] is consumer
+    assert seen["cancelled"] is True
+    assert seen["cancelling"] == 0
+
+
+async def test_a_cancel_from_outside_with_a_stop_still_cancels_the_consumer_waiting_on_a_stream() -> None:
+    signal, waiting = StopSignal(), asyncio.Event()
+
+    async def stubborn() -> AsyncIterator[str]:
+        yield "said"
+        waiting.set()
+        with contextlib.suppress(asyncio.CancelledError):  # takes the cancel, and ends: the consumer's must go on
+            await asyncio.Event().wait()
+
+    async def consume() -> None:
+        async for _ in signal.until_stopped(stubborn(), "cut"):
+            pass
+
+    consumer = asyncio.ensure_future(consume())
+    await waiting.wait()
+    signal.request()
+    consumer.cancel()
+    await asyncio.wait({consumer})
+
+    assert consumer.cancelled()
