@@ -118,7 +118,7 @@ class StopSignal:
                 self._reading = (task, reader)
                 try:
                     await reader.wait()
-                except asyncio.CancelledError:  # out of the stream: the stop's (it was closing), or another's
+                except asyncio.CancelledError:  # the stream gave it back (its closing was cancelled)
                     if not reader.cut or task.uncancel() > 0:  # not the stop's, or from outside as well: it goes on
                         raise
                     continue
@@ -248,11 +248,9 @@ class _Reader:
             return
         if waits_on is _FULL:
             self._step(None, None)
-        else:
-            cancel = getattr(waits_on, "cancel", None)  # a future (None: a bare yield)
-            if not (callable(cancel) and cancel()):
-                self._step(None, asyncio.CancelledError())
-            # else its CancelledError reaches the stream once the future it awaits is done, as in a task of its own
+        elif not (isinstance(waits_on, asyncio.Future) and waits_on.cancel()):
+            self._step(None, asyncio.CancelledError())
+        # else its CancelledError reaches the stream once the future it awaits is done, as in a task of its own
         await self.wait(closed=True)
 
 
