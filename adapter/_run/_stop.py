@@ -17,8 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import types
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Generator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any, Final, TypeVar
 
 from adapter._run._tools import ToolResult
@@ -44,8 +43,7 @@ class StopSignal:
 
     The run reads it at its safe points. Where the run waits on what a stop may cut short (a silent model step,
     a cancellable tool), the wait is raced against the request (`until_stopped`, `race`): a stop cancels only
-    the work it cuts. A model step's stream is read in the run's own task, so there the stop cancels that task
-    where the stream waits, and takes its cancel back (`uncancel`) once the stream gave way: the run goes on.
+    the work it cuts, never the run's own task.
     """
 
     def __init__(self) -> None:
@@ -53,8 +51,6 @@ class StopSignal:
         self.reason: str | None = None
         """The code a run ends with instead of a cancelled `RUN_FINISHED`: a stop no one asked for (a deadline)."""
         self._watchers: set[asyncio.Future[Any]] = set()
-        self._reading: tuple[asyncio.Task[Any], _Reader] | None = None
-        """The task waiting where a stream waits (`until_stopped`), and its reader: a stop cancels it there."""
 
     def request(self, *, reason: str | None = None) -> None:
         """Ask the run to stop (idempotent: the first request's `reason` stands)."""
@@ -65,10 +61,6 @@ class StopSignal:
         for watcher in self._watchers:
             if not watcher.done():
                 watcher.set_result(_STOPPED)
-        if self._reading is not None:
-            task, reader = self._reading
-            reader.cut = reader.closing = True
-            task.cancel()
 
     async def race(self, work: Awaitable[T], stopped: Callable[[], T]) -> T:
         """`work`'s result, or `stopped()` once a stop cancelled it first (a cancellable tool)."""
@@ -90,14 +82,12 @@ class StopSignal:
     async def until_stopped(self, stream: AsyncIterator[T], cut: T) -> AsyncGenerator[list[T], None]:
         """`stream`'s items in runs until a stop is requested: the stream is then cancelled, `cut` ends the last run.
 
-        The stream is read in this task (`_Reader`), up to `READ_AHEAD` items at a time, and each run is what it
-        made before it would wait: the consumer takes a run of items per wait, not one item per generator step.
-        Where the stream waits, a stop cancels this task there (told apart from any other cancel by the task's
-        cancel count, `uncancel`), and the stream is cancelled where it waits, as a task of its own reading it would
-        be, without one: no task started and no loop turn to hand its items over. What it read before the stop is
-        still given, so the consumer gets every item the stream made (and its collector took in). A stream that
-        ended before the stop ends without `cut`; its failure is raised after the items it made before it. However
-        the iteration ends, the stream is closed (cancelled first, if it still waits) before this returns.
+        The stream is read by a task of its own (`_Reader`), up to `READ_AHEAD` items ahead, and each run is what
+        it read meanwhile: the consumer takes a run of items per task switch, not one item per generator step.
+        What it read before the stop is still given, so the consumer gets every item the stream made (and its
+        collector took in). A stream that ended before the stop ends without `cut`; its failure is raised after the
+        items it made before it. However the iteration ends, the stream is closed (cancelled first, if it still
+        waits) before this returns.
         """
         reader = _Reader(stream)
         try:
@@ -113,19 +103,9 @@ class StopSignal:
                     if reader.end is _DONE:
                         return
                     raise reader.end
-                task = asyncio.current_task()
-                assert task is not None
-                self._reading = (task, reader)
-                try:
-                    await reader.wait()
-                except asyncio.CancelledError:  # the stream gave it back (its closing was cancelled)
-                    if not reader.cut or task.uncancel() > 0:  # not the stop's, or from outside as well: it goes on
-                        raise
-                    continue
-                finally:
-                    self._reading = None
-                if reader.cut and task.uncancel() > 0:  # the stream took the stop's cancel; one from outside goes on
-                    raise asyncio.CancelledError
+                waiter = asyncio.get_running_loop().create_future()
+                with self._watching(waiter):
+                    await reader.wait(waiter)
         finally:
             await reader.close()
 
@@ -145,8 +125,6 @@ _STOPPED: Any = object()
 """What a watched future holds when a stop came first."""
 _DONE: Any = object()
 """What `_Reader.end` holds once its stream ended."""
-_FULL: Any = object()
-"""What `_Reader._read` yields when `READ_AHEAD` items wait to be taken."""
 READ_AHEAD: Final = 1024
 """Items the reader of a stream may hold before the consumer takes them: a stream that makes its items at once is
 read in runs, not one task switch per item. Each run handed over lets the event loop run the run's readers, and
@@ -156,13 +134,7 @@ network) is handed over at each wait, whatever the bound."""
 
 
 class _Reader:
-    """A stream read in the task that takes its items, up to `READ_AHEAD` ahead, a run at a time.
-
-    `_read` is the reading loop, a generator-based coroutine that this class steps by hand: it reads on at once
-    while the stream makes items without waiting, and where the stream waits it hands over what it read; the task
-    that takes the items then awaits what the stream waits on (`wait`), so a cancel of that task reaches the stream
-    where it waits, as it would a task of the stream's own.
-    """
+    """A stream read by a task of its own, up to `READ_AHEAD` items ahead: a stop cancels what that task waits on."""
 
     def __init__(self, stream: AsyncIterator[Any]) -> None:
         self._stream = stream
@@ -170,88 +142,57 @@ class _Reader:
         """What the stream made and the consumer did not take yet."""
         self.end: Any = None
         """`_DONE` once the stream ended, the exception it raised, or None while it goes on."""
-        self.closing = False
-        """Nobody takes the stream's items any more: its cancellation is swallowed, and it is closed."""
-        self.cut = False
-        """A stop cancelled the task waiting on the stream (`StopSignal.request`): its cancel is the stop's."""
-        self._steps = self._read()
-        self._waits_on: Any = _FULL
-        """What the stream waits on (a future, or None for a bare yield), `_FULL` when it waits for room, `_DONE`
-        once `_read` returned."""
-        self._step(None, None)
+        self._waiter: asyncio.Future[Any] | None = None
+        self._room: asyncio.Future[None] | None = None
+        self._closing = False
+        self._task: asyncio.Task[None] | None = asyncio.ensure_future(self._read())
 
     def take(self) -> list[Any]:
-        """Every item read and not taken yet, oldest first."""
+        """Every item read and not taken yet, oldest first; the reader may read on."""
         items, self.items = self.items, []
+        room = self._room
+        if room is not None and not room.done():
+            room.set_result(None)
         return items
 
-    @types.coroutine
-    def _read(self) -> Generator[Any, Any, None]:
-        step = self._stream.__anext__
+    async def wait(self, waiter: asyncio.Future[Any]) -> None:
+        """Return once an item is read, the stream ended, or something else resolved `waiter` (a stop)."""
+        if not waiter.done():
+            self._waiter = waiter
+            await waiter
+
+    async def _read(self) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while True:
-                item = yield from step().__await__()
-                if self.closing:  # a stream that swallowed its cancellation: nobody takes its items
+            async for item in self._stream:
+                if self._closing:  # a stream that swallowed its cancellation: nobody takes its items
                     return
                 self.items.append(item)
+                self._wake()
                 if len(self.items) >= READ_AHEAD:
-                    yield _FULL
-                    if self.closing:
-                        return
-        except StopAsyncIteration:
+                    self._room = loop.create_future()
+                    await self._room
             self.end = _DONE
-        except Exception as exc:  # the stream's own failure: the consumer's, after the items it made
-            if not self.closing:
+        except BaseException as exc:
+            if not self._closing:  # the stream's own failure (even a CancelledError it raised): the consumer's
                 self.end = exc
-        except GeneratorExit:
-            raise
-        except BaseException:  # a cancel: the stop's (swallowed), or the consumer's own (raised to it)
-            if not self.closing:
-                raise
         finally:
-            yield from _aclose(self._stream)
+            self._wake()
+            await _aclose(self._stream)
 
-    def _step(self, sent: Any, thrown: BaseException | None) -> None:
-        """Read on until the stream waits or ends: send it `sent`, or throw `thrown` in where it waits."""
-        try:
-            waits_on = self._steps.throw(thrown) if thrown is not None else self._steps.send(sent)
-        except StopIteration:
-            waits_on = _DONE
-        except BaseException:
-            self._waits_on = _DONE
-            raise
-        self._waits_on = waits_on
-
-    @types.coroutine
-    def wait(self, *, closed: bool = False) -> Generator[Any, Any, None]:
-        """Await what the stream waits on, reading on, until it made items or ended (`closed`: until it ended).
-
-        A stream that waits for room (`READ_AHEAD` items taken at once) reads on after one loop turn (a bare
-        yield): the run's readers write what it made meanwhile.
-        """
-        while self._waits_on is not _DONE and (closed or not self.items):
-            try:
-                sent = yield None if self._waits_on is _FULL else self._waits_on
-            except GeneratorExit:
-                self._steps.close()
-                raise
-            except BaseException as thrown:
-                self._step(None, thrown)
-            else:
-                self._step(sent, None)
+    def _wake(self) -> None:
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     async def close(self) -> None:
-        """Cancel the stream where it waits (as `Task.cancel` would), and wait until it is closed."""
-        self.closing = True
-        waits_on = self._waits_on
-        if waits_on is _DONE:
-            return
-        if waits_on is _FULL:
-            self._step(None, None)
-        elif not (isinstance(waits_on, asyncio.Future) and waits_on.cancel()):
-            self._step(None, asyncio.CancelledError())
-        # else its CancelledError reaches the stream once the future it awaits is done, as in a task of its own
-        await self.wait(closed=True)
+        """Cancel the reading task where it waits, and wait until the stream is closed."""
+        self._closing = True
+        task, self._task = self._task, None
+        if task is not None and not task.done():  # one that ended closed its stream: no loop turn to wait for it
+            task.cancel()
+            await asyncio.wait({task})
+            await _aclose(self._stream)  # a task cancelled before it ran never closed it
 
 
 async def _aclose(stream: AsyncIterator[Any]) -> None:
