@@ -126,7 +126,7 @@ class RecordHandle:
         saw made and deleted again by others, each time it looked, is neither found nor created: the run goes on as
         on a thread another request creates meanwhile, which its first save finds (`_rebase`).
         """
-        change = ThreadChange(title=title, owner=self.record.owner, incarnation=self.incarnation)
+        change = self._creating(ThreadChange(title=title))
         since = self.base if messages else None
         try:
             stored = await self.threads.load_or_create(self.thread_id, change, journal, since=since)
@@ -136,6 +136,10 @@ class RecordHandle:
             return self._read(stored, messages), False
         self._saved(_Change(change), 1)
         return None, True
+
+    def _creating(self, change: ThreadChange) -> ThreadChange:
+        """`change` as the save that creates the thread: it names the thread's owner, and this creation of it."""
+        return dataclasses.replace(change, owner=self.record.owner, incarnation=self.incarnation)
 
     def _read(self, stored: StoredThread, messages: bool) -> ThreadRecord:
         """Take `stored` as what this run read (its messages too, unless it read the head alone)."""
@@ -624,9 +628,7 @@ class RecordHandle:
             StoreConflict: As `TurnStore.save`, after renames in between were let pass (`_only_renamed`).
         """
         if self.version == 0:
-            # The save that creates the thread names its owner, and this creation of it.
-            created = dataclasses.replace(change.change, owner=self.record.owner, incarnation=self.incarnation)
-            change = dataclasses.replace(change, change=created)
+            change = dataclasses.replace(change, change=self._creating(change.change))
         life = self.incarnation if self.version else ANY_INCARNATION
         for attempt in range(_RENAMES_TOLERATED + 1):
             try:
