@@ -180,10 +180,8 @@ class SQLiteStore:
             ThreadGone, StaleClaim, StoreConflict, ValueError: As `save` and `append_events`; nothing was written.
         """
         records = _records(change)
-        # The caller's sequence may change once the call returns to the loop; a `JournalBatch` never does.
-        events = journal.events if type(journal.events) is JournalBatch else tuple(journal.events)
         expected = (expected_version, fence, incarnation)
-        appended = (journal.run_id, events, journal.ended)
+        appended = (journal.run_id, _held(journal.events), journal.ended)
         return await self._call("a save", self._save_and_append, thread_id, change, records, expected, appended)
 
     async def load_or_create(
@@ -199,7 +197,7 @@ class SQLiteStore:
             ValueError: `journal` does not open its journal; nothing was written.
         """
         records = _records(change)
-        appended = None if journal is None else (journal.run_id, tuple(journal.events), journal.ended)
+        appended = None if journal is None else (journal.run_id, _held(journal.events), journal.ended)
         return await self._call("a load", self._load_or_create, thread_id, change, records, appended, since)
 
     async def purge(
@@ -222,9 +220,7 @@ class SQLiteStore:
         written, or nothing (`ValueError` for seqs that do not continue it, an ended journal, or a newline in an
         event's JSON).
         """
-        # The caller's sequence may change once the call returns to the loop; a `JournalBatch` never does.
-        batch = events if type(events) is JournalBatch else tuple(events)
-        return await self._call("an append", self._append, thread_id, run_id, batch, ended)
+        return await self._call("an append", self._append, thread_id, run_id, _held(events), ended)
 
     async def read_events(self, thread_id: str, run_id: str, *, after: int = 0, limit: int = 1000) -> RunJournal | None:
         """The run's events with seq > `after`, at most `limit`, or None for no journal.
@@ -511,7 +507,7 @@ class SQLiteStore:
         thread_id: str,
         change: ThreadChange,
         records: dict[str, object],
-        appended: tuple[str, tuple[JournalEvent, ...], bool] | None,
+        appended: tuple[str, Sequence[JournalEvent], bool] | None,
         since: int | None,
     ) -> StoredThread | None:
         creation = (0, None, ANY_INCARNATION)
@@ -528,6 +524,14 @@ class SQLiteStore:
                 continue  # another writer created it since the read: read it
             return None
         raise StoreConflict(thread_id, 0)
+
+
+def _held(events: Sequence[JournalEvent]) -> Sequence[JournalEvent]:
+    """`events` as the worker thread reads them: a copy, unless a `JournalBatch` (which never changes).
+
+    The caller's sequence may change once the call returns to the loop.
+    """
+    return events if type(events) is JournalBatch else tuple(events)
 
 
 def _records(change: ThreadChange) -> dict[str, object]:
