@@ -297,15 +297,7 @@ class PostgresStore:
         also = _also(thread_id, change, expected_version)
 
         async def saved(connection: Any) -> Any:
-            if also:
-                async with connection.transaction():
-                    cursor = await connection.execute(_SAVE, params)
-                    row = await cursor.fetchone()
-                    for statement, values in also:
-                        await connection.execute(statement, values)
-                return row
-            cursor = await connection.execute(_SAVE, params)
-            return await cursor.fetchone()
+            return await _in_one_transaction(connection, [(_SAVE, params), *also])
 
         try:
             row = await self._call("a save", saved)
@@ -580,14 +572,19 @@ def _unusable(error: Exception) -> str | None:
     return None
 
 
-async def _in_one_transaction(connection: Any, statements: Sequence[tuple[str, Any]]) -> None:
-    """`statements` in one transaction: a single one alone (autocommit: no BEGIN and COMMIT to send)."""
-    if len(statements) == 1:
-        await connection.execute(*statements[0])
-        return
+async def _in_one_transaction(connection: Any, statements: Sequence[tuple[str, Any]]) -> Any:
+    """`statements` in one transaction; the first statement's first row, or None.
+
+    A single statement goes alone: autocommit, no BEGIN and COMMIT to send.
+    """
+    first, *others = statements
+    if not others:
+        return await (await connection.execute(*first)).fetchone()
     async with connection.transaction():
-        for statement, values in statements:
+        row = await (await connection.execute(*first)).fetchone()
+        for statement, values in others:
             await connection.execute(statement, values)
+    return row
 
 
 def _load_keys(thread_id: str, since: int | None, until: int | None) -> dict[str, Any]:
