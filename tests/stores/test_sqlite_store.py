@@ -210,15 +210,27 @@ async def test_a_file_from_before_retention_gains_its_columns_and_its_threads_co
     assert (kept, purged) == (0, 1)
 
 
+def _run_sql(path: Path, statement: str) -> None:
+    """One statement on the file, outside any store: how an older layout is made."""
+    with sqlite3.connect(path) as connection:
+        connection.execute(statement)
+    connection.close()
+
+
+def _index_names(path: Path) -> set[str]:
+    with sqlite3.connect(path) as connection:
+        names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    connection.close()
+    return names
+
+
 async def test_a_file_from_before_issue_43_loses_the_index_nothing_read_and_keeps_its_threads(tmp_path: Path) -> None:
     """`agui_threads_saved` cost every save a page and served no query: dropped once, by instances racing to open."""
     path = tmp_path / "turns.db"
     store = SQLiteStore(path)
     await store.save("old", ThreadChange(append=[StoredMessage("m1", "user", "{}")]), expected_version=0)
     await store.close()
-    with sqlite3.connect(path) as connection:  # the index as the retention upgrade made it before issue 43
-        connection.execute("CREATE INDEX agui_threads_saved ON agui_threads (saved_at)")
-    connection.close()
+    _run_sql(path, "CREATE INDEX agui_threads_saved ON agui_threads (saved_at)")  # as the retention upgrade made it
     stores = [SQLiteStore(path) for _ in range(3)]
     try:
         loaded = await asyncio.gather(*(store.load("old") for store in stores))
@@ -226,9 +238,7 @@ async def test_a_file_from_before_issue_43_loses_the_index_nothing_read_and_keep
     finally:
         for store in stores:
             await store.close()
-    with sqlite3.connect(path) as connection:
-        indexes = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    connection.close()
+    indexes = _index_names(path)
 
     assert [thread.head.message_count for thread in loaded if thread is not None] == [1, 1, 1]
     assert purged == 1
@@ -246,9 +256,7 @@ async def test_a_file_with_the_journals_appended_index_loses_it_and_purges_its_i
     for thread in ("old", "gone"):
         await store.append_events(thread, "r1", [JournalEvent(1, '{"type": "RUN_STARTED"}')])
     await store.close()
-    with sqlite3.connect(path) as connection:  # the index as every file had it before this change (e376502)
-        connection.execute("CREATE INDEX agui_journals_appended ON agui_journals (appended_at)")
-    connection.close()
+    _run_sql(path, "CREATE INDEX agui_journals_appended ON agui_journals (appended_at)")  # as e376502 made it
     stores = [SQLiteStore(path) for _ in range(3)]
     try:
         read = await asyncio.gather(*(store.read_events("old", "r1") for store in stores))
@@ -258,9 +266,7 @@ async def test_a_file_with_the_journals_appended_index_loses_it_and_purges_its_i
     finally:
         for store in stores:
             await store.close()
-    with sqlite3.connect(path) as connection:
-        indexes = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    connection.close()
+    indexes = _index_names(path)
 
     assert [journal.last_seq for journal in read if journal is not None] == [1, 1, 1]
     assert (purged, left) == (0, [None, None])  # its turn waits, so the thread stays; both idle journals go
