@@ -52,6 +52,7 @@ import anyio
 from ag_ui.core import BaseEvent, EventType, RunErrorEvent
 
 from adapter import _errors as codes
+from adapter._alarms import Alarm, Alarms
 from adapter._errors import InputRejected, LimitExceeded
 from adapter._run._config import DEFAULT_MAX_CHARS, DEFAULT_MAX_DETACHED, DEFAULT_MAX_EVENTS, DEFAULT_MAX_RUN_TIME
 from adapter._run._stop import StopSignal
@@ -184,86 +185,6 @@ def over_limit(limits: JournalLimits) -> RunErrorEvent:
         f" {limits.max_chars} characters). Read the thread for what it stored."
     )
     return _error(codes.JOURNAL_LIMIT, message)
-
-
-class Alarm:
-    """One alarm of `Alarms`: it rings once, unless cancelled first."""
-
-    __slots__ = ("due", "ring", "_alarms")
-
-    def __init__(self, due: float, ring: Callable[[], object], alarms: Alarms) -> None:
-        self.due = due
-        self.ring: Callable[[], object] | None = ring
-        self._alarms = alarms
-
-    def cancel(self) -> None:
-        if self.ring is not None:
-            self.ring = None
-            self._alarms.dropped()
-
-
-class Alarms:
-    """Alarms of one delay for every run this replica drives: one loop timer, not one a run.
-
-    Each rings `delay` seconds after it was set, so they ring in the order they were set: a queue holds them, and
-    one timer, armed for the oldest still set, serves them all (as the stores' worker serves its calls' deadlines).
-    A loop timer costs a run some 1.9 µs (its handle, the heap, its cancel), an alarm here 0.25. Meant for the long
-    delays a run sets and most often cancels (the stop-request look, `max_run_time`, a listener's keep-alive
-    interval): a cancelled alarm stays queued until its time, or until most of the queue is cancelled ones, and a
-    timer armed for one rings once for nothing (a loop turn) where a loop timer would have gone with its cancel. An
-    alarm set on another event loop than the last one's drops those of that loop (they ring for nobody).
-    """
-
-    def __init__(self, delay: float) -> None:
-        self.delay = delay
-        self._queue: deque[Alarm] = deque()
-        self._cancelled = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._armed = 0.0
-        """When the timer is due."""
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    def set(self, ring: Callable[[], object]) -> Alarm:
-        """An alarm that calls `ring` in `delay` seconds, unless cancelled first."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop, self._timer, self._cancelled = loop, None, 0
-            self._queue.clear()
-        alarm = Alarm(loop.time() + self.delay, ring, self)
-        self._queue.append(alarm)
-        if self._timer is None:
-            self._arm(loop, alarm.due)
-        return alarm
-
-    def dropped(self) -> None:
-        """An alarm was cancelled: the queue is rebuilt without them once they are most of it."""
-        self._cancelled += 1
-        if self._cancelled > 64 and 2 * self._cancelled > len(self._queue):
-            self._queue = deque(alarm for alarm in self._queue if alarm.ring is not None)
-            self._cancelled = 0
-
-    def _ring(self) -> None:
-        loop = self._loop
-        assert loop is not None
-        now, queue = max(loop.time(), self._armed), self._queue  # the loop may run a timer a clock tick early
-        try:
-            while queue:  # `_timer` stays set meanwhile: an alarm a ring sets joins the queue, and arms nothing
-                alarm = queue[0]
-                if alarm.ring is not None and alarm.due > now:
-                    break
-                queue.popleft()
-                ring, alarm.ring = alarm.ring, None
-                if ring is None:
-                    self._cancelled -= 1
-                else:
-                    ring()
-        finally:  # a ring that raised (the loop reports it) leaves the others set
-            self._timer = None
-            if queue:
-                self._arm(loop, queue[0].due)
-
-    def _arm(self, loop: asyncio.AbstractEventLoop, due: float) -> None:
-        self._timer, self._armed = loop.call_at(due, self._ring), due
 
 
 class LiveRun:

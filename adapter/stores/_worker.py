@@ -3,21 +3,22 @@
 `run_in_executor` costs a call two futures chained across threads (a `concurrent.futures.Future`, with its lock and
 condition, wrapped in an asyncio future) and `Deadline` a timer of its own. Here a call is one asyncio future and one
 entry in a queue, and the thread sets its outcome on the loop with `call_soon_threadsafe`. The calls' deadlines come
-in the order the calls were made (each `seconds` after its call), so one timer, armed for the oldest call still
-waiting, serves them all. A call whose caller stopped waiting (cancelled, or past its deadline) before it began is
-never run; one already running ends on the thread, and `stop` waits for it.
+in the order the calls were made (each `seconds` after its call), so one timer serves them all (`adapter._alarms`).
+A call whose caller stopped waiting (cancelled, or past its deadline) before it began is never run; one already
+running ends on the thread, and `stop` waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import queue
 import threading
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from adapter._alarms import Alarm, Alarms
 from adapter.stores._deadline import checked_timeout
 from adapter.stores._protocol import StoreUnavailable
 
@@ -29,8 +30,8 @@ class _Call(Generic[_T]):
     future: asyncio.Future[_T]
     function: Callable[..., _T]
     args: tuple[Any, ...]
-    deadline: float
     what: str
+    deadline: Alarm | None = None
 
 
 class Worker:
@@ -51,20 +52,12 @@ class Worker:
         self._name = name
         self._queue: queue.SimpleQueue[_Call[Any] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._waiting: deque[_Call[Any]] = deque()  # calls not answered yet, oldest first: their deadlines in order
-        self._timer: asyncio.TimerHandle | None = None
+        self._deadlines = Alarms(self.seconds)  # a loop's calls end with it: another loop's start afresh
 
     async def call(self, what: str, function: Callable[..., _T], *args: Any) -> _T:
         """`function(*args)` on the thread, or `StoreUnavailable` (naming `what`) once `seconds` have passed."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:  # a loop's calls end with it: another loop's start afresh
-            self._loop, self._timer = loop, None
-            self._waiting.clear()
-        call: _Call[_T] = _Call(loop.create_future(), function, args, loop.time() + self.seconds, what)
-        self._waiting.append(call)
-        if self._timer is None:
-            self._timer = loop.call_at(call.deadline, self._expire, loop)
+        call: _Call[_T] = _Call(asyncio.get_running_loop().create_future(), function, args, what)
+        call.deadline = self._deadlines.set(functools.partial(self._expire, call))
         self._submit(call)
         return await call.future
 
@@ -73,7 +66,7 @@ class Worker:
         if self._thread is None:
             return
         future = asyncio.get_running_loop().create_future()
-        self._queue.put(_Call(future, last, (), 0.0, "the last call"))  # no deadline: waited for whole
+        self._queue.put(_Call(future, last, (), "the last call"))  # no deadline: waited for whole
         self._queue.put(None)
         await future
 
@@ -84,20 +77,11 @@ class Worker:
             self._thread.start()
         self._queue.put(call)
 
-    def _expire(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Tell the calls past their deadline, oldest first; arm the timer for the next one still waiting."""
-        if loop is not self._loop:
-            return  # armed for a loop whose calls ended with it
-        self._timer = None
-        now = loop.time()
-        waiting = self._waiting
-        while waiting and (waiting[0].future.done() or waiting[0].deadline <= now):
-            call = waiting.popleft()
-            if not call.future.done():
-                message = f"{self._store} did not answer {call.what} within {self.seconds:g} s"
-                call.future.set_exception(StoreUnavailable(message))
-        if waiting:
-            self._timer = loop.call_at(waiting[0].deadline, self._expire, loop)
+    def _expire(self, call: _Call[Any]) -> None:
+        """Tell a call past its deadline that the store did not answer."""
+        if not call.future.done():
+            message = f"{self._store} did not answer {call.what} within {self.seconds:g} s"
+            call.future.set_exception(StoreUnavailable(message))
 
     def _answer(self, call: _Call[_T], result: _T | None, error: BaseException | None) -> None:
         if not call.future.done():  # else cancelled, or past its deadline: nobody waits for it
@@ -105,9 +89,8 @@ class Worker:
                 call.future.set_result(result)  # type: ignore[arg-type]  # None only with an error
             else:
                 call.future.set_exception(error)
-        waiting = self._waiting
-        while waiting and waiting[0].future.done():
-            waiting.popleft()
+        if call.deadline is not None:
+            call.deadline.cancel()
 
     # Below, the thread.
 

@@ -233,7 +233,19 @@ def test_every_private_module_of_the_engine_lives_in_a_wing_or_the_kit() -> None
     assert flat == sorted([*KIT, "_adapter"]), "a new private module goes into the wing of its layer"
 
 
-KIT = ("_collector", "_compat", "_errors", "_ids", "_jsonpatch", "_lazy", "_limits", "_telemetry", "_types", "_wire")
+KIT = (
+    "_alarms",
+    "_collector",
+    "_compat",
+    "_errors",
+    "_ids",
+    "_jsonpatch",
+    "_lazy",
+    "_limits",
+    "_telemetry",
+    "_types",
+    "_wire",
+)
 """The small kit every layer uses, left flat beside the door; it imports nothing but itself."""
 
 

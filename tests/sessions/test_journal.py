@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sessions_kit import Held, answer, body_of, frames_of, journal_of, read_some, reattach
 
 from adapter import Adapter, ConfigurationError, Limits
-from adapter._sessions._journal import Alarms  # private on purpose: one loop timer serves every run's alarm
+from adapter._alarms import Alarms  # private on purpose: one loop timer serves every run's alarm
 from adapter.backends import BackendItem, ModelRequest, Rule, ScriptedBackend, TextDelta
 from adapter.stores import JournalEvent, MemoryStore, RunJournal, SQLiteStore
 
