@@ -269,7 +269,7 @@ async def test_a_served_run_and_a_thread_read_end_while_the_store_is_frozen(
 ) -> None:
     """The issue's case: no answer after 45 s for a run, after 30 s for GET /threads, over a partitioned PostgreSQL."""
     server = await serve(Adapter(backend, store=frozen.store))
-    await until(lambda: healthy(server), "/health to say ok: the store opened and migrated")  # on the server's loop
+    await server.call(answered(lambda: frozen.store.ping(write=True), "the store to open and migrate"))
     thread = server.client.thread()
     assert (await thread.say("hello")).outcome == {"type": "success"}
     frozen.freeze()
@@ -289,8 +289,9 @@ async def test_a_served_run_and_a_thread_read_end_while_the_store_is_frozen(
         assert read.status_code == 200
     assert checked.status_code == 503
     frozen.thaw()
-    await until(lambda: healthy(server), "/health to say ok again")  # its last answer is kept a second
+    await server.call(answered(lambda: frozen.store.ping(write=True), "the same store to work again"))
     assert (await thread.say("hello")).outcome == {"type": "success"}
+    await until(lambda: healthy(server), "/health to say ok again")  # its last answer is kept a second
 
 
 @given(st.one_of(st.floats(allow_nan=True), st.integers(), st.booleans()))
