@@ -50,6 +50,8 @@ async def served(
     gate = Gate(backend)
     store = PostgresStore(through_proxy.geturl(), timeout=1.0)
     server = await serve(make_adapter(backend=gate, store=store))
+    # The first call opens a pool and migrates a fresh schema, which may outlast a 1 s deadline on a loaded machine.
+    assert (await recovered(server, "/health")).status_code == 200
     yield server, gate
     gate.release.set()
     proxy.open = True
@@ -78,7 +80,7 @@ async def test_a_store_cut_mid_run_ends_it_with_store_unavailable(served: tuple[
 
 
 async def recovered(server: Served, path: str) -> Any:
-    """The first answer other than 503 once the store can be reached again: it recovers by itself, though a
+    """The first answer other than 503 once the store can be reached (again): it recovers by itself, though a
     connection it opens may take a while on a loaded machine (a wait for the condition, bounded)."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + BOUND
