@@ -341,6 +341,17 @@ class Server:
             self.process.wait(timeout=10)
 
 
+def thread_cpu_ns(pid: int) -> dict[int, int]:
+    """CPU ns by native thread id of process `pid`: the time the scheduler ran each (`schedstat`), user and system."""
+    spent: dict[int, int] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            spent[int(task.name)] = int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # a thread that ended meanwhile
+    return spent
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 

@@ -21,20 +21,13 @@ import tempfile
 from pathlib import Path
 
 import bench_floor
-from _server import Server
+from _server import Server, thread_cpu_ns
 from bench_adapter import round_trip
 
 
 def threads(pid: int) -> dict[int, float]:
-    """CPU seconds by thread id: the time the scheduler ran each (`schedstat`, in ns), user and system alike."""
-    seconds: dict[int, float] = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        try:
-            ran = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0]
-        except FileNotFoundError:  # a thread that ended meanwhile
-            continue
-        seconds[int(tid)] = int(ran) / 1e9
-    return seconds
+    """CPU seconds by thread id (`thread_cpu_ns`)."""
+    return {tid: ns / 1e9 for tid, ns in thread_cpu_ns(pid).items()}
 
 
 def store_and_process(pid: int, start: dict[int, float], end: dict[int, float]) -> tuple[float, float]:

@@ -24,7 +24,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from _growth import held_by_client, prior_turns
-from _server import ROUND_TRIP_PROMPT, SOURCE, Server, new_id
+from _server import ROUND_TRIP_PROMPT, SOURCE, Server, new_id, thread_cpu_ns
 from bench_floor import checkout
 from bench_growth import Bench, _body, _resume_body
 
@@ -47,12 +47,8 @@ async def threads_ns(server: Server) -> Threads:
     """Each thread's CPU ns so far, by its group."""
     named = await names(server)
     spent: Threads = defaultdict(int)
-    for task in Path(f"/proc/{server.process.pid}/task").iterdir():
-        try:
-            ns = int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue  # a thread that ended meanwhile
-        spent[_group(named.get(int(task.name), "other"))] += ns
+    for tid, ns in thread_cpu_ns(server.process.pid).items():
+        spent[_group(named.get(tid, "other"))] += ns
     return spent
 
 
