@@ -208,7 +208,7 @@ class LiveRun:
         opened: Whether `first` is in the journal; False when the run's claim is to carry it (`opening`).
         reopen: Opens the journal with an append of its own, under the run id's next free attempt: its name
             (`Journals.begin` gives it with `opened=False`).
-        alarms: The replica's `Alarms` for a delay (the stop-request look's, `max_run_time`); the run's own without.
+        alarms: The replica's `Alarms` for a delay (the stop-request look's, `max_run_time`, a keep-alive interval).
     """
 
     def __init__(
@@ -228,7 +228,7 @@ class LiveRun:
         first: BaseEvent | None = None,
         opened: bool = True,
         reopen: Callable[[LiveRun, JournalEvent], Awaitable[str]] | None = None,
-        alarms: Callable[[float], Alarms] | None = None,
+        alarms: Callable[[float], Alarms],
     ) -> None:
         self.thread_id, self.run_id = key
         self.journal = journal if journal is not None else self.run_id
@@ -285,7 +285,7 @@ class LiveRun:
         """Journaled and driven, with no writer task yet: the alarm starts one when there is work (`_look`)."""
         self._alarm: asyncio.TimerHandle | Alarm | None = None
         """While idle: when to start the writer, to append what gathered or to look for a stop request."""
-        self._alarms = alarms if alarms is not None else _own_alarms()
+        self._alarms = alarms
         self._gathering = False
         """The alarm is the gather's (`GATHER` after an event not written), not the stop-request look's."""
         self._deadline: Alarm | None = None
@@ -1158,12 +1158,6 @@ def _no_event(waiter: asyncio.Future[bool]) -> None:
     """A listener's wait is over with no event (`LiveRun.grew`): it sends a keep-alive."""
     if not waiter.done():
         waiter.set_result(False)
-
-
-def _own_alarms() -> Callable[[float], Alarms]:
-    """Alarms for a run of its own, outside a replica's `Journals`."""
-    made: dict[float, Alarms] = {}
-    return lambda delay: made.setdefault(delay, Alarms(delay))
 
 
 def _appender(store: TurnStore, thread_id: str) -> Opener:
